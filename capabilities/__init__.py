@@ -1,0 +1,1 @@
+"""Python functions used by the default capability set (skills.yaml → kind: python)."""

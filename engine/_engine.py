@@ -1,0 +1,115 @@
+"""Engine: the embedding API around a linked Project."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from pathlib import Path
+from typing import Any, AsyncIterator, Collection, Literal
+
+from .context import RunContext
+from .errors import UsageError
+from .events import TERMINAL_TOOL_EVENTS, Event, Listener, RunEvents, prepare_listeners
+from .link import load_project
+from .project import Project
+from .result import ToolResult
+from .router import Approver, route_call
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{secrets.token_hex(10)}"
+
+
+class Engine:
+    """Runs tool calls against a project. Safe for many concurrent calls; reloadable."""
+
+    def __init__(self, project: Project):
+        self._project = project
+        self._listeners: list[Listener] = []
+
+    @classmethod
+    def from_dir(cls, path: str | Path = ".") -> "Engine":
+        """Load and link a project directory (raises ConfigError with every problem)."""
+        return cls(load_project(path))
+
+    @property
+    def project(self) -> Project:
+        return self._project
+
+    def reload(self) -> Project:
+        """Link the directory again and swap the new project in atomically.
+
+        Calls in flight finish on the project they started with. If the new files have
+        errors, ConfigError is raised and the current project stays in place.
+        """
+        project = load_project(self._project.root)
+        self._project = project
+        return project
+
+    def subscribe(self, listener: Listener) -> Any:
+        """Receive the events of every call; returns a function that unsubscribes."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener)
+
+    def tool_schemas(
+        self, format: Literal["openai", "anthropic", "mcp"] = "openai", allowed_tools: Collection[str] | None = None
+    ) -> list[dict[str, Any]]:
+        """The enabled, allowed tools in the shape a model API expects."""
+        return self._project.tool_schemas(format, allowed_tools)
+
+    async def call_tool(
+        self,
+        name: str,
+        args: str | dict[str, Any] | None = None,
+        *,
+        allowed_tools: Collection[str] | None = None,
+        on_event: Listener | None = None,
+        model: str | None = None,
+        tool_call_id: str | None = None,
+        run_id: str | None = None,
+        approve: Approver | None = None,
+    ) -> ToolResult:
+        """Route one call. Never raises for a bad call: the ToolResult carries the error."""
+        project = self._project  # pinned: a reload mid-call does not affect this call
+        listeners = list(self._listeners)
+        if on_event is not None:
+            listeners.append(on_event)
+        inline, queued = prepare_listeners(listeners)
+        run = RunContext(
+            run_id or new_id("run"),
+            tool_call_id or new_id("call"),
+            name,
+            RunEvents(run_id or "", inline),
+            project,
+            model,
+        )
+        run.events.run_id = run.run_id
+        try:
+            return await route_call(run, args, allowed_tools=allowed_tools, approve=approve)
+        finally:
+            for listener in queued:
+                await listener.close()
+
+    async def stream_tool(self, name: str, args: str | dict[str, Any] | None = None, **options: Any) -> AsyncIterator[Event]:
+        """Yield the call's events as they happen; the last one carries `.result`."""
+        queue: asyncio.Queue[Event] = asyncio.Queue()
+        task = asyncio.get_running_loop().create_task(self.call_tool(name, args, on_event=queue.put_nowait, **options))
+        try:
+            while True:
+                event = await queue.get()
+                yield event
+                if event.type in TERMINAL_TOOL_EVENTS and event.result is not None:
+                    break
+            await task
+        finally:
+            if not task.done():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+
+    def call_tool_sync(self, name: str, args: str | dict[str, Any] | None = None, **options: Any) -> ToolResult:
+        """`call_tool` for code without an event loop (scripts, notebooks without one)."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self.call_tool(name, args, **options))
+        raise UsageError("call_tool_sync() cannot run inside an event loop; use `await engine.call_tool(...)`")

@@ -1,0 +1,1 @@
+"""Command-line front doors: `run-workflow` and `skillyard`."""

@@ -1,0 +1,190 @@
+"""`run-workflow TOOL …` and `skillyard <command> …`.
+
+Exit codes: 0 success · 1 the tool ran and failed · 2 usage, config or argument errors.
+User mistakes print one clear message (or every config issue) and never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from .._engine import Engine
+from ..errors import ConfigError, UsageError
+from ..events import Event
+from ..link import load_project
+from ..logging import configure_logging
+from ..result import ToolResult
+from .arguments import build_arguments
+from .timeline import Timeline
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+# Codes that mean "the call itself was wrong", not "the tool failed while running".
+_USAGE_CODES = frozenset({"unknown_tool", "invalid_arguments", "not_allowed", "tool_disabled"})
+
+
+def _add_call_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("tool", help="name of the tool to call (see `skillyard tools`)")
+    parser.add_argument("--arg", action="append", default=[], metavar="KEY=VALUE",
+                        help="an argument; VALUE is parsed as JSON when it parses, else a string; "
+                             "KEY=@FILE reads a file, KEY=- reads stdin (repeatable)")
+    parser.add_argument("--args-json", metavar="JSON|@FILE|-", help="all arguments as one JSON object")
+    parser.add_argument("--dir", default=".", help="project directory (default: current directory)")
+    parser.add_argument("--model", help="use this model for every prompt skill in this call")
+    parser.add_argument("--output", choices=("data", "result", "events"), default="data",
+                        help="data: the output JSON (default); result: the whole ToolResult; "
+                             "events: one JSON event per line, ending with the result")
+    parser.add_argument("--quiet", action="store_true", help="no timeline on stderr")
+    parser.add_argument("--yes", action="store_true", help="approve tools that ask for confirmation")
+
+
+def _fail(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _report_config(error: ConfigError) -> int:
+    for issue in error.issues:
+        print(str(issue), file=sys.stderr)
+    count = len(error.issues)
+    print(f"{count} problem{'s' if count != 1 else ''} found; nothing was run.", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _emit_json(value: Any, *, pretty: bool = False) -> None:
+    sys.stdout.write(json.dumps(value, ensure_ascii=False, default=str, indent=2 if pretty else None) + "\n")
+    sys.stdout.flush()
+
+
+def run_call(ns: argparse.Namespace) -> int:
+    try:
+        arguments = build_arguments(ns.args_json, ns.arg)
+        engine = Engine.from_dir(ns.dir)
+    except UsageError as exc:
+        return _fail(str(exc))
+    except ConfigError as exc:
+        return _report_config(exc)
+    settings = engine.project.settings.logging
+    configure_logging(settings.format, settings.level)
+    if ns.model and ns.model not in engine.project.models:
+        return _fail(f"--model {ns.model}: unknown model; known: {', '.join(sorted(engine.project.models))}")
+
+    listeners: list[Callable[[Event], None]] = []
+    if not ns.quiet:
+        listeners.append(Timeline(sys.stderr, live=sys.stderr.isatty()))
+    if ns.output == "events":
+        listeners.append(lambda event: _emit_json(event.to_dict()))
+
+    def on_event(event: Event) -> None:
+        for listener in listeners:
+            listener(event)
+
+    async def approve(tool: Any, args: dict[str, Any], tool_call_id: str) -> bool:
+        if ns.yes:
+            return True
+        if not sys.stdin.isatty():
+            print(f"  {tool.name} needs confirmation; no terminal and no --yes, so it is denied", file=sys.stderr)
+            return False
+        answer = await asyncio.to_thread(input, f"Run {tool.name} with {json.dumps(args)[:200]}? [y/N] ")
+        return answer.strip().lower() in ("y", "yes")
+
+    try:
+        result: ToolResult = asyncio.run(
+            engine.call_tool(ns.tool, arguments, model=ns.model, on_event=on_event, approve=approve)
+        )
+    except KeyboardInterrupt:
+        print("cancelled", file=sys.stderr)
+        return 130
+    if ns.output != "data":
+        _emit_json(result.to_dict(), pretty=ns.output == "result")
+    elif result.ok:
+        _emit_json(result.data, pretty=True)
+    if result.error is None:
+        return EXIT_OK
+    if ns.quiet:
+        print(f"error: {result.error.code}: {result.error.message}", file=sys.stderr)
+    return EXIT_USAGE if result.error.code in _USAGE_CODES else EXIT_FAILED
+
+
+def cmd_tools(ns: argparse.Namespace) -> int:
+    try:
+        project = load_project(ns.dir)
+    except ConfigError as exc:
+        return _report_config(exc)
+    if ns.json:
+        _emit_json(project.tool_schemas(ns.format) if ns.format else [
+            {"name": t.name, "enabled": t.enabled, "description": t.description, "parameters": t.parameters}
+            for t in project.tools.values()
+        ])
+        return EXIT_OK
+    for tool in project.tools.values():
+        state = "enabled" if tool.enabled else "disabled"
+        if not project.policy.permits(tool.name):
+            state += ", denied by router policy"
+        print(f"{tool.name}  [{tool.executor.kind}, {state}]")
+        print(f"    {tool.description}")
+        properties = tool.parameters.get("properties") or {}
+        required = set(tool.parameters.get("required") or [])
+        for name, schema in properties.items():
+            kind = schema.get("type", "any") if isinstance(schema, dict) else "any"
+            marks = " (required)" if name in required else ""
+            if isinstance(schema, dict) and "default" in schema:
+                marks += f" (default {json.dumps(schema['default'])})"
+            about = f" — {schema['description']}" if isinstance(schema, dict) and schema.get("description") else ""
+            print(f"    --arg {name}=<{kind}>{marks}{about}")
+    return EXIT_OK
+
+
+def cmd_validate(ns: argparse.Namespace) -> int:
+    try:
+        project = load_project(ns.dir)
+    except ConfigError as exc:
+        return _report_config(exc)
+    print(f"ok: {project.summary()}")
+    return EXIT_OK
+
+
+def _call_parser(prog: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description="Call one tool of a skillyard project and print its output.")
+    _add_call_arguments(parser)
+    return parser
+
+
+def run_workflow_main(argv: Sequence[str] | None = None) -> int:
+    ns = _call_parser("run-workflow").parse_args(argv)
+    return _guarded(run_call, ns)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="skillyard", description="Declarative tools, skills and workflows for LLM tool calling.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    call = commands.add_parser("call", help="call a tool (same as run-workflow)")
+    _add_call_arguments(call)
+    call.set_defaults(handler=run_call)
+    tools = commands.add_parser("tools", help="list the tools and their parameters")
+    tools.add_argument("--dir", default=".", help="project directory")
+    tools.add_argument("--json", action="store_true", help="print JSON")
+    tools.add_argument("--format", choices=("openai", "anthropic", "mcp"), help="with --json: tool schemas for a model API")
+    tools.set_defaults(handler=cmd_tools)
+    validate = commands.add_parser("validate", help="check a project and report every problem")
+    validate.add_argument("dir", nargs="?", default=".", help="project directory (default: current directory)")
+    validate.set_defaults(handler=cmd_validate)
+    ns = parser.parse_args(argv)
+    return _guarded(ns.handler, ns)
+
+
+def _guarded(handler: Callable[[argparse.Namespace], int], ns: argparse.Namespace) -> int:
+    try:
+        return handler(ns)
+    except BrokenPipeError:
+        return EXIT_OK
+    except UsageError as exc:
+        return _fail(str(exc))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

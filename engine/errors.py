@@ -1,0 +1,88 @@
+"""The one error tree of skillyard.
+
+    SkillyardError
+    ├── ConfigError          a project that cannot load: carries every ConfigIssue (file:line:col)
+    ├── UsageError           a front door was used wrongly (bad CLI argument, sync call inside a loop)
+    └── StepFailure          internal: a step or skill failed; the router turns it into a ToolResult
+
+Call failures never surface as exceptions: the router translates them into a ToolResult with
+an error code. Control signals (cancellation, timeouts) stay asyncio's own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Location:
+    """A place in a YAML file: `file:line:col` plus the YAML path for context."""
+
+    file: str
+    line: int = 0
+    col: int = 0
+    path: str = ""
+
+    def __str__(self) -> str:
+        if self.line:
+            return f"{self.file}:{self.line}:{self.col}"
+        return self.file
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigIssue:
+    """One thing wrong with the project, where it is, and what to do about it."""
+
+    location: Location
+    message: str
+    hint: str = ""
+
+    def __str__(self) -> str:
+        text = f"{self.location}: {self.message}"
+        if self.hint:
+            text += f" — {self.hint}"
+        return text
+
+
+class SkillyardError(Exception):
+    """Base of every error skillyard raises on purpose."""
+
+
+class ConfigError(SkillyardError):
+    """The project could not be loaded; `issues` holds all problems found, in file order."""
+
+    def __init__(self, issues: list[ConfigIssue]):
+        self.issues = sorted(issues, key=lambda i: (i.location.file, i.location.line, i.location.col))
+        super().__init__("\n".join(str(i) for i in self.issues))
+
+
+class UsageError(SkillyardError):
+    """A front door (CLI, Python API) was used in a way that cannot work."""
+
+
+@dataclass
+class StepFailure(SkillyardError):
+    """A step or skill failed. `code` becomes the ToolResult error code."""
+
+    code: str
+    message: str
+    details: dict[str, Any] = field(default_factory=dict)
+    retryable: bool = False
+
+    def __post_init__(self) -> None:
+        Exception.__init__(self, self.message)
+
+
+class IssueCollector:
+    """Gathers ConfigIssues so that all problems are reported at once."""
+
+    def __init__(self) -> None:
+        self.issues: list[ConfigIssue] = []
+
+    def add(self, location: Location, message: str, hint: str = "") -> None:
+        self.issues.append(ConfigIssue(location, message, hint))
+
+    def raise_if_any(self) -> None:
+        if self.issues:
+            raise ConfigError(self.issues)

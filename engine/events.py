@@ -1,0 +1,151 @@
+"""Events: the only side channel of the runtime.
+
+Runtime code emits; it never prints, writes files or knows who listens. Every event shares
+one envelope (`Event`) with a `type` from `EventType`. Within one run `seq` counts 1, 2, 3…
+with no gaps, whoever listens.
+
+Listeners are plain callables `(Event) -> None` or async callables. A sync listener runs
+inline and must be quick; an async listener gets its own queue and task, so a slow one
+cannot hold up the others, and nothing is dropped for it. A listener that raises is logged
+and keeps receiving later events; the others never notice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Literal, Union
+
+from .logging import logger
+
+if TYPE_CHECKING:
+    from .result import ToolResult
+
+EventType = Literal[
+    "agent_start",
+    "model_call_start",
+    "model_text_delta",
+    "tool_call_start",
+    "tool_progress_delta",
+    "skill_start",
+    "skill_progress_delta",
+    "skill_result",
+    "skill_error",
+    "tool_call_result",
+    "tool_call_error",
+    "confirmation_required",
+    "final_answer_delta",
+    "agent_error",
+    "agent_done",
+]
+
+TERMINAL_TOOL_EVENTS = frozenset({"tool_call_result", "tool_call_error"})
+
+
+@dataclass(slots=True)
+class Event:
+    """One thing that happened in a run. `result` is set on the terminal tool event."""
+
+    type: EventType
+    run_id: str
+    seq: int
+    ts: int  # milliseconds since the epoch
+    tool_call_id: str | None = None
+    step_id: str | None = None
+    skill: str | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+    result: "ToolResult | None" = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": self.type, "run_id": self.run_id, "seq": self.seq, "ts": self.ts}
+        if self.tool_call_id is not None:
+            out["tool_call_id"] = self.tool_call_id
+        if self.step_id is not None:
+            out["step_id"] = self.step_id
+        if self.skill is not None:
+            out["skill"] = self.skill
+        out["data"] = self.data
+        return out
+
+
+SyncListener = Callable[[Event], None]
+AsyncListener = Callable[[Event], Awaitable[None]]
+Listener = Union[SyncListener, AsyncListener]
+
+
+def _listener_name(listener: Any) -> str:
+    return getattr(listener, "__qualname__", None) or type(listener).__name__
+
+
+class QueuedListener:
+    """Runs an async listener on its own task, fed by an unbounded queue (nothing dropped)."""
+
+    def __init__(self, listener: AsyncListener):
+        self.listener = listener
+        self.queue: asyncio.Queue[Event | None] = asyncio.Queue()
+        self.task = asyncio.get_running_loop().create_task(self._drain())
+
+    def __call__(self, event: Event) -> None:
+        self.queue.put_nowait(event)
+
+    async def _drain(self) -> None:
+        while (event := await self.queue.get()) is not None:
+            try:
+                await self.listener(event)
+            except Exception:  # noqa: BLE001 - a listener's bug must not hurt the run
+                logger.exception("event listener failed", listener=_listener_name(self.listener), event=event.type)
+
+    async def close(self) -> None:
+        """Deliver what is queued, then stop."""
+        self.queue.put_nowait(None)
+        await self.task
+
+
+def prepare_listeners(listeners: list[Listener]) -> tuple[list[SyncListener], list[QueuedListener]]:
+    """Split listeners into inline ones and queued async ones (which need closing)."""
+    inline: list[SyncListener] = []
+    queued: list[QueuedListener] = []
+    for listener in listeners:
+        if inspect.iscoroutinefunction(listener) or inspect.iscoroutinefunction(getattr(listener, "__call__", None)):
+            q = QueuedListener(listener)  # type: ignore[arg-type]
+            queued.append(q)
+            inline.append(q)
+        else:
+            inline.append(listener)  # type: ignore[arg-type]
+    return inline, queued
+
+
+class RunEvents:
+    """Numbers and delivers the events of one run."""
+
+    __slots__ = ("run_id", "_seq", "_listeners")
+
+    def __init__(self, run_id: str, listeners: list[SyncListener]):
+        self.run_id = run_id
+        self._seq = 0
+        self._listeners = listeners
+
+    @property
+    def last_seq(self) -> int:
+        return self._seq
+
+    def emit(
+        self,
+        type: EventType,
+        data: dict[str, Any],
+        *,
+        tool_call_id: str | None = None,
+        step_id: str | None = None,
+        skill: str | None = None,
+        result: "ToolResult | None" = None,
+    ) -> Event:
+        self._seq += 1
+        event = Event(type, self.run_id, self._seq, time.time_ns() // 1_000_000, tool_call_id, step_id, skill, data, result)
+        for listener in self._listeners:
+            try:
+                listener(event)
+            except Exception:  # noqa: BLE001 - see module docstring
+                logger.exception("event listener failed", listener=_listener_name(listener), event=type)
+        return event

@@ -1,0 +1,64 @@
+"""The tool-type registry: `type:` in tools.yaml → a ToolType that builds an executor.
+
+`workflow` is linked by `engine.link` itself (it needs the project's skills). Other types are
+data plus small functions: a pydantic config model, the input schema and description given to
+the model, and a factory for the executor. Third-party packages register types through the
+`skillyard.tool_types` entry-point group; each entry point names a `ToolType` object.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from typing import TYPE_CHECKING, Any, Callable, Protocol
+
+from pydantic import BaseModel
+
+if TYPE_CHECKING:
+    from ..context import RunContext
+
+
+class ToolExecutor(Protocol):
+    kind: str
+
+    async def execute(self, args: dict[str, Any], run: "RunContext") -> Any:
+        """Run the call with validated arguments; return JSON-able data or raise StepFailure."""
+        ...
+
+
+@dataclass(frozen=True)
+class ToolType:
+    name: str
+    config_model: type[BaseModel]
+    input_schema: Callable[[Any], dict[str, Any]]
+    description: Callable[[Any, str], str]
+    create: Callable[[Any], ToolExecutor]
+
+
+_TYPES: dict[str, ToolType] = {}
+_entry_points_loaded = False
+
+
+def register_tool_type(tool_type: ToolType) -> None:
+    _TYPES[tool_type.name] = tool_type
+
+
+def _load_entry_points() -> None:
+    global _entry_points_loaded
+    if _entry_points_loaded:
+        return
+    _entry_points_loaded = True
+    for ep in entry_points(group="skillyard.tool_types"):
+        loaded = ep.load()
+        if isinstance(loaded, ToolType):
+            _TYPES.setdefault(loaded.name, loaded)
+
+
+def tool_type(name: str) -> ToolType | None:
+    _load_entry_points()
+    return _TYPES.get(name)
+
+
+def known_tool_types() -> list[str]:
+    _load_entry_points()
+    return sorted({"workflow", *_TYPES})

@@ -1,0 +1,134 @@
+"""The workflow executor: run steps in order, mapping inputs from arguments and earlier outputs."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ..context import RunContext, SkillContext
+from ..errors import StepFailure
+from ..mapping import MISSING, MappingError, Resolver
+from ..skills.base import Skill
+
+
+@dataclass(frozen=True, slots=True)
+class LinkedStep:
+    id: str
+    skill: Skill
+    resolve_input: Resolver
+    timeout: float | None
+    retries: int
+    retry_delay: float
+
+
+class WorkflowExecutor:
+    kind = "workflow"
+
+    def __init__(self, name: str, steps: list[LinkedStep], resolve_output: Resolver | None):
+        self.name = name
+        self.steps = steps
+        self.resolve_output = resolve_output
+
+    async def execute(self, args: dict[str, Any], run: RunContext) -> Any:
+        total = len(self.steps)
+        run.tool_progress("prepared", f"workflow {self.name!r} prepared: {total} steps", workflow=self.name, steps=total)
+        outputs: dict[str, Any] = {}
+        output: Any = None
+        for number, step in enumerate(self.steps, 1):
+            started = time.perf_counter()
+            run.tool_progress(
+                "step_started", f"step {number} of {total} started: {step.id}", step=number, of=total, step_id=step.id
+            )
+            output = await self._run_step(step, args, outputs, run)
+            outputs[step.id] = output
+            run.tool_progress(
+                "step_finished",
+                f"step {number} of {total} finished: {step.id}",
+                step=number,
+                of=total,
+                step_id=step.id,
+                duration_ms=round((time.perf_counter() - started) * 1000, 2),
+            )
+        if self.resolve_output is not None:
+            try:
+                output = self.resolve_output(args, outputs)
+            except MappingError as exc:
+                raise StepFailure("execution_error", f"workflow output: {exc}") from None
+            if output is MISSING:
+                output = None
+        run.tool_progress("done", f"workflow {self.name!r} done", workflow=self.name)
+        return output
+
+    async def _run_step(self, step: LinkedStep, args: dict[str, Any], outputs: dict[str, Any], run: RunContext) -> Any:
+        skill = step.skill
+        emit = run.events.emit
+        try:
+            value = step.resolve_input(args, outputs)
+        except MappingError as exc:
+            failure = StepFailure("execution_error", f"step {step.id!r} input: {exc}")
+            emit("skill_error", {"code": failure.code, "message": failure.message, "attempt": 1},
+                 tool_call_id=run.tool_call_id, step_id=step.id, skill=skill.name)
+            raise failure from None
+        if value is MISSING:
+            value = {}
+        violations = skill.input_schema.check(value)
+        if violations:
+            failure = StepFailure(
+                "execution_error",
+                f"step {step.id!r} gave skill {skill.name!r} an invalid input: "
+                + "; ".join(f"{v.pointer or '/'}: {v.message}" for v in violations[:5]),
+                {"step_id": step.id, "errors": [v.as_dict() for v in violations]},
+            )
+            emit("skill_error", {"code": failure.code, "message": failure.message, "attempt": 1},
+                 tool_call_id=run.tool_call_id, step_id=step.id, skill=skill.name)
+            raise failure
+        value = skill.input_schema.with_defaults(value)
+        attempt = 1
+        delay = step.retry_delay
+        while True:
+            started = time.perf_counter()
+            emit("skill_start", {"input": value, "attempt": attempt, "kind": skill.kind},
+                 tool_call_id=run.tool_call_id, step_id=step.id, skill=skill.name)
+            try:
+                output = await self._invoke(step, value, SkillContext(run, step.id, skill.name, attempt))
+            except StepFailure as failure:
+                error = failure
+            except (TimeoutError, asyncio.TimeoutError):
+                error = StepFailure("timeout", f"step {step.id!r} took longer than {step.timeout:g}s", retryable=True)
+            except Exception as exc:  # noqa: BLE001 - a skill's bug becomes an error event, not a crash
+                error = StepFailure("execution_error", f"skill {skill.name!r} raised {type(exc).__name__}: {exc}", retryable=True)
+            else:
+                emit("skill_result", {"output": output, "duration_ms": round((time.perf_counter() - started) * 1000, 2)},
+                     tool_call_id=run.tool_call_id, step_id=step.id, skill=skill.name)
+                return output
+            will_retry = attempt <= step.retries and error.retryable
+            emit("skill_error",
+                 {"code": error.code, "message": error.message, "attempt": attempt, "will_retry": will_retry,
+                  "duration_ms": round((time.perf_counter() - started) * 1000, 2)},
+                 tool_call_id=run.tool_call_id, step_id=step.id, skill=skill.name)
+            if not will_retry:
+                raise error
+            await asyncio.sleep(delay)
+            delay *= 2
+            attempt += 1
+
+    @staticmethod
+    async def _invoke(step: LinkedStep, value: dict[str, Any], ctx: SkillContext) -> Any:
+        skill = step.skill
+        if step.timeout is None:
+            output = await skill.run(value, ctx)
+        else:
+            async with asyncio.timeout(step.timeout):
+                output = await skill.run(value, ctx)
+        if skill.output_schema is not None:
+            violations = skill.output_schema.check(output)
+            if violations:
+                raise StepFailure(
+                    "execution_error",
+                    f"skill {skill.name!r} returned output that does not match its output schema: "
+                    + "; ".join(f"{v.pointer or '/'}: {v.message}" for v in violations[:5]),
+                    {"errors": [v.as_dict() for v in violations]},
+                )
+        return output

@@ -1,0 +1,457 @@
+"""Link: resolve every reference once, check the data flow, compile everything → Project.
+
+Everything that can be decided before a call is decided here: schemas are checked against
+the meta-schema and compiled, templates parsed, mappings compiled into resolvers, python
+functions imported. Every problem found is collected and raised at once as a ConfigError.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from .errors import IssueCollector, Location
+from .executors.base import tool_type, known_tool_types
+from .executors.workflow import LinkedStep, WorkflowExecutor
+from .mapping import MappingSyntaxError, Reference, compile_mapping, is_reference, parse_reference
+from .project import LinkedTool, Project, ToolPolicy
+from .providers.base import known_providers, provider_factory
+from .schema import CompiledSchema, SchemaReader, describe_types, literal_types, schema_problems, types_fit
+from .skills import PromptSkill, PythonSkill, Skill, TemplateSkill
+from .skills.python import signature_problem
+from .spec.loader import Entry, LoadedSpecs, load_specs
+from .spec.models import ModelSpec, PromptSkillSpec, PythonSkillSpec, TemplateSkillSpec, ToolSpec, WorkflowSpec
+from .spec.yaml_source import YamlPath
+from .templating import check_template
+
+EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}
+
+
+def load_project(root: str | Path = ".") -> Project:
+    """Load and link the project in `root`; raises ConfigError listing every problem."""
+    issues = IssueCollector()
+    specs = load_specs(Path(root), issues)
+    project = _Linker(specs, issues).link()
+    issues.raise_if_any()
+    assert project is not None
+    return project
+
+
+class _Linker:
+    def __init__(self, specs: LoadedSpecs, issues: IssueCollector):
+        self.specs = specs
+        self.issues = issues
+        self.skills: dict[str, Skill] = {}
+        self.workflows: dict[str, WorkflowExecutor] = {}
+
+    def link(self) -> Project | None:
+        models = self._models()
+        for entry in self.specs.skills.values():
+            skill = self._skill(entry, models)
+            if skill is not None:
+                self.skills[entry.name] = skill
+        for entry in self.specs.workflows.values():
+            executor = self._workflow(entry)
+            if executor is not None:
+                self.workflows[entry.name] = executor
+        tools = {}
+        for entry in self.specs.tools.values():
+            tool = self._tool(entry)
+            if tool is not None:
+                tools[entry.name] = tool
+        if self.issues.issues:
+            return None
+        settings = self.specs.settings
+        return Project(
+            root=self.specs.root,
+            tools=tools,
+            skills=self.skills,
+            models=models,
+            default_model=self.specs.default_model,
+            settings=settings,
+            policy=ToolPolicy(settings.router.allow, settings.router.deny),
+            files=self.specs.files,
+            workflows=len(self.workflows),
+        )
+
+    # ─── models ───────────────────────────────────────────────────────────────────────
+
+    def _models(self) -> dict[str, ModelSpec]:
+        models = {name: entry.spec for name, entry in self.specs.models.items()}
+        models.setdefault("mock", ModelSpec(provider="mock"))
+        for name, entry in self.specs.models.items():
+            if provider_factory(entry.spec.provider) is None:
+                self.issues.add(
+                    entry.loc("provider"),
+                    f"model {name!r} uses unknown provider {entry.spec.provider!r}",
+                    f"use one of: {', '.join(known_providers())}",
+                )
+        if self.specs.default_model not in models:
+            where = self.specs.default_model_loc or Location("config/models.yaml")
+            self.issues.add(where, f"default model {self.specs.default_model!r} is not defined", f"define it under models: or use one of {', '.join(sorted(models))}")
+        return models
+
+    # ─── skills ───────────────────────────────────────────────────────────────────────
+
+    def _schema(self, entry: Entry[Any], field: str, schema: Any) -> bool:
+        problems = schema_problems(schema)
+        for problem in problems[:5]:
+            self.issues.add(entry.loc(field), f"invalid JSON Schema in {field!r}: {problem}", "fix it to follow JSON Schema Draft 2020-12")
+        return not problems
+
+    def _template(self, entry: Entry[Any], field: str, source: str, declared: set[str] | None) -> bool:
+        problems, variables = check_template(source)
+        for problem in problems:
+            self.issues.add(
+                entry.source.block_location(entry.path + (field,), problem.line),
+                f"template syntax error in skill {entry.name!r} ({field}, template line {problem.line}): {problem.message}",
+                "fix the Jinja2 syntax",
+            )
+        if declared is not None:
+            for name in sorted(variables - declared):
+                self.issues.add(
+                    entry.loc(field),
+                    f"template {field!r} of skill {entry.name!r} uses {{{{ {name} }}}}, which the skill's input schema does not declare",
+                    f"add {name!r} under input.properties, or fix the variable name",
+                )
+        return not problems
+
+    def _skill(self, entry: Entry[Any], models: dict[str, ModelSpec]) -> Skill | None:
+        spec = entry.spec
+        ok = self._schema(entry, "input", spec.input)
+        if spec.output is not None:
+            ok = self._schema(entry, "output", spec.output) and ok
+        declared = _declared_properties(spec.input)
+        if isinstance(spec, PromptSkillSpec):
+            if spec.model is not None and spec.model not in models:
+                self.issues.add(entry.loc("model"), f"skill {entry.name!r} uses unknown model {spec.model!r}", f"define it in config/models.yaml or use one of: {', '.join(sorted(models))}")
+                ok = False
+            if spec.system is not None:
+                ok = self._template(entry, "system", spec.system, declared) and ok
+            ok = self._template(entry, "user", spec.user, declared) and ok
+            if not ok:
+                return None
+            return PromptSkill(
+                entry.name,
+                model=spec.model,
+                system=spec.system,
+                user=spec.user,
+                input_schema=spec.input,
+                output_schema=spec.output,
+                temperature=spec.temperature,
+                max_tokens=spec.max_tokens,
+                repairs=spec.repairs,
+            )
+        if isinstance(spec, TemplateSkillSpec):
+            ok = self._template(entry, "template", spec.template, declared) and ok
+            return TemplateSkill(entry.name, spec.template, spec.input, spec.output) if ok else None
+        if isinstance(spec, PythonSkillSpec):
+            function = self._import(entry, spec.function)
+            if function is None or not ok:
+                return None
+            return PythonSkill(entry.name, function, spec.input, spec.output, spec.threaded)
+        raise AssertionError(f"unhandled skill kind {type(spec).__name__}")  # pragma: no cover
+
+    def _import(self, entry: Entry[Any], target: str) -> Callable[..., Any] | None:
+        module_name, _, attribute = target.partition(":")
+        root = str(self.specs.root)
+        if root not in sys.path:
+            sys.path.insert(0, root)  # python skills live beside the YAML or in installed packages
+        try:
+            module = importlib.import_module(module_name)
+        except Exception as exc:  # noqa: BLE001 - any import failure is a config problem to report
+            self.issues.add(entry.loc("function"), f"cannot import module {module_name!r}: {type(exc).__name__}: {exc}", "check the module path and that it imports cleanly")
+            return None
+        function = getattr(module, attribute, None)
+        if not callable(function):
+            self.issues.add(entry.loc("function"), f"module {module_name!r} has no function {attribute!r}", "check the name after the colon")
+            return None
+        problem = signature_problem(function)
+        if problem:
+            self.issues.add(entry.loc("function"), f"{target} {problem}", "")
+            return None
+        return function
+
+    # ─── workflows ────────────────────────────────────────────────────────────────────
+
+    def _workflow(self, entry: Entry[WorkflowSpec]) -> WorkflowExecutor | None:
+        spec = entry.spec
+        ok = True
+        seen: dict[str, int] = {}
+        for index, step in enumerate(spec.steps):
+            if step.id in seen:
+                self.issues.add(entry.loc("steps", index, "id"), f"duplicate step id {step.id!r} in workflow {entry.name!r} (first used by step {seen[step.id] + 1})", "give every step its own id")
+                ok = False
+            else:
+                seen[step.id] = index
+            if step.skill not in self.specs.skills:
+                self.issues.add(entry.loc("steps", index, "skill"), f"step {step.id!r} uses unknown skill {step.skill!r}", _suggest(step.skill, self.specs.skills))
+                ok = False
+        if not ok:
+            return None
+        flow = _DataFlow(self, entry, tool_parameters=None)
+        steps: list[LinkedStep] = []
+        for index, step in enumerate(spec.steps):
+            skill = self.skills.get(step.skill)
+            path = ("steps", index, "input")
+            resolver = self._compile(entry, path, step.input)
+            if skill is None or resolver is None:
+                ok = False  # the skill's own errors are already reported
+                continue
+            if not flow.check_step_input(index, step.id, skill, step.input, path):
+                ok = False
+            retry = step.retry_spec
+            steps.append(LinkedStep(step.id, skill, resolver, step.timeout, retry.times, retry.delay))
+        output_resolver = None
+        if spec.output is not None:
+            output_resolver = self._compile(entry, ("output",), spec.output)
+            flow.check_value(spec.output, None, ("output",), len(spec.steps), target_required=False)
+        if not ok or output_resolver is None and spec.output is not None:
+            return None
+        return WorkflowExecutor(entry.name, steps, output_resolver)
+
+    def _compile(self, entry: Entry[Any], path: YamlPath, mapping: Any) -> Any:
+        try:
+            return compile_mapping(mapping)
+        except MappingSyntaxError:
+            pass  # report each malformed reference at its own position
+        for sub, text in _all_references(mapping):
+            try:
+                parse_reference(text)
+            except MappingSyntaxError as exc:
+                self.issues.add(entry.loc(*path, *sub), str(exc), "see the mapping language in docs/mapping.md")
+        return None
+
+    # ─── tools ────────────────────────────────────────────────────────────────────────
+
+    def _tool(self, entry: Entry[ToolSpec]) -> LinkedTool | None:
+        spec = entry.spec
+        kind = spec.type or "workflow"
+        timeout = spec.timeout or self.specs.settings.limits.tool_timeout
+        where = str(entry.loc(key=True))
+        if kind == "workflow":
+            if spec.workflow is None:
+                self.issues.add(entry.loc(key=True), f"tool {entry.name!r} says neither which workflow it runs nor its type", "add `workflow: <name>` (or `type:` for a built-in tool type)")
+                return None
+            if spec.config:
+                self.issues.add(entry.loc("config", key=True), "`config` is for tool types; a workflow tool takes none", "remove `config:`")
+            parameters = spec.parameters if spec.parameters is not None else EMPTY_PARAMETERS
+            if not self._tool_parameters(entry, parameters):
+                return None
+            if spec.workflow not in self.specs.workflows:
+                self.issues.add(entry.loc("workflow"), f"tool {entry.name!r} runs unknown workflow {spec.workflow!r}", _suggest(spec.workflow, self.specs.workflows))
+                return None
+            workflow_entry = self.specs.workflows[spec.workflow]
+            if not _DataFlow(self, workflow_entry, tool_parameters=parameters, tool_name=entry.name).check_tool_args():
+                return None
+            executor = self.workflows.get(spec.workflow)
+            if executor is None:
+                return None
+            return LinkedTool(entry.name, spec.description, parameters, CompiledSchema(parameters), spec.enabled, timeout, spec.confirm, executor, where)
+        if spec.workflow is not None:
+            self.issues.add(entry.loc("workflow", key=True), f"tool {entry.name!r} has type {kind!r} and a workflow", "use one of them")
+            return None
+        registered = tool_type(kind)
+        if registered is None:
+            self.issues.add(entry.loc("type"), f"unknown tool type {kind!r}", f"use one of: {', '.join(known_tool_types())}")
+            return None
+        from pydantic import ValidationError
+
+        from .spec.loader import report_pydantic_error
+
+        try:
+            config = registered.config_model.model_validate(spec.config)
+        except ValidationError as exc:
+            for error in exc.errors():
+                report_pydantic_error(error, entry.source, entry.path + ("config",), spec.config, self.issues)
+            return None
+        parameters = spec.parameters if spec.parameters is not None else registered.input_schema(config)
+        if not self._tool_parameters(entry, parameters):
+            return None
+        description = registered.description(config, spec.description)
+        return LinkedTool(entry.name, description, parameters, CompiledSchema(parameters), spec.enabled, timeout, spec.confirm, registered.create(config), where)
+
+    def _tool_parameters(self, entry: Entry[ToolSpec], parameters: Any) -> bool:
+        if not self._schema(entry, "parameters", parameters):
+            return False
+        if not isinstance(parameters, dict) or parameters.get("type") != "object":
+            self.issues.add(entry.loc("parameters"), "tool parameters must be a JSON Schema with `type: object`", "model APIs pass arguments as one object; wrap them under properties:")
+            return False
+        return True
+
+
+# ─── data-flow checks ────────────────────────────────────────────────────────────────
+
+
+class _DataFlow:
+    """Checks a workflow's mappings against the schemas they read from and write into.
+
+    Step references are checked once per workflow (tool_parameters=None); `$toolArgs`
+    references are checked once per tool that runs the workflow, against its parameters.
+    """
+
+    def __init__(self, linker: _Linker, entry: Entry[WorkflowSpec], *, tool_parameters: dict[str, Any] | None, tool_name: str | None = None):
+        self.linker = linker
+        self.entry = entry
+        self.tool_parameters = tool_parameters
+        self.tool_name = tool_name
+        self.order = {}
+        for index, step in enumerate(entry.spec.steps):
+            self.order.setdefault(step.id, index)
+        self.ok = True
+
+    def error(self, path: YamlPath, message: str, hint: str = "") -> None:
+        self.linker.issues.add(self.entry.loc(*path), message, hint)
+        self.ok = False
+
+    def check_tool_args(self) -> bool:
+        """Only `$toolArgs` references, against the calling tool's parameters."""
+        spec = self.entry.spec
+        for index, step in enumerate(spec.steps):
+            skill = self.linker.skills.get(step.skill)
+            target = skill.input_schema_raw if skill else None
+            self.check_value(step.input, target, ("steps", index, "input"), index, target_required=True, only_args=True)
+        if spec.output is not None:
+            self.check_value(spec.output, None, ("output",), len(spec.steps), target_required=False, only_args=True)
+        return self.ok
+
+    def check_step_input(self, index: int, step_id: str, skill: Skill, mapping: Any, path: YamlPath) -> bool:
+        before = self.ok
+        self.ok = True
+        self.check_value(mapping, skill.input_schema_raw, path, index, target_required=True, skill=skill)
+        result = self.ok
+        self.ok = before and result
+        return result
+
+    def check_value(
+        self,
+        value: Any,
+        target: Any,
+        path: YamlPath,
+        index: int,
+        *,
+        target_required: bool,
+        only_args: bool = False,
+        skill: Skill | None = None,
+    ) -> None:
+        reader = SchemaReader(target)
+        if isinstance(value, str) and is_reference(value):
+            try:
+                ref = parse_reference(value)
+            except MappingSyntaxError:
+                return  # reported by the compiler
+            if only_args != (ref.source == "toolArgs"):
+                return
+            self._check_reference(ref, target, reader, path, index, target_required)
+            return
+        if only_args is False and not isinstance(value, (dict, list)) and target is not None:
+            literal = value[1:] if isinstance(value, str) and value.startswith("$$") else value
+            if not types_fit(literal_types(literal), reader.types(target)):
+                self.error(path, f"literal {literal!r} does not fit {_where_into(path)}, which expects {describe_types(reader.types(target))}", "change the value or the skill's input schema")
+            return
+        if isinstance(value, dict):
+            target_types = reader.types(target)
+            if target is not None and target_types is not None and "object" not in target_types:
+                if not only_args:
+                    self.error(path, f"an object is mapped into {_where_into(path)}, which expects {describe_types(target_types)}")
+                return
+            for key, sub in value.items():
+                exists, child = reader.child(target, key) if target is not None else (True, None)
+                if not exists:
+                    if not only_args:
+                        owner = f"skill {skill.name!r}" if skill and path[-1] == "input" else "the target schema"
+                        self.error(path + (key,), f"{owner} has no input {key!r}", "remove it, or declare it in the skill's input.properties")
+                    continue
+                self.check_value(sub, child, path + (key,), index, target_required=reader.is_required(target, key), only_args=only_args)
+            if not only_args and target is not None:
+                resolved = reader.resolve(target)
+                for key in (resolved.get("required") or []) if isinstance(resolved, dict) else []:
+                    if key not in value and not reader.has_default(target, key):
+                        who = f"skill {skill.name!r}" if skill and path[-1] == "input" else "the target"
+                        self.error(path, f"required input {key!r} of {who} is not mapped", f"add `{key}: $toolArgs.…` or `$steps.<id>.output…`")
+        elif isinstance(value, list):
+            for position, sub in enumerate(value):
+                exists, child = reader.child(target, position) if target is not None else (True, None)
+                self.check_value(sub, child if exists else None, path + (position,), index, target_required=False, only_args=only_args)
+
+    def _check_reference(self, ref: Reference, target: Any, reader: SchemaReader, path: YamlPath, index: int, target_required: bool) -> None:
+        if ref.source == "toolArgs":
+            if self.tool_parameters is None:
+                return
+            source_schema: Any = self.tool_parameters
+            origin = f"tool {self.tool_name!r}'s parameters"
+        else:
+            step_id = ref.step_id
+            assert step_id is not None
+            position = self.order.get(step_id)
+            if position is None:
+                self.error(path, f"{ref.text} reads step {step_id!r}, but workflow {self.entry.name!r} has no step with that id", _suggest(step_id, self.order))
+                return
+            if position >= index:
+                when = "is this step" if position == index else f"runs later (step {position + 1})"
+                self.error(path, f"{ref.text} reads step {step_id!r}, which {when}; only earlier steps have outputs", "reorder the steps or read an earlier step")
+                return
+            skill = self.linker.skills.get(self.entry.spec.steps[position].skill)
+            if skill is None:
+                return
+            source_schema = skill.produces
+            origin = f"the output of step {step_id!r} (skill {skill.name!r})"
+        source_reader = SchemaReader(source_schema)
+        node: Any = source_schema
+        optional = False
+        for depth, part in enumerate(ref.path):
+            if isinstance(part, str) and not source_reader.is_required(node, part) and not source_reader.has_default(node, part):
+                optional = True
+            exists, node = source_reader.child(node, part)
+            if not exists:
+                shown = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in ref.path[: depth + 1])
+                self.error(path, f"{ref.text}: {origin} has no {shown.lstrip('.')!r}", "fix the path, or declare it in the source schema")
+                return
+            if node is None:
+                break
+        source_types = source_reader.types(node) if node is not None else None
+        target_types = reader.types(target) if target is not None else None
+        if not types_fit(source_types, target_types):
+            self.error(path, f"{ref.text} is {describe_types(source_types)}, but {_where_into(path)} expects {describe_types(target_types)}", "map a value of the right type, or change one of the schemas")
+        if ref.source == "toolArgs" and optional and target_required and target is not None:
+            self.error(path, f"{ref.text} is optional in {origin} but {_where_into(path)} is required", "make the argument required, give it a default, or make the input optional")
+
+
+def _where_into(path: YamlPath) -> str:
+    keys = [str(p) for p in path if p not in ("steps", "input") and not isinstance(p, int)]
+    return f"input {'.'.join(keys)!r}" if keys else "the input"
+
+
+def _declared_properties(schema: Any) -> set[str] | None:
+    if not isinstance(schema, dict):
+        return None
+    if schema.get("additionalProperties") not in (None, False) and not schema.get("properties"):
+        return None  # an open object: any name may arrive
+    return set((schema.get("properties") or {}).keys())
+
+
+def _all_references(mapping: Any) -> list[tuple[YamlPath, str]]:
+    found: list[tuple[YamlPath, str]] = []
+    stack: list[tuple[Any, YamlPath]] = [(mapping, ())]
+    while stack:
+        value, path = stack.pop()
+        if isinstance(value, str) and is_reference(value):
+            found.append((path, value))
+        elif isinstance(value, dict):
+            stack.extend((v, path + (k,)) for k, v in value.items())
+        elif isinstance(value, list):
+            stack.extend((v, path + (i,)) for i, v in enumerate(value))
+    return found
+
+
+def _suggest(name: str, known: Any) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(name, list(known), n=1)
+    if close:
+        return f"did you mean {close[0]!r}?"
+    names = sorted(known)
+    return f"known: {', '.join(names[:10])}" if names else "none are defined"

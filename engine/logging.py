@@ -1,0 +1,31 @@
+"""The engine's own structured log (structlog). Configured by the front door, never at import."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Literal
+
+import structlog
+
+logger = structlog.get_logger("skillyard")
+
+_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
+
+
+def configure_logging(format: Literal["console", "json"] = "console", level: str = "warning") -> None:
+    """Send the engine's log to stderr as console lines or JSON lines."""
+    renderer: structlog.types.Processor = (
+        structlog.processors.JSONRenderer() if format == "json" else structlog.dev.ConsoleRenderer(colors=False)
+    )
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso"),
+            structlog.processors.format_exc_info if format == "json" else structlog.dev.set_exc_info,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(_LEVELS.get(level, logging.WARNING)),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        cache_logger_on_first_use=False,
+    )

@@ -1,0 +1,136 @@
+"""Project: the linked, compiled, immutable result of loading a directory.
+
+Hot reload builds a new Project and swaps it in; calls in flight keep the one they started on.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Literal
+
+from .errors import StepFailure
+from .executors.base import ToolExecutor
+from .providers.base import Provider, ProviderError, provider_factory
+from .schema import CompiledSchema
+from .skills.base import Skill
+from .spec.models import EngineSettings, ModelSpec
+
+
+@dataclass(frozen=True)
+class LinkedTool:
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    validator: CompiledSchema
+    enabled: bool
+    timeout: float
+    confirm: bool
+    executor: ToolExecutor
+    source: str  # file:line where it is declared
+
+    def schema(self, format: Literal["openai", "anthropic", "mcp"]) -> dict[str, Any]:
+        if format == "openai":
+            return {
+                "type": "function",
+                "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+            }
+        if format == "anthropic":
+            return {"name": self.name, "description": self.description, "input_schema": self.parameters}
+        if format == "mcp":
+            return {"name": self.name, "description": self.description, "inputSchema": self.parameters}
+        raise ValueError(f"unknown tool schema format {format!r}; use openai, anthropic or mcp")
+
+
+class ToolPolicy:
+    """`router.allow` / `router.deny` glob patterns, compiled once."""
+
+    def __init__(self, allow: Iterable[str], deny: Iterable[str]):
+        self._allow = _glob_regex(allow)
+        self._deny = _glob_regex(deny)
+
+    def permits(self, name: str) -> bool:
+        return bool(self._allow and self._allow.match(name)) and not (self._deny and self._deny.match(name))
+
+
+def _glob_regex(patterns: Iterable[str]) -> re.Pattern[str] | None:
+    patterns = list(patterns)
+    if not patterns:
+        return None
+    return re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in patterns))
+
+
+_ENV_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def interpolate_env(value: str | None, what: str) -> str | None:
+    """`${NAME}` → the environment variable; a missing one is a clear error at first use."""
+    if value is None:
+        return None
+
+    def replace(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in os.environ:
+            raise StepFailure("execution_error", f"{what} needs the environment variable {name}, which is not set")
+        return os.environ[name]
+
+    return _ENV_VAR.sub(replace, value)
+
+
+@dataclass
+class Project:
+    root: Path
+    tools: dict[str, LinkedTool]
+    skills: dict[str, Skill]
+    models: dict[str, ModelSpec]
+    default_model: str
+    settings: EngineSettings
+    policy: ToolPolicy
+    files: list[str] = field(default_factory=list)
+    workflows: int = 0
+    _providers: dict[str, Provider] = field(default_factory=dict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def provider(self, model_name: str) -> tuple[Provider, ModelSpec]:
+        """The provider for a model name, created on first use (so a missing key fails only then)."""
+        spec = self.models.get(model_name)
+        if spec is None:
+            raise StepFailure(
+                "execution_error",
+                f"unknown model {model_name!r}; known models: {', '.join(sorted(self.models))}",
+            )
+        cached = self._providers.get(model_name)
+        if cached is not None:
+            return cached, spec
+        with self._lock:
+            if model_name not in self._providers:
+                factory = provider_factory(spec.provider)
+                if factory is None:
+                    raise StepFailure("execution_error", f"model {model_name!r} uses unknown provider {spec.provider!r}")
+                resolved = spec.model_copy(update={"api_key": interpolate_env(spec.api_key, f"model {model_name!r}")})
+                try:
+                    self._providers[model_name] = factory(resolved)
+                except ProviderError as exc:
+                    raise StepFailure("execution_error", f"model {model_name!r}: {exc}") from None
+            return self._providers[model_name], spec
+
+    def tool_schemas(
+        self, format: Literal["openai", "anthropic", "mcp"] = "openai", allowed_tools: Iterable[str] | None = None
+    ) -> list[dict[str, Any]]:
+        subset = set(allowed_tools) if allowed_tools is not None else None
+        return [
+            tool.schema(format)
+            for name, tool in self.tools.items()
+            if tool.enabled and self.policy.permits(name) and (subset is None or name in subset)
+        ]
+
+    def summary(self) -> str:
+        enabled = sum(1 for t in self.tools.values() if t.enabled)
+        return (
+            f"{len(self.tools)} tools ({enabled} enabled), {len(self.skills)} skills, {self.workflows} workflows, "
+            f"{len(self.models)} models (default: {self.default_model}) from {len(self.files)} files"
+        )

@@ -1,0 +1,167 @@
+"""The `mock` provider: the offline default.
+
+Deterministic (same request → same answer), streamed in small chunks, and derived from the
+request: JSON answers are built from the requested schema and filled with phrases taken
+from the last user message, so different inputs give different, schema-valid outputs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import re
+from typing import Any, Callable
+
+from .base import ModelRequest, ModelResponse, Usage
+
+CHUNK_CHARS = 24
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9+#./-]*[A-Za-z0-9+#]|[A-Za-z]{2,}")
+_STOP = frozenset(
+    "the and for with you your our are will this that from have has who what when where which into about "
+    "able must should would could their them they was were been being any all can not but nor also such "
+    "per via etc its it's out use using work working team teams role job year years experience plus "
+    "strong good great knowledge skills skill including include includes".split()
+)
+
+
+def vocabulary(text: str) -> list[str]:
+    """Distinctive words of the text first (PostgreSQL, CI/CD, C++, mid-sentence capitals)."""
+    first_seen: dict[str, tuple[bool, int, str]] = {}
+    for match in _WORD.finditer(text):
+        word = match.group().strip("./-")
+        key = word.lower()
+        if len(key) < 2 or key in _STOP:
+            continue
+        before = text[: match.start()].rstrip(" \t\"'(")
+        sentence_start = not before or before[-1] in ".!?:\n-*•"
+        distinctive = _distinctive(word, sentence_start)
+        known = first_seen.get(key)
+        if known is None or (distinctive and not known[0]):
+            first_seen[key] = (distinctive, known[1] if known else match.start(), word)
+    ranked = sorted(first_seen.values(), key=lambda item: (not item[0], item[1]))
+    return [word for _, _, word in ranked] or ["input"]
+
+
+def _distinctive(word: str, sentence_start: bool) -> bool:
+    if any(c.isdigit() or c in "+#/" for c in word) or any(c.isupper() for c in word[1:]):
+        return True
+    return word[0].isupper() and not sentence_start
+
+
+class MockProvider:
+    """Answers from the request alone; no network, no randomness."""
+
+    async def request(self, request: ModelRequest, on_text: Callable[[str], None] | None = None) -> ModelResponse:
+        prompt = next((m.content for m in reversed(request.messages) if m.role == "user"), "")
+        words = vocabulary(prompt)
+        if request.output_schema is not None:
+            seed = int.from_bytes(hashlib.sha256(prompt.encode()).digest()[:4], "big")
+            value = SchemaFiller(request.output_schema, words, seed).fill()
+            text = json.dumps(value, ensure_ascii=False, indent=2)
+        else:
+            text = "Mock answer about " + ", ".join(words[:8]) + "."
+        if on_text is not None:
+            for start in range(0, len(text), CHUNK_CHARS):
+                on_text(text[start : start + CHUNK_CHARS])
+                await asyncio.sleep(0)  # let other tasks run, as a real stream would
+        input_chars = sum(len(m.content) for m in request.messages)
+        return ModelResponse(text=text, usage=Usage(max(1, input_chars // 4), max(1, len(text) // 4)))
+
+
+class SchemaFiller:
+    """Builds a value valid against a JSON Schema, drawing strings from a vocabulary."""
+
+    def __init__(self, root: dict[str, Any], words: list[str], seed: int):
+        self.root = root
+        self.words = words
+        self.counter = seed % len(words)
+
+    def fill(self) -> Any:
+        return self.value(self.root, "value", 0, 0)
+
+    def _resolve(self, schema: Any) -> Any:
+        for _ in range(16):
+            if not (isinstance(schema, dict) and isinstance(schema.get("$ref"), str) and schema["$ref"].startswith("#/")):
+                break
+            node: Any = self.root
+            for part in schema["$ref"][2:].split("/"):
+                node = node.get(part, {}) if isinstance(node, dict) else {}
+            schema = node
+        return schema
+
+    def _word(self) -> str:
+        word = self.words[self.counter % len(self.words)]
+        self.counter += 1
+        return word
+
+    def value(self, schema: Any, name: str, index: int, depth: int) -> Any:
+        schema = self._resolve(schema)
+        if not isinstance(schema, dict) or depth > 12:
+            return None if schema is not True else self._word()
+        if "const" in schema:
+            return schema["const"]
+        if schema.get("enum"):
+            return schema["enum"][index % len(schema["enum"])]
+        for combinator in ("oneOf", "anyOf"):
+            if schema.get(combinator):
+                return self.value(schema[combinator][0], name, index, depth + 1)
+        if schema.get("allOf"):
+            merged: dict[str, Any] = {}
+            for part in schema["allOf"]:
+                merged.update(self._resolve(part) or {})
+            return self.value(merged, name, index, depth + 1)
+        kind = schema.get("type")
+        if isinstance(kind, list):
+            kind = next((k for k in kind if k != "null"), "null")
+        if kind is None:
+            kind = "object" if "properties" in schema else "array" if "items" in schema else "string"
+        return getattr(self, f"_{kind}", self._null)(schema, name, index, depth)
+
+    def _object(self, schema: dict[str, Any], name: str, index: int, depth: int) -> Any:
+        return {
+            key: self.value(sub, key, index, depth + 1) for key, sub in (schema.get("properties") or {}).items()
+        }
+
+    def _array(self, schema: dict[str, Any], name: str, index: int, depth: int) -> Any:
+        low = schema.get("minItems", 0)
+        high = schema.get("maxItems", max(low, 3))
+        count = max(low, min(3, high))
+        items = schema.get("items", {})
+        prefix = schema.get("prefixItems") or []
+        out = [self.value(prefix[i] if i < len(prefix) else items, name, i, depth + 1) for i in range(count)]
+        return out
+
+    def _string(self, schema: dict[str, Any], name: str, index: int, depth: int) -> str:
+        fmt = schema.get("format")
+        if fmt == "date":
+            return f"2026-01-{index % 28 + 1:02d}"
+        if fmt == "date-time":
+            return f"2026-01-{index % 28 + 1:02d}T09:00:00Z"
+        if fmt in ("uri", "url"):
+            return f"https://example.com/{self._word().lower()}"
+        if fmt == "email":
+            return f"{self._word().lower()}@example.com"
+        label = re.sub(r"(?<!^)(?=[A-Z])", " ", name).replace("_", " ").lower()
+        text = f"{label}: {self._word()}"
+        low, high = schema.get("minLength", 0), schema.get("maxLength")
+        while len(text) < low:
+            text += " " + self._word()
+        return text[:high] if high is not None else text
+
+    def _number(self, schema: dict[str, Any], name: str, index: int, depth: int) -> float:
+        return float(self._integer(schema, name, index, depth))
+
+    def _integer(self, schema: dict[str, Any], name: str, index: int, depth: int) -> int:
+        low = schema.get("minimum", schema.get("exclusiveMinimum", -1) + 1 if "exclusiveMinimum" in schema else 1)
+        high = schema.get("maximum", schema.get("exclusiveMaximum", 0) - 1 if "exclusiveMaximum" in schema else None)
+        value = int(low) + index
+        if high is not None and value > high:
+            value = int(high)
+        return value
+
+    def _boolean(self, schema: dict[str, Any], name: str, index: int, depth: int) -> bool:
+        return index % 2 == 0
+
+    def _null(self, schema: dict[str, Any], name: str, index: int, depth: int) -> None:
+        return None

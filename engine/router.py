@@ -1,0 +1,121 @@
+"""The router: the only door from a tool call to real work.
+
+unknown tool → allow/deny policy → per-call subset → enabled → arguments parse as JSON →
+JSON Schema (every error, with JSON Pointers) → defaults → confirmation → executor under
+the tool's timeout. It never raises for a bad call; it returns a ToolResult with a code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any, Awaitable, Callable, Collection
+
+from .context import RunContext
+from .errors import StepFailure
+from .logging import logger
+from .project import LinkedTool
+from .result import ToolError, ToolResult
+
+Approver = Callable[[LinkedTool, dict[str, Any], str], Awaitable[bool]]
+
+
+async def route_call(
+    run: RunContext,
+    arguments: str | dict[str, Any] | None,
+    *,
+    allowed_tools: Collection[str] | None = None,
+    approve: Approver | None = None,
+) -> ToolResult:
+    """Check and run one call; emits tool_call_start … tool_call_result / tool_call_error."""
+    started = time.perf_counter()
+    name = run.tool
+    project = run.project
+    run.events.emit(
+        "tool_call_start",
+        {"tool": name, "arguments": arguments if arguments is not None else {}},
+        tool_call_id=run.tool_call_id,
+    )
+    tool = project.tools.get(name)
+    try:
+        if tool is None:
+            available = [n for n, t in project.tools.items() if t.enabled and project.policy.permits(n)]
+            raise StepFailure("unknown_tool", f"there is no tool named {name!r}", {"available_tools": available})
+        if not project.policy.permits(name) or (allowed_tools is not None and name not in allowed_tools):
+            raise StepFailure("not_allowed", f"tool {name!r} is not allowed here")
+        if not tool.enabled:
+            raise StepFailure("tool_disabled", f"tool {name!r} is disabled")
+        args = _parse_arguments(arguments, tool)
+        run.tool_progress("matched", f"tool {name!r} matched, arguments valid", executor=tool.executor.kind)
+        if tool.confirm:
+            await _confirm(run, tool, args, approve)
+        async with asyncio.timeout(tool.timeout):
+            data = await tool.executor.execute(args, run)
+    except StepFailure as failure:
+        return _finish(run, started, error=ToolError(failure.code, failure.message, failure.details))
+    except TimeoutError:
+        assert tool is not None
+        return _finish(run, started, error=ToolError("timeout", f"tool {name!r} took longer than {tool.timeout:g}s"))
+    except asyncio.CancelledError:
+        _finish(run, started, error=ToolError("cancelled", f"call of {name!r} was cancelled"))
+        raise
+    except Exception as exc:  # noqa: BLE001 - the translation boundary: never raise to the caller
+        logger.exception("tool execution failed", tool=name, run_id=run.run_id)
+        return _finish(run, started, error=ToolError("execution_error", f"{type(exc).__name__}: {exc}"))
+    return _finish(run, started, data=data)
+
+
+def _parse_arguments(arguments: str | dict[str, Any] | None, tool: LinkedTool) -> dict[str, Any]:
+    if arguments is None:
+        arguments = {}
+    if isinstance(arguments, (str, bytes)):
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise StepFailure(
+                "invalid_arguments",
+                f"arguments are not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
+                {"schema": tool.parameters},
+            ) from None
+    if not isinstance(arguments, dict):
+        raise StepFailure(
+            "invalid_arguments",
+            f"arguments must be a JSON object, not {type(arguments).__name__}",
+            {"schema": tool.parameters},
+        )
+    violations = tool.validator.check(arguments)
+    if violations:
+        summary = "; ".join(f"{v.pointer or '/'}: {v.message}" for v in violations[:5])
+        raise StepFailure(
+            "invalid_arguments",
+            f"{len(violations)} argument error(s): {summary}",
+            {"errors": [v.as_dict() for v in violations], "schema": tool.parameters},
+        )
+    return tool.validator.with_defaults(arguments)
+
+
+async def _confirm(run: RunContext, tool: LinkedTool, args: dict[str, Any], approve: Approver | None) -> None:
+    run.events.emit(
+        "confirmation_required", {"tool": tool.name, "arguments": args}, tool_call_id=run.tool_call_id
+    )
+    approved = await approve(tool, args, run.tool_call_id) if approve is not None else False
+    if not approved:
+        raise StepFailure("confirmation_denied", f"the user declined the call of {tool.name!r}")
+
+
+def _finish(run: RunContext, started: float, *, data: Any = None, error: ToolError | None = None) -> ToolResult:
+    metadata: dict[str, Any] = {"duration_ms": round((time.perf_counter() - started) * 1000, 2)}
+    usage = run.usage
+    if usage.input_tokens or usage.output_tokens:
+        metadata["usage"] = {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens}
+    result = ToolResult(error is None, run.tool, run.run_id, run.tool_call_id, data, error, metadata)
+    if error is None:
+        run.events.emit(
+            "tool_call_result", {"ok": True, "data": data, "metadata": metadata}, tool_call_id=run.tool_call_id, result=result
+        )
+    else:
+        run.events.emit(
+            "tool_call_error", {"ok": False, "error": error.to_dict(), "metadata": metadata}, tool_call_id=run.tool_call_id, result=result
+        )
+    return result

@@ -1,0 +1,31 @@
+"""What every skill kind provides to the workflow executor."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+from ..context import SkillContext
+from ..schema import CompiledSchema
+
+
+class Skill(ABC):
+    """A linked skill: validated input in, output out (validated by the executor)."""
+
+    kind: str
+
+    def __init__(self, name: str, input_schema: dict[str, Any], output_schema: dict[str, Any] | None):
+        self.name = name
+        self.input_schema_raw = input_schema
+        self.output_schema_raw = output_schema
+        self.input_schema = CompiledSchema(input_schema)
+        self.output_schema = CompiledSchema(output_schema) if output_schema is not None else None
+
+    @property
+    def produces(self) -> dict[str, Any] | None:
+        """The schema of what this skill returns, for link-time data-flow checks (None: anything)."""
+        return self.output_schema_raw
+
+    @abstractmethod
+    async def run(self, input: dict[str, Any], ctx: SkillContext) -> Any:
+        """Do the work. Raise StepFailure for a failure the caller should see by code."""

@@ -1,0 +1,156 @@
+"""Prompt skills: render templates, ask a model, validate (and repair) its answer."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from typing import Any
+
+import jinja2
+
+from ..context import SkillContext
+from ..errors import StepFailure
+from ..providers.base import ChatMessage, ModelRequest, ProviderError
+from ..templating import LazyTemplate
+from .base import Skill
+
+STREAM_PROGRESS_EVERY_S = 0.1
+_FENCE = re.compile(r"^\s*```(?:json)?\s*\n(.*?)\n\s*```\s*$", re.DOTALL)
+
+
+class PromptSkill(Skill):
+    kind = "prompt"
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        model: str | None,
+        system: str | None,
+        user: str,
+        input_schema: dict[str, Any],
+        output_schema: dict[str, Any] | None,
+        temperature: float | None,
+        max_tokens: int | None,
+        repairs: int,
+    ):
+        super().__init__(name, input_schema, output_schema)
+        self.model = model
+        self.system = LazyTemplate(system) if system else None
+        self.user = LazyTemplate(user)
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.repairs = repairs
+        self.schema_instruction = (
+            "Answer with one JSON value only, no prose, matching this JSON Schema:\n"
+            + json.dumps(output_schema, ensure_ascii=False)
+            if output_schema is not None
+            else None
+        )
+
+    @property
+    def produces(self) -> dict[str, Any]:
+        return self.output_schema_raw if self.output_schema_raw is not None else {"type": "string"}
+
+    def render(self, input: dict[str, Any]) -> tuple[ChatMessage, ...]:
+        """The messages for `input`. Values are data: they are inserted, never evaluated."""
+        try:
+            system = self.system.render(input) if self.system else ""
+            user = self.user.render(input)
+        except jinja2.TemplateError as exc:
+            raise StepFailure("execution_error", f"prompt of skill {self.name!r} failed to render: {exc}") from None
+        if self.schema_instruction:
+            system = f"{system}\n\n{self.schema_instruction}" if system else self.schema_instruction
+        messages = [ChatMessage("system", system)] if system else []
+        messages.append(ChatMessage("user", user))
+        return tuple(messages)
+
+    async def run(self, input: dict[str, Any], ctx: SkillContext) -> Any:
+        messages = self.render(input)
+        chars = sum(len(m.content) for m in messages)
+        ctx.progress(f"prompt rendered: {chars:,} chars", stage="rendered", chars=chars)
+        model_name = ctx.run.model_override or self.model or ctx.run.project.default_model
+        provider, spec = ctx.run.project.provider(model_name)
+        attempts = self.repairs + 1
+        for attempt in range(1, attempts + 1):
+            request = ModelRequest(
+                messages=messages,
+                model=spec.model,
+                output_schema=self.output_schema_raw,
+                temperature=self.temperature if self.temperature is not None else spec.temperature,
+                max_tokens=self.max_tokens or spec.max_tokens,
+            )
+            ctx.progress("model call started", stage="model_call", model=model_name, attempt=attempt)
+            stream = _StreamProgress(ctx)
+            try:
+                response = await provider.request(request, stream.on_text)
+            except ProviderError as exc:
+                raise StepFailure("execution_error", f"model {model_name!r} failed: {exc}", retryable=exc.retryable) from None
+            ctx.add_usage(response.usage)
+            ctx.progress(
+                f"model answered: {len(response.text):,} chars",
+                stage="answered",
+                chars=len(response.text),
+                chunks=stream.chunks,
+                input_tokens=response.usage.input_tokens,
+                output_tokens=response.usage.output_tokens,
+            )
+            if self.output_schema is None:
+                return response.text
+            value, problems = self._parse(response.text)
+            if not problems:
+                ctx.progress("output validated", stage="validated")
+                return value
+            if attempt == attempts:
+                raise StepFailure(
+                    "invalid_model_output",
+                    f"model {model_name!r} gave output that does not match skill {self.name!r}'s output schema "
+                    f"after {attempts} attempt(s): {problems[0]}",
+                    {"errors": problems[:20], "output": response.text[:2000]},
+                    retryable=True,
+                )
+            ctx.progress(f"retry {attempt} of {attempts - 1}: output invalid", stage="repair", attempt=attempt, errors=problems[:5])
+            messages = messages + (
+                ChatMessage("assistant", response.text),
+                ChatMessage(
+                    "user",
+                    "Your answer was not valid:\n- "
+                    + "\n- ".join(problems[:10])
+                    + "\nAnswer again with only the corrected JSON.",
+                ),
+            )
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _parse(self, text: str) -> tuple[Any, list[str]]:
+        assert self.output_schema is not None
+        candidate = text.strip()
+        fenced = _FENCE.match(candidate)
+        if fenced:
+            candidate = fenced.group(1)
+        try:
+            value = json.loads(candidate)
+        except json.JSONDecodeError as exc:
+            return None, [f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"]
+        violations = self.output_schema.check(value)
+        return value, [f"{v.pointer or '/'}: {v.message}" for v in violations]
+
+
+class _StreamProgress:
+    """Turns streamed text into at most ~10 progress events per second, plus counts."""
+
+    __slots__ = ("ctx", "chunks", "chars", "_last")
+
+    def __init__(self, ctx: SkillContext):
+        self.ctx = ctx
+        self.chunks = 0
+        self.chars = 0
+        self._last = 0.0
+
+    def on_text(self, piece: str) -> None:
+        self.chunks += 1
+        self.chars += len(piece)
+        now = time.monotonic()
+        if self.chunks == 1 or now - self._last >= STREAM_PROGRESS_EVERY_S:
+            self._last = now
+            self.ctx.progress(f"{self.chars:,} chars received", stage="streaming", chars=self.chars, chunks=self.chunks)

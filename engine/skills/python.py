@@ -1,0 +1,61 @@
+"""Python skills: `function: package.module:name`, sync or async."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from typing import Any, Callable
+
+from ..context import SkillContext
+from .base import Skill
+
+
+class PythonSkill(Skill):
+    kind = "python"
+
+    def __init__(
+        self,
+        name: str,
+        function: Callable[..., Any],
+        input_schema: dict[str, Any],
+        output_schema: dict[str, Any] | None,
+        threaded: bool = False,
+    ):
+        super().__init__(name, input_schema, output_schema)
+        self.function = function
+        self.is_async = inspect.iscoroutinefunction(function)
+        self.wants_context = accepts_context(function)
+        self.threaded = threaded and not self.is_async
+
+    async def run(self, input: dict[str, Any], ctx: SkillContext) -> Any:
+        args = (input, ctx) if self.wants_context else (input,)
+        if self.is_async:
+            return await self.function(*args)
+        if self.threaded:
+            return await asyncio.to_thread(self.function, *args)
+        return self.function(*args)
+
+
+def accepts_context(function: Callable[..., Any]) -> bool:
+    """`f(input)` or `f(input, ctx)`: decided once, at link time."""
+    try:
+        parameters = list(inspect.signature(function).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 2 or any(p.kind == p.VAR_POSITIONAL for p in parameters)
+
+
+def signature_problem(function: Callable[..., Any]) -> str | None:
+    """Why `function` cannot be called as a skill, or None."""
+    try:
+        parameters = list(inspect.signature(function).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    required = [p for p in positional if p.default is p.empty]
+    if not positional and not any(p.kind == p.VAR_POSITIONAL for p in parameters):
+        return "takes no positional parameter; define it as f(input) or f(input, ctx)"
+    if len(required) > 2:
+        return f"requires {len(required)} positional parameters; define it as f(input) or f(input, ctx)"
+    return None

@@ -1,0 +1,42 @@
+"""Template skills: render Jinja2 to text, or to JSON when an output schema is declared."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import jinja2
+
+from ..context import SkillContext
+from ..errors import StepFailure
+from ..templating import LazyTemplate
+from .base import Skill
+
+
+class TemplateSkill(Skill):
+    kind = "template"
+
+    def __init__(self, name: str, template: str, input_schema: dict[str, Any], output_schema: dict[str, Any] | None):
+        super().__init__(name, input_schema, output_schema)
+        self.template = LazyTemplate(template)
+
+    @property
+    def produces(self) -> dict[str, Any]:
+        return self.output_schema_raw if self.output_schema_raw is not None else {"type": "string"}
+
+    async def run(self, input: dict[str, Any], ctx: SkillContext) -> Any:
+        try:
+            text = self.template.render(input)
+        except jinja2.TemplateError as exc:
+            raise StepFailure("execution_error", f"template {self.name!r} failed to render: {exc}") from None
+        ctx.progress("template rendered", chars=len(text))
+        if self.output_schema is None:
+            return text
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise StepFailure(
+                "execution_error",
+                f"template {self.name!r} rendered invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}",
+                {"hint": "use the tojson filter for values, e.g. {{ title | tojson }}"},
+            ) from None

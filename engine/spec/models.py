@@ -1,0 +1,213 @@
+"""Pydantic models of every YAML file skillyard reads.
+
+These are the *shapes* only; cross-references (tool → workflow → skill → model) and data
+flow are checked in `engine.link`. The JSON Schemas in `schemas/` are generated from these
+models (`python -m engine.spec.export`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, WithJsonSchema
+
+TOOL_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+IDENT_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,63}$")
+
+_DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+def parse_duration(value: Any) -> float:
+    """`30`, `30s`, `500ms`, `2m`, `1h` → seconds (float). Bare numbers are seconds."""
+    if isinstance(value, bool):
+        raise ValueError("expected a duration such as 30s, 500ms or 2m")
+    if isinstance(value, (int, float)):
+        seconds = float(value)
+    elif isinstance(value, str) and (match := _DURATION_RE.match(value)):
+        seconds = float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+    else:
+        raise ValueError(f"{value!r} is not a duration; write e.g. 30s, 500ms or 2m")
+    if seconds <= 0:
+        raise ValueError("a duration must be greater than zero")
+    return seconds
+
+
+Duration = Annotated[
+    float,
+    BeforeValidator(parse_duration),
+    PlainSerializer(lambda v: f"{v:g}s"),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "number", "exclusiveMinimum": 0},
+                {"type": "string", "pattern": r"^\s*\d+(\.\d+)?\s*(ms|s|m|h)?\s*$"},
+            ],
+            "description": "Seconds, or a string such as 30s, 500ms, 2m, 1h.",
+        }
+    ),
+]
+
+JsonSchema = Annotated[
+    dict[str, Any],
+    WithJsonSchema({"type": "object", "description": "A JSON Schema (Draft 2020-12)."}),
+]
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# ─── tools.yaml ─────────────────────────────────────────────────────────────────────────
+
+
+class ToolSpec(_Spec):
+    """A capability a model may call."""
+
+    description: str = Field(min_length=1, description="What the tool does, for the model.")
+    parameters: JsonSchema | None = Field(
+        default=None, description="JSON Schema of the arguments. Tool types may supply their own."
+    )
+    enabled: bool = True
+    workflow: str | None = Field(default=None, description="Name of the workflow this tool runs.")
+    type: str | None = Field(
+        default=None, description="Built-in or registered tool type (default: workflow)."
+    )
+    config: dict[str, Any] = Field(default_factory=dict, description="Settings for the tool type.")
+    timeout: Duration | None = Field(default=None, description="Time limit for one call.")
+    confirm: bool = Field(default=False, description="Ask for approval before every call.")
+
+
+class ToolsFile(_Spec):
+    tools: dict[str, ToolSpec] = Field(default_factory=dict)
+
+
+# ─── skills.yaml ────────────────────────────────────────────────────────────────────────
+
+
+class PromptSkillSpec(_Spec):
+    """Render Jinja2 templates, ask a model, validate its answer."""
+
+    kind: Literal["prompt"]
+    description: str = ""
+    model: str | None = Field(default=None, description="Model name from config/models.yaml.")
+    system: str | None = Field(default=None, description="Jinja2 template of the system message.")
+    user: str = Field(description="Jinja2 template of the user message.")
+    input: JsonSchema = Field(default_factory=lambda: {"type": "object"})
+    output: JsonSchema | None = Field(
+        default=None, description="JSON Schema of the answer. Without it the answer is text."
+    )
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_tokens: int | None = Field(default=None, gt=0)
+    repairs: int = Field(
+        default=2, ge=0, le=5, description="Retries with the validation errors fed back."
+    )
+
+
+class PythonSkillSpec(_Spec):
+    """Call a Python function `package.module:name` (sync or async)."""
+
+    kind: Literal["python"]
+    description: str = ""
+    function: str = Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+    input: JsonSchema = Field(default_factory=lambda: {"type": "object"})
+    output: JsonSchema | None = None
+    threaded: bool = Field(
+        default=False, description="Run a sync function in a worker thread (for blocking code)."
+    )
+
+
+class TemplateSkillSpec(_Spec):
+    """Render a Jinja2 template: a string, or JSON when an output schema is given."""
+
+    kind: Literal["template"]
+    description: str = ""
+    template: str
+    input: JsonSchema = Field(default_factory=lambda: {"type": "object"})
+    output: JsonSchema | None = None
+
+
+SkillSpec = Annotated[
+    Union[PromptSkillSpec, PythonSkillSpec, TemplateSkillSpec], Field(discriminator="kind")
+]
+
+
+class SkillsFile(_Spec):
+    skills: dict[str, SkillSpec] = Field(default_factory=dict)
+
+
+# ─── workflows.yaml ─────────────────────────────────────────────────────────────────────
+
+
+class RetrySpec(_Spec):
+    times: int = Field(ge=0, le=10, description="Extra attempts after the first one fails.")
+    delay: Duration = Field(default=0.2, description="Wait before each retry (doubles each time).")
+
+
+class StepSpec(_Spec):
+    id: str = Field(pattern=IDENT_RE.pattern)
+    skill: str
+    input: Any = Field(default_factory=dict, description="Mapping: $toolArgs / $steps references.")
+    timeout: Duration | None = None
+    retry: RetrySpec | int | None = None
+
+    @property
+    def retry_spec(self) -> RetrySpec:
+        if self.retry is None:
+            return RetrySpec(times=0)
+        if isinstance(self.retry, int):
+            return RetrySpec(times=self.retry)
+        return self.retry
+
+
+class WorkflowSpec(_Spec):
+    description: str = ""
+    steps: list[StepSpec] = Field(min_length=1)
+    output: Any = Field(default=None, description="Mapping of the result (default: last step).")
+
+
+class WorkflowsFile(_Spec):
+    workflows: dict[str, WorkflowSpec] = Field(default_factory=dict)
+
+
+# ─── config/models.yaml ─────────────────────────────────────────────────────────────────
+
+
+class ModelSpec(_Spec):
+    provider: str = Field(description="mock, or a registered provider such as openai.")
+    model: str | None = Field(default=None, description="The provider's model id.")
+    base_url: str | None = None
+    api_key: str | None = Field(default=None, description="Use ${ENV_VAR}; never commit keys.")
+    timeout: Duration | None = None
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_tokens: int | None = Field(default=None, gt=0)
+    options: dict[str, Any] = Field(default_factory=dict, description="Provider-specific settings.")
+
+
+class ModelsFile(_Spec):
+    default: str = "mock"
+    models: dict[str, ModelSpec] = Field(default_factory=lambda: {"mock": ModelSpec(provider="mock")})
+
+
+# ─── config/engine.yaml ─────────────────────────────────────────────────────────────────
+
+
+class RouterSettings(_Spec):
+    allow: list[str] = Field(default_factory=lambda: ["*"], description="Glob patterns of callable tools.")
+    deny: list[str] = Field(default_factory=list, description="Glob patterns that win over allow.")
+
+
+class LimitSettings(_Spec):
+    tool_timeout: Duration = Field(default=300.0, description="Default time limit of a tool call.")
+
+
+class LoggingSettings(_Spec):
+    format: Literal["console", "json"] = "console"
+    level: Literal["debug", "info", "warning", "error"] = "warning"
+
+
+class EngineSettings(_Spec):
+    router: RouterSettings = Field(default_factory=RouterSettings)
+    limits: LimitSettings = Field(default_factory=LimitSettings)
+    logging: LoggingSettings = Field(default_factory=LoggingSettings)
