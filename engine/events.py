@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
+import types
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Literal, Union
 
@@ -103,18 +104,31 @@ class QueuedListener:
         await self.task
 
 
+def is_async_listener(listener: Any) -> bool:
+    """Cheap check first (plain functions, builtins): it runs on every call."""
+    code = getattr(listener, "__code__", None)
+    if code is not None:
+        return bool(code.co_flags & inspect.CO_COROUTINE)
+    if isinstance(listener, (types.BuiltinFunctionType, types.BuiltinMethodType)):
+        return False
+    return inspect.iscoroutinefunction(listener) or inspect.iscoroutinefunction(getattr(listener, "__call__", None))
+
+
 def prepare_listeners(listeners: list[Listener]) -> tuple[list[SyncListener], list[QueuedListener]]:
     """Split listeners into inline ones and queued async ones (which need closing)."""
     inline: list[SyncListener] = []
     queued: list[QueuedListener] = []
     for listener in listeners:
-        if inspect.iscoroutinefunction(listener) or inspect.iscoroutinefunction(getattr(listener, "__call__", None)):
+        if is_async_listener(listener):
             q = QueuedListener(listener)  # type: ignore[arg-type]
             queued.append(q)
             inline.append(q)
         else:
             inline.append(listener)  # type: ignore[arg-type]
     return inline, queued
+
+
+_now_ns = time.time_ns
 
 
 class RunEvents:
@@ -141,8 +155,8 @@ class RunEvents:
         skill: str | None = None,
         result: "ToolResult | None" = None,
     ) -> Event:
-        self._seq += 1
-        event = Event(type, self.run_id, self._seq, time.time_ns() // 1_000_000, tool_call_id, step_id, skill, data, result)
+        self._seq = seq = self._seq + 1
+        event = Event(type, self.run_id, seq, _now_ns() // 1_000_000, tool_call_id, step_id, skill, data, result)
         for listener in self._listeners:
             try:
                 listener(event)
