@@ -5,15 +5,18 @@ from __future__ import annotations
 import asyncio
 import secrets
 from pathlib import Path
-from typing import Any, AsyncIterator, Collection, Literal
+from typing import TYPE_CHECKING, Any, AsyncIterator, Collection, Literal
 
 from .context import RunContext
 from .errors import UsageError
-from .events import TERMINAL_TOOL_EVENTS, Event, Listener, RunEvents, prepare_listeners
+from .events import TERMINAL_TOOL_EVENTS, Event, Listener, QueuedListener, RunEvents, prepare_listeners
 from .link import load_project
 from .project import Project
 from .result import ToolResult
 from .router import Approver, route_call
+
+if TYPE_CHECKING:
+    from .agent import Agent, AgentLimits
 
 
 def new_id(prefix: str) -> str:
@@ -71,24 +74,54 @@ class Engine:
     ) -> ToolResult:
         """Route one call. Never raises for a bad call: the ToolResult carries the error."""
         project = self._project  # pinned: a reload mid-call does not affect this call
+        events, queued = self.open_run(run_id or new_id("run"), on_event)
+        try:
+            return await self.route(events, project, name, args, tool_call_id=tool_call_id, model=model,
+                                    allowed_tools=allowed_tools, approve=approve)
+        finally:
+            for listener in queued:
+                await listener.close()
+
+    def open_run(self, run_id: str, on_event: Listener | None) -> tuple[RunEvents, list[QueuedListener]]:
+        """The event stream of a new run: the engine's subscribers plus `on_event`."""
         listeners = list(self._listeners)
         if on_event is not None:
             listeners.append(on_event)
         inline, queued = prepare_listeners(listeners)
-        run = RunContext(
-            run_id or new_id("run"),
-            tool_call_id or new_id("call"),
-            name,
-            RunEvents(run_id or "", inline),
-            project,
-            model,
-        )
-        run.events.run_id = run.run_id
-        try:
-            return await route_call(run, args, allowed_tools=allowed_tools, approve=approve)
-        finally:
-            for listener in queued:
-                await listener.close()
+        return RunEvents(run_id, inline), queued
+
+    @staticmethod
+    async def route(
+        events: RunEvents,
+        project: Project,
+        name: str,
+        args: str | dict[str, Any] | None,
+        *,
+        tool_call_id: str | None = None,
+        model: str | None = None,
+        allowed_tools: Collection[str] | None = None,
+        approve: Approver | None = None,
+        timeout: float | None = None,
+    ) -> ToolResult:
+        """One call inside an existing run (the agent loop nests its tool calls this way)."""
+        run = RunContext(events.run_id, tool_call_id or new_id("call"), name, events, project, model)
+        return await route_call(run, args, allowed_tools=allowed_tools, approve=approve, timeout=timeout)
+
+    def agent(
+        self,
+        model: str | None = None,
+        *,
+        tools: Collection[str] | None = None,
+        limits: "AgentLimits | None" = None,
+        tool_choice: str = "auto",
+        system: str | None = None,
+        approve: Approver | None = None,
+    ) -> "Agent":
+        """A tool-calling loop on `model` (default: the project's default model)."""
+        from .agent import Agent, AgentLimits
+
+        return Agent(self, model or self._project.default_model, tools=tools, limits=limits or AgentLimits(),
+                     tool_choice=tool_choice, system=system, approve=approve)
 
     async def stream_tool(self, name: str, args: str | dict[str, Any] | None = None, **options: Any) -> AsyncIterator[Event]:
         """Yield the call's events as they happen; the last one carries `.result`."""

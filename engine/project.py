@@ -113,7 +113,7 @@ class Project:
                     raise StepFailure("execution_error", f"model {model_name!r} uses unknown provider {spec.provider!r}")
                 resolved = spec.model_copy(update={"api_key": interpolate_env(spec.api_key, f"model {model_name!r}")})
                 try:
-                    self._providers[model_name] = factory(resolved)
+                    self._providers[model_name] = factory(resolved, self.root)
                 except ProviderError as exc:
                     raise StepFailure("execution_error", f"model {model_name!r}: {exc}") from None
             return self._providers[model_name], spec

@@ -27,6 +27,7 @@ async def route_call(
     *,
     allowed_tools: Collection[str] | None = None,
     approve: Approver | None = None,
+    timeout: float | None = None,
 ) -> ToolResult:
     """Check and run one call; emits tool_call_start … tool_call_result / tool_call_error."""
     started = time.perf_counter()
@@ -50,13 +51,13 @@ async def route_call(
         run.tool_progress("matched", f"tool {name!r} matched, arguments valid", executor=tool.executor.kind)
         if tool.confirm:
             await _confirm(run, tool, args, approve)
-        async with asyncio.timeout(tool.timeout):
+        limit = tool.timeout if timeout is None else min(timeout, tool.timeout)
+        async with asyncio.timeout(limit):
             data = await tool.executor.execute(args, run)
     except StepFailure as failure:
         return _finish(run, started, error=ToolError(failure.code, failure.message, failure.details))
     except TimeoutError:
-        assert tool is not None
-        return _finish(run, started, error=ToolError("timeout", f"tool {name!r} took longer than {tool.timeout:g}s"))
+        return _finish(run, started, error=ToolError("timeout", f"tool {name!r} took longer than {limit:g}s"))
     except asyncio.CancelledError:
         _finish(run, started, error=ToolError("cancelled", f"call of {name!r} was cancelled"))
         raise

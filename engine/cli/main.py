@@ -173,6 +173,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     validate = commands.add_parser("validate", help="check a project and report every problem")
     validate.add_argument("dir", nargs="?", default=".", help="project directory (default: current directory)")
     validate.set_defaults(handler=cmd_validate)
+    from .chat import add_chat_parser, run_chat  # the agent loop imports more; load it only here
+
+    add_chat_parser(commands, run_chat)
     ns = parser.parse_args(argv)
     return _guarded(ns.handler, ns)
 

@@ -35,6 +35,16 @@ class Timeline:
     def _line(self, event: Event) -> str | None:
         data: dict[str, Any] = event.data
         kind = event.type
+        if kind == "agent_start":
+            return f"▶ agent on {data['model']} with tools: {', '.join(data['tools']) or 'none'}  ({event.run_id})"
+        if kind == "model_call_start":
+            return f"· model call {data['step']} ({data['model']})"
+        if kind == "agent_done":
+            usage = data.get("usage") or {}
+            tokens = usage.get("input_tokens", 0) + usage.get("output_tokens", 0)
+            return f"■ {data['stop_reason']} after {data['steps']} model call(s), {tokens:,} tokens, {_ms(data.get('duration_ms'))}"
+        if kind == "agent_error":
+            return f"✗ {data.get('message')}"
         if kind == "tool_call_start":
             return f"▶ {data['tool']}  ({event.run_id})"
         if kind == "tool_progress_delta":

@@ -2,18 +2,32 @@
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Literal, Protocol
 
 from ..spec.models import ModelSpec
 
 
 @dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A model's request to call a tool. `arguments` is the raw JSON text the model wrote."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True)
 class ChatMessage:
+    """The engine's own message type; providers translate it to and from their wire format."""
+
     role: Literal["system", "user", "assistant", "tool"]
     content: str
-    tool_calls: tuple[dict[str, Any], ...] = ()
-    tool_call_id: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None  # on role "tool": which call this answers
+    name: str | None = None  # on role "tool": the tool's name (Anthropic does not need it; others may)
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +48,8 @@ class ModelRequest:
     output_schema: dict[str, Any] | None = None
     temperature: float | None = None
     max_tokens: int | None = None
-    tools: tuple[dict[str, Any], ...] = ()
+    tools: tuple[dict[str, Any], ...] = ()  # in the engine's neutral form: name, description, parameters
+    tool_choice: str = "auto"  # auto | none | required | <tool name>
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +57,7 @@ class ModelResponse:
     text: str
     usage: Usage = field(default_factory=Usage)
     finish_reason: str = "stop"
-    tool_calls: tuple[dict[str, Any], ...] = ()
+    tool_calls: tuple[ToolCall, ...] = ()
 
 
 class ProviderError(Exception):
@@ -59,13 +74,21 @@ class Provider(Protocol):
         ...
 
 
-ProviderFactory = Callable[[ModelSpec], Provider]
+ProviderFactory = Callable[[ModelSpec, Path], Provider]  # (model spec, project directory)
 _FACTORIES: dict[str, ProviderFactory] = {}
 
 
-def register_provider(name: str, factory: ProviderFactory) -> None:
-    """Make `provider: <name>` usable in config/models.yaml."""
-    _FACTORIES[name] = factory
+def register_provider(name: str, factory: ProviderFactory | Callable[[ModelSpec], Provider]) -> None:
+    """Make `provider: <name>` usable in config/models.yaml.
+
+    The factory takes `(spec)` or `(spec, project_dir)` and returns a Provider.
+    """
+    _register_builtins()
+    try:
+        wants_dir = len(inspect.signature(factory).parameters) >= 2
+    except (TypeError, ValueError):
+        wants_dir = True
+    _FACTORIES[name] = factory if wants_dir else (lambda spec, root: factory(spec))  # type: ignore[call-arg,misc]
 
 
 def provider_factory(name: str) -> ProviderFactory | None:
@@ -80,7 +103,22 @@ def known_providers() -> list[str]:
 
 def _register_builtins() -> None:
     """Imported late so that importing skillyard does not import every provider."""
-    if "mock" not in _FACTORIES:
-        from .mock import MockProvider
+    if "mock" in _FACTORIES:
+        return
+    from .mock import MockProvider
 
-        _FACTORIES["mock"] = lambda spec: MockProvider()
+    _FACTORIES["mock"] = lambda spec, root: MockProvider()
+    _FACTORIES.setdefault("openai", _openai)
+    _FACTORIES.setdefault("scripted", _scripted)
+
+
+def _openai(spec: ModelSpec, root: Path) -> Provider:
+    from .openai import OpenAIProvider  # the SDK is imported only when such a model is used
+
+    return OpenAIProvider(spec)
+
+
+def _scripted(spec: ModelSpec, root: Path) -> Provider:
+    from .scripted import ScriptedProvider
+
+    return ScriptedProvider.from_spec(spec, root)

@@ -13,7 +13,7 @@ import json
 import re
 from typing import Any, Callable
 
-from .base import ModelRequest, ModelResponse, Usage
+from .base import ChatMessage, ModelRequest, ModelResponse, ToolCall, Usage
 
 CHUNK_CHARS = 24
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9+#./-]*[A-Za-z0-9+#]|[A-Za-z]{2,}")
@@ -55,7 +55,13 @@ class MockProvider:
     async def request(self, request: ModelRequest, on_text: Callable[[str], None] | None = None) -> ModelResponse:
         prompt = next((m.content for m in reversed(request.messages) if m.role == "user"), "")
         words = vocabulary(prompt)
-        if request.output_schema is not None:
+        calls: tuple[ToolCall, ...] = ()
+        if request.tools and request.tool_choice != "none" and not _answered_since_user(request.messages):
+            calls = (self._tool_call(request, prompt, words),)
+            text = ""
+        elif _answered_since_user(request.messages):
+            text = _summarise_observations(request.messages)
+        elif request.output_schema is not None:
             seed = int.from_bytes(hashlib.sha256(prompt.encode()).digest()[:4], "big")
             value = SchemaFiller(request.output_schema, words, seed).fill()
             text = json.dumps(value, ensure_ascii=False, indent=2)
@@ -66,7 +72,51 @@ class MockProvider:
                 on_text(text[start : start + CHUNK_CHARS])
                 await asyncio.sleep(0)  # let other tasks run, as a real stream would
         input_chars = sum(len(m.content) for m in request.messages)
-        return ModelResponse(text=text, usage=Usage(max(1, input_chars // 4), max(1, len(text) // 4)))
+        usage = Usage(max(1, input_chars // 4), max(1, len(text) // 4))
+        return ModelResponse(text, usage, "tool_calls" if calls else "stop", calls)
+
+    @staticmethod
+    def _tool_call(request: ModelRequest, prompt: str, words: list[str]) -> ToolCall:
+        """Pick the tool whose name and description share most words with the prompt; fill its arguments."""
+        tools = request.tools
+        named = [t for t in tools if t["name"] == request.tool_choice]
+        if named:
+            tool = named[0]
+        else:
+            lowered = {w.lower() for w in vocabulary(prompt)}
+            tool = max(tools, key=lambda t: len(lowered & {w.lower() for w in vocabulary(t["name"] + " " + t["description"])}))
+        schema = tool.get("parameters") or {}
+        seed = int.from_bytes(hashlib.sha256(prompt.encode()).digest()[:4], "big")
+        filler = SchemaFiller(schema, words, seed)
+        arguments = {}
+        required = set(schema.get("required") or [])
+        for name, sub in (schema.get("properties") or {}).items():
+            if name not in required:
+                continue
+            # The prompt itself is the most plausible value of a required text argument.
+            is_text = isinstance(sub, dict) and sub.get("type") == "string" and not sub.get("enum") and not sub.get("format")
+            arguments[name] = prompt if is_text else filler.value(sub, name, 0, 1)
+        call_id = "call_mock_" + hashlib.sha256((tool["name"] + prompt).encode()).hexdigest()[:12]
+        return ToolCall(call_id, tool["name"], json.dumps(arguments, ensure_ascii=False))
+
+
+def _answered_since_user(messages: tuple[ChatMessage, ...]) -> bool:
+    for message in reversed(messages):
+        if message.role == "tool":
+            return True
+        if message.role == "user":
+            return False
+    return False
+
+
+def _summarise_observations(messages: tuple[ChatMessage, ...]) -> str:
+    """A final answer that reports what the tools returned (the mock cannot reason about it)."""
+    parts = []
+    for message in messages:
+        if message.role == "tool":
+            header, _, body = message.content.partition("\n")
+            parts.append(f"{header}\n{body[:600]}")
+    return "Here is what the tools returned:\n\n" + "\n\n".join(parts[-4:])
 
 
 class SchemaFiller:

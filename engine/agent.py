@@ -1,0 +1,278 @@
+"""The agent loop: Think → Act → Observe, with the limits a production agent needs.
+
+Each model call is one step (seed 000: `max_steps` counts the first generation, every
+tool-call round and the final answer). Tool calls the model asks for in one turn run
+concurrently (up to `max_parallel_tool_calls`), each through the router in the same run, so
+their events nest under the agent run with their own `tool_call_id`. Every stop says why
+and returns what was gathered so far.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, AsyncIterator, Collection, Literal
+
+from .errors import StepFailure
+from .events import Event, Listener, RunEvents
+from .providers.base import ChatMessage, ModelRequest, ModelResponse, ProviderError, ToolCall, Usage
+from .result import ToolResult
+
+if TYPE_CHECKING:
+    from ._engine import Engine
+    from .router import Approver
+
+StopReason = Literal["answer", "max_steps", "timeout", "token_budget", "repeated_call", "error", "cancelled"]
+CORRECTABLE = frozenset({"unknown_tool", "invalid_arguments"})
+
+
+@dataclass(frozen=True)
+class AgentLimits:
+    """Limits of one agent run. Hitting one stops the loop with that reason."""
+
+    max_steps: int = 8
+    max_parallel_tool_calls: int = 4
+    tool_timeout: float | None = None  # caps every tool's own timeout
+    total_timeout: float | None = 600.0
+    token_budget: int | None = None  # input + output tokens over the whole run
+    max_repeated_calls: int = 3  # the same tool with the same arguments this many times in a row
+    max_corrections: int = 3  # unknown-tool / invalid-argument results per tool before giving up
+
+    def __post_init__(self) -> None:
+        if self.max_steps < 1 or self.max_parallel_tool_calls < 1 or self.max_repeated_calls < 2:
+            raise ValueError("max_steps and max_parallel_tool_calls must be ≥ 1, max_repeated_calls ≥ 2")
+
+
+@dataclass
+class AgentResult:
+    run_id: str
+    stop_reason: StopReason
+    answer: str
+    messages: list[ChatMessage]
+    tool_results: list[ToolResult] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    steps: int = 0
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "stop_reason": self.stop_reason,
+            "answer": self.answer,
+            "steps": self.steps,
+            "usage": {"input_tokens": self.usage.input_tokens, "output_tokens": self.usage.output_tokens},
+            "tool_results": [r.to_dict() for r in self.tool_results],
+            "error": self.error,
+        }
+
+
+class _Stop(Exception):
+    def __init__(self, reason: StopReason, message: str | None = None):
+        super().__init__(message or reason)
+        self.reason = reason
+        self.message = message
+
+
+def as_messages(messages: str | list[Any]) -> list[ChatMessage]:
+    """A prompt string, or a list of ChatMessage / {"role", "content"} dicts."""
+    if isinstance(messages, str):
+        return [ChatMessage("user", messages)]
+    out = []
+    for index, message in enumerate(messages):
+        if isinstance(message, ChatMessage):
+            out.append(message)
+        elif isinstance(message, dict) and message.get("role") in ("system", "user", "assistant") and isinstance(message.get("content"), str):
+            out.append(ChatMessage(message["role"], message["content"]))
+        else:
+            raise ValueError(f"messages[{index}] must be a ChatMessage or {{'role': 'user'|'assistant'|'system', 'content': str}}")
+    return out
+
+
+class Agent:
+    def __init__(
+        self,
+        engine: "Engine",
+        model: str,
+        *,
+        tools: Collection[str] | None,
+        limits: AgentLimits,
+        tool_choice: str = "auto",
+        system: str | None = None,
+        approve: "Approver | None" = None,
+    ):
+        self.engine = engine
+        self.model = model
+        self.tools = set(tools) if tools is not None else None
+        self.limits = limits
+        self.tool_choice = tool_choice
+        self.system = system
+        self.approve = approve
+        self.last_result: AgentResult | None = None
+
+    async def run(self, messages: str | list[Any], *, on_event: Listener | None = None, run_id: str | None = None) -> AgentResult:
+        """Run the loop to a stop. On cancellation the partial result is in `last_result`."""
+        from ._engine import new_id
+
+        events, queued = self.engine.open_run(run_id or new_id("run"), on_event)
+        try:
+            return await _Loop(self, events, as_messages(messages)).run()
+        finally:
+            for listener in queued:
+                await listener.close()
+
+    async def stream(self, messages: str | list[Any], **options: Any) -> AsyncIterator[Event]:
+        """Yield the run's events as they happen; the last one is `agent_done`."""
+        queue: asyncio.Queue[Event] = asyncio.Queue()
+        task = asyncio.get_running_loop().create_task(self.run(messages, on_event=queue.put_nowait, **options))
+        try:
+            while True:
+                event = await queue.get()
+                yield event
+                if event.type == "agent_done":
+                    break
+            await task
+        finally:
+            if not task.done():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+
+
+class _Loop:
+    """The state of one agent run."""
+
+    def __init__(self, agent: Agent, events: RunEvents, messages: list[ChatMessage]):
+        self.agent = agent
+        self.limits = agent.limits
+        self.events = events
+        self.project = agent.engine.project  # pinned for the whole run
+        self.messages = ([ChatMessage("system", agent.system)] if agent.system else []) + messages
+        self.result = AgentResult(events.run_id, "answer", "", self.messages)
+        self.corrections: dict[str, int] = {}
+        self.recent_calls: list[str] = []
+        self.tool_specs = tuple(
+            {"name": s["name"], "description": s["description"], "parameters": s["input_schema"]}
+            for s in self.project.tool_schemas("anthropic", agent.tools)
+        )
+        self.allowed = {s["name"] for s in self.tool_specs}
+
+    async def run(self) -> AgentResult:
+        started = time.perf_counter()
+        self.events.emit("agent_start", {
+            "model": self.agent.model,
+            "tools": sorted(self.allowed),
+            "limits": {k: v for k, v in self.limits.__dict__.items()},
+        })
+        try:
+            async with asyncio.timeout(self.limits.total_timeout):
+                await self._loop()
+        except _Stop as stop:
+            self.result.stop_reason = stop.reason
+            self.result.error = stop.message if stop.reason == "error" else None
+            if stop.reason == "error":
+                self.events.emit("agent_error", {"message": stop.message})
+        except TimeoutError:
+            self.result.stop_reason = "timeout"
+        except asyncio.CancelledError:
+            self.result.stop_reason = "cancelled"
+            self._done(started)
+            raise
+        self._done(started)
+        return self.result
+
+    def _done(self, started: float) -> None:
+        result = self.result
+        self.agent.last_result = result
+        self.events.emit("agent_done", {
+            "stop_reason": result.stop_reason,
+            "answer": result.answer,
+            "steps": result.steps,
+            "usage": {"input_tokens": result.usage.input_tokens, "output_tokens": result.usage.output_tokens},
+            "duration_ms": round((time.perf_counter() - started) * 1000, 2),
+            "error": result.error,
+        })
+
+    async def _loop(self) -> None:
+        for step in range(1, self.limits.max_steps + 1):
+            self.result.steps = step
+            response = await self._think(step)
+            if not response.tool_calls:
+                self.result.answer = response.text
+                self.events.emit("final_answer_delta", {"text": response.text})
+                raise _Stop("answer")
+            self.messages.append(ChatMessage("assistant", response.text, tool_calls=response.tool_calls))
+            await self._act(response.tool_calls)
+        raise _Stop("max_steps")
+
+    async def _think(self, step: int) -> ModelResponse:
+        try:
+            provider, spec = self.project.provider(self.agent.model)
+        except StepFailure as failure:
+            raise _Stop("error", failure.message) from None
+        first = step == 1
+        choice = self.agent.tool_choice if first or self.agent.tool_choice in ("auto", "none") else "auto"
+        tools = self.tool_specs if choice != "none" else ()
+        request = ModelRequest(tuple(self.messages), model=spec.model, temperature=spec.temperature,
+                               max_tokens=spec.max_tokens, tools=tools, tool_choice=choice if tools else "auto")
+        self.events.emit("model_call_start", {"step": step, "model": self.agent.model, "messages": len(self.messages)})
+
+        def on_text(piece: str) -> None:
+            self.events.emit("model_text_delta", {"text": piece, "step": step})
+
+        try:
+            response = await provider.request(request, on_text)
+        except ProviderError as exc:
+            raise _Stop("error", f"model {self.agent.model!r} failed: {exc}") from None
+        self.result.usage = self.result.usage + response.usage
+        budget = self.limits.token_budget
+        if budget is not None and self.result.usage.input_tokens + self.result.usage.output_tokens > budget:
+            self.result.answer = response.text if not response.tool_calls else self.result.answer
+            raise _Stop("token_budget")
+        return response
+
+    async def _act(self, calls: tuple[ToolCall, ...]) -> None:
+        for call in calls:
+            key = f"{call.name}\x00{_canonical(call.arguments)}"
+            self.recent_calls.append(key)
+        tail = self.recent_calls[-self.limits.max_repeated_calls :]
+        repeated = len(tail) == self.limits.max_repeated_calls and len(set(tail)) == 1
+        gate = asyncio.Semaphore(self.limits.max_parallel_tool_calls)
+
+        async def one(call: ToolCall) -> ToolResult:
+            async with gate:
+                return await self.agent.engine.route(
+                    self.events, self.project, call.name, call.arguments, tool_call_id=call.id,
+                    allowed_tools=self.allowed, approve=self.agent.approve, timeout=self.limits.tool_timeout,
+                )
+
+        if repeated:
+            raise _Stop("repeated_call")
+        results = await asyncio.gather(*(one(call) for call in calls))
+        for call, result in zip(calls, results):
+            self.result.tool_results.append(result)
+            self.messages.append(ChatMessage("tool", self._observation(call, result), tool_call_id=call.id, name=call.name))
+        for call, result in zip(calls, results):
+            if result.error is not None and result.error.code in CORRECTABLE:
+                count = self.corrections[call.name] = self.corrections.get(call.name, 0) + 1
+                if count >= self.limits.max_corrections:
+                    raise _Stop("error", f"tool {call.name!r}: {count} invalid calls in a row "
+                                         f"(limit max_corrections={self.limits.max_corrections})")
+            else:
+                self.corrections.pop(call.name, None)
+
+    @staticmethod
+    def _observation(call: ToolCall, result: ToolResult) -> str:
+        if result.error is not None and result.error.code == "confirmation_denied":
+            return f"The user declined the call of {call.name}. Do not call it again unless the user asks."
+        return result.model_text()
+
+
+def _canonical(arguments: str) -> str:
+    try:
+        return json.dumps(json.loads(arguments), sort_keys=True, separators=(",", ":"))
+    except (json.JSONDecodeError, TypeError):
+        return arguments
+
+
+__all__ = ["Agent", "AgentLimits", "AgentResult", "StopReason"]

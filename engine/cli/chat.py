@@ -1,0 +1,101 @@
+"""`skillyard chat PROMPT`: the agent loop on the command line.
+
+The answer streams to stdout; stderr shows the timeline (model calls, tool calls, workflow
+steps, skill progress). Exit 0 when the model answered, 1 when a limit or an error stopped it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from typing import Any
+
+from .._engine import Engine
+from ..agent import AgentLimits
+from ..errors import ConfigError, UsageError
+from ..events import Event
+from ..logging import configure_logging
+from .timeline import Timeline
+
+
+def add_chat_parser(commands: Any, run_handler: Any) -> None:
+    chat = commands.add_parser("chat", help="let a model call the tools to answer a prompt")
+    chat.add_argument("prompt", help="the prompt, or - to read it from stdin")
+    chat.add_argument("--dir", default=".", help="project directory")
+    chat.add_argument("--model", help="model name from config/models.yaml (default: its default)")
+    chat.add_argument("--tools", help="comma-separated subset of tools the model may call")
+    chat.add_argument("--max-steps", type=int, default=8, help="most model calls in one run (default 8)")
+    chat.add_argument("--tool-choice", default="auto", help="auto, none, required, or a tool name")
+    chat.add_argument("--yes", action="store_true", help="approve tools that ask for confirmation")
+    chat.add_argument("--output", choices=("text", "events"), default="text", help="text: the answer; events: JSON lines")
+    chat.add_argument("--quiet", action="store_true", help="no timeline on stderr")
+    chat.set_defaults(handler=run_handler)
+
+
+def run_chat(ns: argparse.Namespace) -> int:
+    prompt = sys.stdin.read() if ns.prompt == "-" else ns.prompt
+    if not prompt.strip():
+        raise UsageError("the prompt is empty")
+    try:
+        engine = Engine.from_dir(ns.dir)
+    except ConfigError as exc:
+        for issue in exc.issues:
+            print(str(issue), file=sys.stderr)
+        return 2
+    settings = engine.project.settings.logging
+    configure_logging(settings.format, settings.level)
+    model = ns.model or engine.project.default_model
+    if model not in engine.project.models:
+        raise UsageError(f"--model {model}: unknown model; known: {', '.join(sorted(engine.project.models))}")
+    tools = [t.strip() for t in ns.tools.split(",") if t.strip()] if ns.tools else None
+    unknown = sorted(set(tools or ()) - set(engine.project.tools))
+    if unknown:
+        raise UsageError(f"--tools: unknown tool(s) {', '.join(unknown)}; known: {', '.join(engine.project.tools)}")
+    if ns.tool_choice not in ("auto", "none", "required") and ns.tool_choice not in engine.project.tools:
+        raise UsageError(f"--tool-choice {ns.tool_choice}: use auto, none, required or a tool name")
+    try:
+        limits = AgentLimits(max_steps=ns.max_steps)
+    except ValueError as exc:
+        raise UsageError(f"--max-steps: {exc}") from None
+
+    timeline = None if ns.quiet else Timeline(sys.stderr, live=sys.stderr.isatty())
+    printed_text = False
+
+    def on_event(event: Event) -> None:
+        nonlocal printed_text
+        if ns.output == "events":
+            sys.stdout.write(json.dumps(event.to_dict(), ensure_ascii=False, default=str) + "\n")
+            sys.stdout.flush()
+        elif event.type == "model_text_delta":
+            sys.stdout.write(event.data["text"])
+            sys.stdout.flush()
+            printed_text = True
+        elif event.type == "model_call_start" and printed_text:
+            sys.stdout.write("\n")
+            printed_text = False
+        if timeline is not None:
+            timeline(event)
+
+    async def approve(tool: Any, args: dict[str, Any], tool_call_id: str) -> bool:
+        if ns.yes:
+            return True
+        if not sys.stdin.isatty() or ns.prompt == "-":
+            print(f"  {tool.name} ({tool_call_id}) needs confirmation; no terminal and no --yes: denied", file=sys.stderr)
+            return False
+        answer = await asyncio.to_thread(input, f"Allow {tool.name} ({tool_call_id}) with {json.dumps(args)[:200]}? [y/N] ")
+        return answer.strip().lower() in ("y", "yes")
+
+    agent = engine.agent(model, tools=tools, limits=limits, tool_choice=ns.tool_choice, approve=approve)
+    try:
+        result = asyncio.run(agent.run(prompt, on_event=on_event))
+    except KeyboardInterrupt:
+        print("\ncancelled", file=sys.stderr)
+        return 130
+    if ns.output == "text" and printed_text:
+        sys.stdout.write("\n")
+    if result.stop_reason != "answer":
+        print(f"stopped: {result.stop_reason}" + (f": {result.error}" if result.error else ""), file=sys.stderr)
+        return 1
+    return 0
