@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .events import RunEvents
-from .providers.base import Usage
+from .providers.base import ModelRequest, ModelResponse, Usage
 
 if TYPE_CHECKING:
     from .project import Project
@@ -66,3 +66,20 @@ class SkillContext:
 
     def add_usage(self, usage: Usage) -> None:
         self.run.usage = self.run.usage + usage
+
+    def model_exchange(self, model: str, attempt: int, request: "ModelRequest", response: "ModelResponse") -> None:
+        """Record what was asked and answered (run detail pages, replay without a model)."""
+        self.run.events.emit(
+            "model_exchange",
+            {
+                "model": model,
+                "attempt": attempt,
+                "messages": [{"role": m.role, "content": m.content} for m in request.messages],
+                "output_schema": request.output_schema is not None,
+                "response": response.text,
+                "usage": {"input_tokens": response.usage.input_tokens, "output_tokens": response.usage.output_tokens},
+            },
+            tool_call_id=self.run.tool_call_id,
+            step_id=self.step_id,
+            skill=self.skill,
+        )

@@ -34,6 +34,7 @@ EventType = Literal[
     "skill_progress_delta",
     "skill_result",
     "skill_error",
+    "model_exchange",
     "tool_call_result",
     "tool_call_error",
     "confirmation_required",

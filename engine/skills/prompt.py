@@ -88,6 +88,7 @@ class PromptSkill(Skill):
             except ProviderError as exc:
                 raise StepFailure("execution_error", f"model {model_name!r} failed: {exc}", retryable=exc.retryable) from None
             ctx.add_usage(response.usage)
+            ctx.model_exchange(model_name, attempt, request, response)
             ctx.progress(
                 f"model answered: {len(response.text):,} chars",
                 stage="answered",
