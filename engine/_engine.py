@@ -17,6 +17,7 @@ from .router import Approver, route_call
 
 if TYPE_CHECKING:
     from .agent import Agent, AgentLimits
+    from .store import RunStore
 
 
 def new_id(prefix: str) -> str:
@@ -26,14 +27,37 @@ def new_id(prefix: str) -> str:
 class Engine:
     """Runs tool calls against a project. Safe for many concurrent calls; reloadable."""
 
-    def __init__(self, project: Project):
+    def __init__(self, project: Project, *, store: "RunStore | None" = None):
         self._project = project
         self._listeners: list[Listener] = []
+        self.store = store
+        if store is not None:
+            self._listeners.append(store.listener)
 
     @classmethod
-    def from_dir(cls, path: str | Path = ".") -> "Engine":
-        """Load and link a project directory (raises ConfigError with every problem)."""
-        return cls(load_project(path))
+    def from_dir(cls, path: str | Path = ".", *, store: bool | str | Path = False) -> "Engine":
+        """Load and link a project directory (raises ConfigError with every problem).
+
+        `store=True` records runs where `config/engine.yaml` says (default
+        `.skillyard/runs.db`); a path records them there. Raises StoreError if it cannot open.
+        """
+        return cls.from_project(load_project(path), store=store)
+
+    @classmethod
+    def from_project(cls, project: Project, *, store: bool | str | Path = False) -> "Engine":
+        run_store = None
+        if store is not False:
+            from .redaction import Redactor
+            from .store import RunStore
+
+            where = Path(store) if not isinstance(store, bool) else project.root / project.settings.store.path
+            run_store = RunStore(where, redactor=Redactor(project.settings.redaction.sensitive_keys))
+        return cls(project, store=run_store)
+
+    def close(self) -> None:
+        """Write what the store still has queued and close it."""
+        if self.store is not None:
+            self.store.close()
 
     @property
     def project(self) -> Project:

@@ -12,7 +12,6 @@ import json
 import sys
 from typing import Any
 
-from .._engine import Engine
 from ..agent import AgentLimits
 from ..errors import ConfigError, UsageError
 from ..events import Event
@@ -31,15 +30,18 @@ def add_chat_parser(commands: Any, run_handler: Any) -> None:
     chat.add_argument("--yes", action="store_true", help="approve tools that ask for confirmation")
     chat.add_argument("--output", choices=("text", "events"), default="text", help="text: the answer; events: JSON lines")
     chat.add_argument("--quiet", action="store_true", help="no timeline on stderr")
+    chat.add_argument("--no-store", action="store_true", help="do not record this run in the run store")
     chat.set_defaults(handler=run_handler)
 
 
 def run_chat(ns: argparse.Namespace) -> int:
+    from .main import open_engine
+
     prompt = sys.stdin.read() if ns.prompt == "-" else ns.prompt
     if not prompt.strip():
         raise UsageError("the prompt is empty")
     try:
-        engine = Engine.from_dir(ns.dir)
+        engine = open_engine(ns)
     except ConfigError as exc:
         for issue in exc.issues:
             print(str(issue), file=sys.stderr)
@@ -93,6 +95,8 @@ def run_chat(ns: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("\ncancelled", file=sys.stderr)
         return 130
+    finally:
+        engine.close()
     if ns.output == "text" and printed_text:
         sys.stdout.write("\n")
     if result.stop_reason != "answer":

@@ -19,6 +19,7 @@ from ..events import Event
 from ..link import load_project
 from ..logging import configure_logging
 from ..result import ToolResult
+from ..store import StoreError
 from .arguments import build_arguments
 from .timeline import Timeline
 
@@ -40,6 +41,7 @@ def _add_call_arguments(parser: argparse.ArgumentParser) -> None:
                              "events: one JSON event per line, ending with the result")
     parser.add_argument("--quiet", action="store_true", help="no timeline on stderr")
     parser.add_argument("--yes", action="store_true", help="approve tools that ask for confirmation")
+    parser.add_argument("--no-store", action="store_true", help="do not record this run in the run store")
 
 
 def _fail(message: str) -> int:
@@ -60,10 +62,19 @@ def _emit_json(value: Any, *, pretty: bool = False) -> None:
     sys.stdout.flush()
 
 
+def open_engine(ns: argparse.Namespace) -> Engine:
+    """The engine for a CLI call, recording runs unless --no-store or engine.yaml says not to."""
+    project = load_project(ns.dir)
+    try:
+        return Engine.from_project(project, store=project.settings.store.enabled and not ns.no_store)
+    except StoreError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def run_call(ns: argparse.Namespace) -> int:
     try:
         arguments = build_arguments(ns.args_json, ns.arg)
-        engine = Engine.from_dir(ns.dir)
+        engine = open_engine(ns)
     except UsageError as exc:
         return _fail(str(exc))
     except ConfigError as exc:
@@ -99,6 +110,8 @@ def run_call(ns: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("cancelled", file=sys.stderr)
         return 130
+    finally:
+        engine.close()
     if ns.output != "data":
         _emit_json(result.to_dict(), pretty=ns.output == "result")
     elif result.ok:
@@ -176,6 +189,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .chat import add_chat_parser, run_chat  # the agent loop imports more; load it only here
 
     add_chat_parser(commands, run_chat)
+    from .runs import add_store_parsers
+
+    add_store_parsers(commands)
     ns = parser.parse_args(argv)
     return _guarded(ns.handler, ns)
 

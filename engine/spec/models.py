@@ -12,6 +12,8 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, WithJsonSchema
 
+from ..redaction import DEFAULT_SENSITIVE_KEYS
+
 TOOL_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 IDENT_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,63}$")
 
@@ -207,7 +209,21 @@ class LoggingSettings(_Spec):
     level: Literal["debug", "info", "warning", "error"] = "warning"
 
 
+class StoreSettings(_Spec):
+    enabled: bool = Field(default=True, description="Record runs (the CLI; the Python API opts in).")
+    path: str = Field(default=".skillyard/runs.db", description="SQLite file, relative to the project.")
+
+
+class RedactionSettings(_Spec):
+    sensitive_keys: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_SENSITIVE_KEYS),
+        description="Values under these keys (snake/camel/kebab case) are redacted before storage and logs.",
+    )
+
+
 class EngineSettings(_Spec):
     router: RouterSettings = Field(default_factory=RouterSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
     logging: LoggingSettings = Field(default_factory=LoggingSettings)
+    store: StoreSettings = Field(default_factory=StoreSettings)
+    redaction: RedactionSettings = Field(default_factory=RedactionSettings)

@@ -1,0 +1,226 @@
+"""`skillyard runs …` and `skillyard logs`: the run store from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import sys
+import time
+from datetime import datetime
+from typing import Any
+
+from .._engine import Engine
+from ..errors import ConfigError, UsageError
+from ..link import load_project
+from ..redaction import Redactor
+from ..store import RunStore, StoreError
+from ..store.replay import REPLAY_MODEL, ReplayProvider, replay_project
+from .timeline import Timeline
+
+_AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)\s*$")
+_AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_age(text: str, flag: str) -> int:
+    """`30m`, `1h`, `30d` → milliseconds."""
+    match = _AGE.match(text)
+    if not match:
+        raise UsageError(f"{flag} {text!r}: write an age such as 30m, 1h, 7d")
+    return int(float(match.group(1)) * _AGE_UNITS[match.group(2)] * 1000)
+
+
+def add_store_parsers(commands: Any) -> None:
+    runs = commands.add_parser("runs", help="recent runs; show, export, replay or prune them")
+    runs.add_argument("--dir", default=".", help="project directory")
+    runs.add_argument("--tool", help="only runs of this tool (or agent model)")
+    runs.add_argument("--status", choices=("running", "ok", "error", "cancelled", "interrupted"))
+    runs.add_argument("--since", help="only runs started within this age, e.g. 1h, 7d")
+    runs.add_argument("--limit", type=int, default=20)
+    runs.add_argument("--json", action="store_true", help="print JSON")
+    runs.set_defaults(handler=cmd_runs)
+    sub = runs.add_subparsers(dest="action", metavar="ACTION")
+    show = sub.add_parser("show", help="a run as a timeline tree")
+    show.add_argument("run_id")
+    show.add_argument("--events", action="store_true", help="list every event too")
+    show.add_argument("--dir", default=".", help="project directory")
+    show.set_defaults(handler=cmd_show)
+    export = sub.add_parser("export", help="a run's events as JSON lines")
+    export.add_argument("run_id")
+    export.add_argument("--dir", default=".", help="project directory")
+    export.set_defaults(handler=cmd_export)
+    replay = sub.add_parser("replay", help="re-run a tool run offline against its recorded model answers")
+    replay.add_argument("run_id")
+    replay.add_argument("--dir", default=".", help="project directory")
+    replay.add_argument("--quiet", action="store_true", help="no timeline on stderr")
+    replay.set_defaults(handler=cmd_replay)
+    prune = sub.add_parser("prune", help="delete old runs")
+    prune.add_argument("--older-than", required=True, help="age such as 30d")
+    prune.add_argument("--dir", default=".", help="project directory")
+    prune.set_defaults(handler=cmd_prune)
+
+    logs = commands.add_parser("logs", help="tool execution logs")
+    logs.add_argument("--dir", default=".", help="project directory")
+    logs.add_argument("--tool")
+    logs.add_argument("--status", choices=("success", "error", "timeout"))
+    logs.add_argument("--limit", type=int, default=50)
+    logs.add_argument("--json", action="store_true")
+    logs.set_defaults(handler=cmd_logs)
+
+
+def open_store(directory: str) -> RunStore:
+    """The project's store (its engine.yaml decides where), or a clear UsageError."""
+    try:
+        project = load_project(directory)
+    except ConfigError as exc:
+        raise UsageError("the project has config errors:\n" + "\n".join(str(i) for i in exc.issues)) from None
+    path = project.root / project.settings.store.path
+    if not path.exists():
+        raise UsageError(f"no runs recorded yet ({path} does not exist); run a tool first")
+    try:
+        return RunStore(path, redactor=Redactor(project.settings.redaction.sensitive_keys))
+    except StoreError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _when(ms: int | None) -> str:
+    return "-" if ms is None else datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _short(value: Any, width: int = 100) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    text = text.replace("\n", " ")
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def cmd_runs(ns: argparse.Namespace) -> int:
+    store = open_store(ns.dir)
+    since = int(time.time() * 1000) - parse_age(ns.since, "--since") if ns.since else None
+    runs = store.runs(tool=ns.tool, status=ns.status, since_ms=since, limit=ns.limit)
+    if ns.json:
+        print(json.dumps([r.to_dict() for r in runs], ensure_ascii=False, indent=2))
+        return 0
+    if not runs:
+        print("no runs match", file=sys.stderr)
+        return 0
+    for run in runs:
+        duration = f"{run.duration_ms} ms" if run.duration_ms is not None else ""
+        print(f"{run.id}  {_when(run.started_at)}  {run.kind:<5} {run.name:<28} {run.status:<11} {duration}")
+    return 0
+
+
+def cmd_show(ns: argparse.Namespace) -> int:
+    store = open_store(ns.dir)
+    run = store.run(ns.run_id)
+    if run is None:
+        raise UsageError(f"no run {ns.run_id!r}; see `skillyard runs`")
+    events = store.events(run.id)
+    duration = f"{run.duration_ms} ms" if run.duration_ms is not None else "still running"
+    print(f"{run.id}  {run.kind} {run.name}  {run.status}  {duration}  started {_when(run.started_at)}")
+    print(f"  input: {_short(run.input)}")
+    for line in _tree(events):
+        print(line)
+    if run.error:
+        print(f"  error: {_short(run.error, 300)}")
+    else:
+        print(f"  output: {_short(run.output, 300)}")
+    if run.usage:
+        print(f"  usage: {run.usage.get('input_tokens', 0)} input + {run.usage.get('output_tokens', 0)} output tokens")
+    if ns.events:
+        print("events:")
+        for event in events:
+            where = "/".join(x for x in (event.get("tool_call_id"), event.get("step_id")) if x)
+            print(f"  {event['seq']:>4} {event['type']:<22} {where:<40} {_short(event['data'], 80)}")
+    return 0
+
+
+def _tree(events: list[dict[str, Any]]) -> list[str]:
+    """tool → steps → skills, with durations, inputs, outputs, errors and model usage."""
+    lines: list[str] = []
+    for event in events:
+        data, kind = event["data"], event["type"]
+        if kind == "model_call_start":
+            lines.append(f"  ◆ model call {data['step']} ({data['model']})")
+        elif kind == "tool_call_start":
+            lines.append(f"  ├─ tool {data['tool']}  [{event.get('tool_call_id')}]  args {_short(data.get('arguments'), 80)}")
+        elif kind == "skill_start":
+            lines.append(f"  │  ├─ step {event.get('step_id')} → {event.get('skill')} [{data.get('kind')}]"
+                         + (f" attempt {data['attempt']}" if data.get("attempt", 1) > 1 else ""))
+            lines.append(f"  │  │    input:  {_short(data.get('input'), 90)}")
+        elif kind == "model_exchange":
+            usage = data.get("usage") or {}
+            lines.append(f"  │  │    model {data.get('model')}: {usage.get('input_tokens', 0)} in / {usage.get('output_tokens', 0)} out tokens")
+        elif kind == "skill_result":
+            lines.append(f"  │  │    output: {_short(data.get('output'), 90)}")
+            lines.append(f"  │  │    ✓ {data.get('duration_ms')} ms")
+        elif kind == "skill_error":
+            lines.append(f"  │  │    ✗ {data.get('code')}: {_short(data.get('message'), 120)}")
+        elif kind == "tool_call_result":
+            lines.append(f"  │  ✓ ok in {data['metadata'].get('duration_ms')} ms")
+        elif kind == "tool_call_error":
+            lines.append(f"  │  ✗ {data['error']['code']}: {_short(data['error']['message'], 120)}")
+        elif kind == "agent_done":
+            lines.append(f"  ■ {data['stop_reason']} after {data['steps']} model call(s)")
+    return lines
+
+
+def cmd_export(ns: argparse.Namespace) -> int:
+    store = open_store(ns.dir)
+    run = store.run(ns.run_id)
+    if run is None:
+        raise UsageError(f"no run {ns.run_id!r}; see `skillyard runs`")
+    for event in store.events(run.id):
+        sys.stdout.write(json.dumps(event, ensure_ascii=False) + "\n")
+    return 0
+
+
+def cmd_replay(ns: argparse.Namespace) -> int:
+    store = open_store(ns.dir)
+    run = store.run(ns.run_id)
+    if run is None:
+        raise UsageError(f"no run {ns.run_id!r}; see `skillyard runs`")
+    if run.kind != "tool":
+        raise UsageError(f"run {run.id} is an {run.kind} run; replay works on tool runs (run-workflow, skillyard call)")
+    engine = Engine.from_dir(ns.dir)
+    if run.name not in engine.project.tools:
+        raise UsageError(f"tool {run.name!r} of run {run.id} no longer exists in this project")
+    provider = ReplayProvider(store.model_exchanges(run.id))
+    replayer = Engine(replay_project(engine.project, provider))
+    timeline = None if ns.quiet else Timeline(sys.stderr, live=False)
+    result = asyncio.run(replayer.call_tool(run.name, run.input, model=REPLAY_MODEL, on_event=timeline))
+    for mismatch in provider.mismatches:
+        print(f"step {mismatch.step_id!r}: the prompt changed since the recording; no model was called:", file=sys.stderr)
+        print(mismatch.diff, file=sys.stderr)
+    if provider.mismatches:
+        return 1
+    if not result.ok:
+        print(f"replay failed: {result.error.code}: {result.error.message}", file=sys.stderr)  # type: ignore[union-attr]
+        return 1
+    same = result.data == run.output
+    print(json.dumps(result.data, ensure_ascii=False, indent=2))
+    print(("✓ same output as the recording" if same else "! the output differs from the recording")
+          + f" ({provider.position} recorded model answers used, no model called)", file=sys.stderr)
+    return 0 if same else 1
+
+
+def cmd_prune(ns: argparse.Namespace) -> int:
+    store = open_store(ns.dir)
+    count = store.prune(parse_age(ns.older_than, "--older-than"))
+    print(f"deleted {count} run(s) older than {ns.older_than}")
+    return 0
+
+
+def cmd_logs(ns: argparse.Namespace) -> int:
+    store = open_store(ns.dir)
+    logs = store.tool_logs(tool=ns.tool, status=ns.status, limit=ns.limit)
+    if ns.json:
+        print(json.dumps(logs, ensure_ascii=False, indent=2))
+        return 0
+    for log in logs:
+        error = f"  {log['error_message']}" if log["error_message"] else ""
+        print(f"{_when(log['created_at'])}  {log['tool']:<28} {log['status']:<8} {log['duration_ms']} ms  {log['run_id']}{error}")
+    return 0
+
+
+__all__ = ["add_store_parsers", "open_store", "parse_age"]
