@@ -112,7 +112,7 @@ class Engine:
         if on_event is not None:
             listeners.append(on_event)
         inline, queued = prepare_listeners(listeners)
-        return RunEvents(run_id, inline), queued
+        return RunEvents(run_id, inline, self._project.redactor.redact), queued
 
     @staticmethod
     async def route(

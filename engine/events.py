@@ -44,6 +44,8 @@ EventType = Literal[
 ]
 
 TERMINAL_TOOL_EVENTS = frozenset({"tool_call_result", "tool_call_error"})
+# Events whose data the engine writes itself from counts and names: no redaction needed.
+_ENGINE_WRITTEN = frozenset({"tool_progress_delta", "model_call_start", "model_text_delta", "final_answer_delta"})
 
 
 @dataclass(slots=True)
@@ -135,12 +137,13 @@ _now_ns = time.time_ns
 class RunEvents:
     """Numbers and delivers the events of one run."""
 
-    __slots__ = ("run_id", "_seq", "_listeners")
+    __slots__ = ("run_id", "_seq", "_listeners", "_redact")
 
-    def __init__(self, run_id: str, listeners: list[SyncListener]):
+    def __init__(self, run_id: str, listeners: list[SyncListener], redact: Callable[[Any], Any] | None = None):
         self.run_id = run_id
         self._seq = 0
         self._listeners = listeners
+        self._redact = redact  # sensitive values never reach a listener
 
     @property
     def last_seq(self) -> int:
@@ -157,6 +160,8 @@ class RunEvents:
         result: "ToolResult | None" = None,
     ) -> Event:
         self._seq = seq = self._seq + 1
+        if self._redact is not None and type not in _ENGINE_WRITTEN:
+            data = self._redact(data)
         event = Event(type, self.run_id, seq, _now_ns() // 1_000_000, tool_call_id, step_id, skill, data, result)
         for listener in self._listeners:
             try:

@@ -4,22 +4,32 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Literal
+from typing import Any, Literal
 
 import structlog
+
+from .redaction import Redactor
 
 logger = structlog.get_logger("skillyard")
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 
 
-def configure_logging(format: Literal["console", "json"] = "console", level: str = "warning") -> None:
-    """Send the engine's log to stderr as console lines or JSON lines."""
+def configure_logging(
+    format: Literal["console", "json"] = "console", level: str = "warning", redactor: Redactor | None = None
+) -> None:
+    """Send the engine's log to stderr as console lines or JSON lines, sensitive values redacted."""
+    redactor = redactor or Redactor()
+
+    def redact(logger: Any, method: str, event_dict: dict[str, Any]) -> dict[str, Any]:
+        return redactor.redact(event_dict)  # type: ignore[no-any-return]
+
     renderer: structlog.types.Processor = (
         structlog.processors.JSONRenderer() if format == "json" else structlog.dev.ConsoleRenderer(colors=False)
     )
     structlog.configure(
         processors=[
+            redact,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso"),
             structlog.processors.format_exc_info if format == "json" else structlog.dev.set_exc_info,

@@ -16,6 +16,7 @@ from typing import Any, Iterable, Literal
 from .errors import StepFailure
 from .executors.base import ToolExecutor
 from .providers.base import Provider, ProviderError, provider_factory
+from .redaction import Redactor
 from .schema import CompiledSchema
 from .skills.base import Skill
 from .spec.models import EngineSettings, ModelSpec
@@ -92,8 +93,12 @@ class Project:
     policy: ToolPolicy
     files: list[str] = field(default_factory=list)
     workflows: int = 0
+    redactor: Redactor = field(init=False, repr=False)
     _providers: dict[str, Provider] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def __post_init__(self) -> None:
+        self.redactor = Redactor(self.settings.redaction.sensitive_keys)
 
     def provider(self, model_name: str) -> tuple[Provider, ModelSpec]:
         """The provider for a model name, created on first use (so a missing key fails only then)."""

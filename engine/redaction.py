@@ -21,6 +21,7 @@ DEFAULT_SENSITIVE_KEYS = (
     "private_key",
 )
 REDACTED = "[REDACTED]"
+MAX_SAFE_KEYS = 50_000  # the cache of harmless keys stays bounded whatever data flows through
 
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
@@ -42,6 +43,7 @@ class Redactor:
         words = [re.escape(normalise_key(k)) for k in keys if k]
         self._pattern = re.compile(rf"(?:^|_)(?:{'|'.join(words)})(?:_|$)") if words else None
         self._cache: dict[str, bool] = {}
+        self._safe_keys: set[Any] = set()  # keys seen and found harmless (bounded by the vocabulary of keys)
 
     def is_sensitive(self, key: str) -> bool:
         known = self._cache.get(key)
@@ -50,22 +52,42 @@ class Redactor:
         return known
 
     def redact(self, value: Any) -> Any:
-        """A redacted copy (only the parts that need it are copied)."""
-        if self._pattern is None:
+        """A redacted copy, or `value` itself when nothing in it is sensitive (the common case)."""
+        if self._pattern is None or not self._needs(value):
             return value
-        if isinstance(value, dict):
-            changed = False
-            out = {}
+        return self._copy(value)
+
+    def _needs(self, value: Any) -> bool:
+        kind = type(value)
+        if kind is dict:
+            safe = self._safe_keys
             for key, item in value.items():
-                if isinstance(key, str) and self.is_sensitive(key) and item is not None:
-                    out[key] = REDACTED
-                    changed = True
-                else:
-                    new = self.redact(item)
-                    changed = changed or new is not item
-                    out[key] = new
-            return out if changed else value
+                if key not in safe:
+                    if not isinstance(key, str):
+                        continue
+                    if self.is_sensitive(key):
+                        if item is not None:
+                            return True
+                        continue
+                    if len(safe) < MAX_SAFE_KEYS:
+                        safe.add(key)
+                item_kind = type(item)
+                if (item_kind is dict or item_kind is list) and self._needs(item):
+                    return True
+            return False
+        if kind is list:
+            for item in value:
+                item_kind = type(item)
+                if (item_kind is dict or item_kind is list) and self._needs(item):
+                    return True
+        return False
+
+    def _copy(self, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {
+                key: REDACTED if isinstance(key, str) and item is not None and self.is_sensitive(key) else self._copy(item)
+                for key, item in value.items()
+            }
         if isinstance(value, list):
-            items = [self.redact(item) for item in value]
-            return items if any(a is not b for a, b in zip(items, value)) else value
+            return [self._copy(item) for item in value]
         return value

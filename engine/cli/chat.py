@@ -47,7 +47,7 @@ def run_chat(ns: argparse.Namespace) -> int:
             print(str(issue), file=sys.stderr)
         return 2
     settings = engine.project.settings.logging
-    configure_logging(settings.format, settings.level)
+    configure_logging(settings.format, settings.level, engine.project.redactor)
     model = ns.model or engine.project.default_model
     if model not in engine.project.models:
         raise UsageError(f"--model {model}: unknown model; known: {', '.join(sorted(engine.project.models))}")

@@ -80,7 +80,7 @@ def run_call(ns: argparse.Namespace) -> int:
     except ConfigError as exc:
         return _report_config(exc)
     settings = engine.project.settings.logging
-    configure_logging(settings.format, settings.level)
+    configure_logging(settings.format, settings.level, engine.project.redactor)
     if ns.model and ns.model not in engine.project.models:
         return _fail(f"--model {ns.model}: unknown model; known: {', '.join(sorted(engine.project.models))}")
 
