@@ -18,6 +18,7 @@ from .router import Approver, route_call
 if TYPE_CHECKING:
     from .agent import Agent, AgentLimits
     from .store import RunStore
+    from .tool_admin import ToolAdmin
 
 
 def new_id(prefix: str) -> str:
@@ -52,7 +53,10 @@ class Engine:
 
             where = Path(store) if not isinstance(store, bool) else project.root / project.settings.store.path
             run_store = RunStore(where, redactor=Redactor(project.settings.redaction.sensitive_keys))
-        return cls(project, store=run_store)
+        engine = cls(project, store=run_store)
+        if run_store is not None and engine.admin.settings():
+            engine.reload()  # the store's tool settings apply from the start
+        return engine
 
     def close(self) -> None:
         """Write what the store still has queued and close it."""
@@ -69,9 +73,32 @@ class Engine:
         Calls in flight finish on the project they started with. If the new files have
         errors, ConfigError is raised and the current project stays in place.
         """
-        project = load_project(self._project.root)
+        settings = self.admin.settings() if self.store is not None else None
+        project = load_project(self._project.root, tool_settings=settings)
         self._project = project
         return project
+
+    @property
+    def admin(self) -> "ToolAdmin":
+        from .tool_admin import ToolAdmin
+
+        return ToolAdmin(self)
+
+    def tool_settings(self) -> list[dict[str, Any]]:
+        """Every tool: its source (yaml | store), type, enabled, config and stored overrides."""
+        return self.admin.views()
+
+    def update_tool(self, name: str, *, enabled: bool | None = None, config: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Override `enabled` or config keys of a tool, in the store; relinks. Raises ToolAdminError."""
+        return self.admin.update(name, enabled=enabled, config=config)
+
+    def create_tool(self, name: str, *, type: str, description: str, config: dict[str, Any], enabled: bool = True) -> dict[str, Any]:
+        """Create a tool instance of a registered type in the store; relinks. Raises ToolAdminError."""
+        return self.admin.create(name, type=type, description=description, config=config, enabled=enabled)
+
+    def delete_tool(self, name: str) -> None:
+        """Remove a store-created tool (YAML tools are read-only here). Raises ToolAdminError."""
+        self.admin.delete(name)
 
     def subscribe(self, listener: Listener) -> Any:
         """Receive the events of every call; returns a function that unsubscribes."""
@@ -112,7 +139,7 @@ class Engine:
         if on_event is not None:
             listeners.append(on_event)
         inline, queued = prepare_listeners(listeners)
-        return RunEvents(run_id, inline, self._project.redactor.redact), queued
+        return RunEvents(run_id, inline, self._project.redactor.for_run()), queued
 
     @staticmethod
     async def route(

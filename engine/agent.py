@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Collection, Literal
 
 from .errors import StepFailure
 from .events import Event, Listener, RunEvents
+from .logging import logger
 from .providers.base import ChatMessage, ModelRequest, ModelResponse, ProviderError, ToolCall, Usage
 from .result import ToolResult
 
@@ -201,8 +202,7 @@ class _Loop:
                 self.result.answer = response.text
                 self.events.emit("final_answer_delta", {"text": response.text})
                 raise _Stop("answer")
-            self.messages.append(ChatMessage("assistant", response.text, tool_calls=response.tool_calls))
-            await self._act(response.tool_calls)
+            await self._act(response.text, _unique_ids(response.tool_calls, step))
         raise _Stop("max_steps")
 
     async def _think(self, step: int) -> ModelResponse:
@@ -211,8 +211,11 @@ class _Loop:
         except StepFailure as failure:
             raise _Stop("error", failure.message) from None
         first = step == 1
+        # `required` and a named tool apply to the first model call only (else the model could
+        # never answer); `none` keeps the tools declared (the history may hold tool calls,
+        # which Anthropic accepts only with tools defined) but forbids calling them.
         choice = self.agent.tool_choice if first or self.agent.tool_choice in ("auto", "none") else "auto"
-        tools = self.tool_specs if choice != "none" else ()
+        tools = self.tool_specs
         request = ModelRequest(tuple(self.messages), model=spec.model, temperature=spec.temperature,
                                max_tokens=spec.max_tokens, tools=tools, tool_choice=choice if tools else "auto")
         self.events.emit("model_call_start", {"step": step, "model": self.agent.model, "messages": len(self.messages)})
@@ -224,6 +227,9 @@ class _Loop:
             response = await provider.request(request, on_text)
         except ProviderError as exc:
             raise _Stop("error", f"model {self.agent.model!r} failed: {exc}") from None
+        except Exception as exc:  # noqa: BLE001 - a provider's own bug ends the run with a reason, not a crash
+            logger.exception("model provider failed", model=self.agent.model, run_id=self.events.run_id)
+            raise _Stop("error", f"model {self.agent.model!r} failed: {type(exc).__name__}: {exc}") from None
         self.result.usage = self.result.usage + response.usage
         budget = self.limits.token_budget
         if budget is not None and self.result.usage.input_tokens + self.result.usage.output_tokens > budget:
@@ -231,27 +237,38 @@ class _Loop:
             raise _Stop("token_budget")
         return response
 
-    async def _act(self, calls: tuple[ToolCall, ...]) -> None:
+    async def _act(self, text: str, calls: tuple[ToolCall, ...]) -> None:
         for call in calls:
             key = f"{call.name}\x00{_canonical(call.arguments)}"
             self.recent_calls.append(key)
         tail = self.recent_calls[-self.limits.max_repeated_calls :]
         repeated = len(tail) == self.limits.max_repeated_calls and len(set(tail)) == 1
         gate = asyncio.Semaphore(self.limits.max_parallel_tool_calls)
+        finished: dict[str, ToolResult] = {}
 
         async def one(call: ToolCall) -> ToolResult:
             async with gate:
-                return await self.agent.engine.route(
+                result = await self.agent.engine.route(
                     self.events, self.project, call.name, call.arguments, tool_call_id=call.id,
                     allowed_tools=self.allowed, approve=self.agent.approve, timeout=self.limits.tool_timeout,
                 )
+            finished[call.id] = result
+            return result
 
-        if repeated:
+        if repeated:  # the repeated call is not run, and not kept in the transcript unanswered
             raise _Stop("repeated_call")
-        results = await asyncio.gather(*(one(call) for call in calls))
-        for call, result in zip(calls, results):
-            self.result.tool_results.append(result)
-            self.messages.append(ChatMessage("tool", self._observation(call, result), tool_call_id=call.id, name=call.name))
+        self.messages.append(ChatMessage("assistant", text, tool_calls=calls))
+        try:
+            await asyncio.gather(*(one(call) for call in calls))
+        finally:  # also on timeout / cancellation: keep what finished, answer every call in the transcript
+            for call in calls:
+                result = finished.get(call.id)
+                if result is not None:
+                    self.result.tool_results.append(result)
+                observation = self._observation(call, result) if result is not None else (
+                    f"[{call.name} failed: cancelled] The call was cancelled before it finished.")
+                self.messages.append(ChatMessage("tool", observation, tool_call_id=call.id, name=call.name))
+        results = [finished[call.id] for call in calls]
         for call, result in zip(calls, results):
             if result.error is not None and result.error.code in CORRECTABLE:
                 count = self.corrections[call.name] = self.corrections.get(call.name, 0) + 1
@@ -266,6 +283,18 @@ class _Loop:
         if result.error is not None and result.error.code == "confirmation_denied":
             return f"The user declined the call of {call.name}. Do not call it again unless the user asks."
         return result.model_text()
+
+
+def _unique_ids(calls: tuple[ToolCall, ...], step: int) -> tuple[ToolCall, ...]:
+    """Every call of a turn needs its own id: approvals and results are keyed by it."""
+    seen: set[str] = set()
+    out = []
+    for index, call in enumerate(calls):
+        if not call.id or call.id in seen:
+            call = ToolCall(f"{call.id or 'call'}_{step}_{index}", call.name, call.arguments)
+        seen.add(call.id)
+        out.append(call)
+    return tuple(out)
 
 
 def _canonical(arguments: str) -> str:

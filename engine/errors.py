@@ -86,3 +86,12 @@ class IssueCollector:
     def raise_if_any(self) -> None:
         if self.issues:
             raise ConfigError(self.issues)
+
+
+class ToolAdminError(SkillyardError):
+    """A tool-settings change was refused. `code`: unknown_tool, read_only, invalid_config, exists, no_store."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+        self.message = message

@@ -83,6 +83,16 @@ def _listener_name(listener: Any) -> str:
     return getattr(listener, "__qualname__", None) or type(listener).__name__
 
 
+def _report_listener_failure(listener: Any, event_type: str, exc: Exception) -> None:
+    """One log line per failure; the listener keeps receiving later events."""
+    logger.error(
+        "event listener failed",
+        listener=_listener_name(listener),
+        event_type=event_type,
+        error=f"{type(exc).__name__}: {exc}",
+    )
+
+
 class QueuedListener:
     """Runs an async listener on its own task, fed by an unbounded queue (nothing dropped)."""
 
@@ -98,8 +108,8 @@ class QueuedListener:
         while (event := await self.queue.get()) is not None:
             try:
                 await self.listener(event)
-            except Exception:  # noqa: BLE001 - a listener's bug must not hurt the run
-                logger.exception("event listener failed", listener=_listener_name(self.listener), event=event.type)
+            except Exception as exc:  # noqa: BLE001 - a listener's bug must not hurt the run
+                _report_listener_failure(self.listener, event.type, exc)
 
     async def close(self) -> None:
         """Deliver what is queued, then stop."""
@@ -166,6 +176,6 @@ class RunEvents:
         for listener in self._listeners:
             try:
                 listener(event)
-            except Exception:  # noqa: BLE001 - see module docstring
-                logger.exception("event listener failed", listener=_listener_name(listener), event=type)
+            except Exception as exc:  # noqa: BLE001 - see module docstring
+                _report_listener_failure(listener, type, exc)
         return event

@@ -11,7 +11,7 @@ import importlib
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from .errors import IssueCollector, Location
 from .executors.base import tool_type, known_tool_types
@@ -19,21 +19,33 @@ from .executors.workflow import LinkedStep, WorkflowExecutor
 from .mapping import MappingSyntaxError, Reference, compile_mapping, is_reference, parse_reference
 from .project import LinkedTool, Project, ToolPolicy
 from .providers.base import known_providers, provider_factory
-from .schema import CompiledSchema, SchemaReader, describe_types, literal_types, schema_problems, types_fit
+from .schema import CompiledSchema, SchemaReader, describe_types_article, literal_types, schema_problem_details, types_fit
 from .skills import PromptSkill, PythonSkill, Skill, TemplateSkill
 from .skills.python import signature_problem
 from .spec.loader import Entry, LoadedSpecs, load_specs
 from .spec.models import ModelSpec, PromptSkillSpec, PythonSkillSpec, TemplateSkillSpec, ToolSpec, WorkflowSpec
 from .spec.yaml_source import YamlPath
+from .templating import ENV as TEMPLATE_ENV
 from .templating import check_template
+
+_MAX_RETRIES = 10  # RetrySpec.times allows 0..10; `retry: N` is its short form
+if TYPE_CHECKING:
+    from .store.tool_settings import ToolSetting
 
 EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}
 
 
-def load_project(root: str | Path = ".") -> Project:
-    """Load and link the project in `root`; raises ConfigError listing every problem."""
+def load_project(root: str | Path = ".", *, tool_settings: "dict[str, ToolSetting] | None" = None) -> Project:
+    """Load and link the project in `root`; raises ConfigError listing every problem.
+
+    `tool_settings` (from the run store) are layered over the YAML tools before linking.
+    """
     issues = IssueCollector()
     specs = load_specs(Path(root), issues)
+    if tool_settings:
+        from .overlay import apply_tool_settings
+
+        apply_tool_settings(specs, tool_settings, issues)
     project = _Linker(specs, issues).link()
     issues.raise_if_any()
     assert project is not None
@@ -89,7 +101,7 @@ class _Linker:
                     f"model {name!r} uses unknown provider {entry.spec.provider!r}",
                     f"use one of: {', '.join(known_providers())}",
                 )
-        if self.specs.default_model not in models:
+        if self.specs.default_model not in models and not self.specs.reported("models", self.specs.default_model):
             where = self.specs.default_model_loc or Location("config/models.yaml")
             self.issues.add(where, f"default model {self.specs.default_model!r} is not defined", f"define it under models: or use one of {', '.join(sorted(models))}")
         return models
@@ -97,9 +109,9 @@ class _Linker:
     # ─── skills ───────────────────────────────────────────────────────────────────────
 
     def _schema(self, entry: Entry[Any], field: str, schema: Any) -> bool:
-        problems = schema_problems(schema)
+        problems = schema_problem_details(schema)
         for problem in problems[:5]:
-            self.issues.add(entry.loc(field), f"invalid JSON Schema in {field!r}: {problem}", "fix it to follow JSON Schema Draft 2020-12")
+            self.issues.add(entry.loc(field, *problem.path), f"invalid JSON Schema in {field!r}: {problem}", "fix it to follow JSON Schema Draft 2020-12")
         return not problems
 
     def _template(self, entry: Entry[Any], field: str, source: str, declared: set[str] | None) -> bool:
@@ -113,7 +125,7 @@ class _Linker:
         if declared is not None:
             for name in sorted(variables - declared):
                 self.issues.add(
-                    entry.loc(field),
+                    _variable_location(entry, field, source, name),
                     f"template {field!r} of skill {entry.name!r} uses {{{{ {name} }}}}, which the skill's input schema does not declare",
                     f"add {name!r} under input.properties, or fix the variable name",
                 )
@@ -121,12 +133,16 @@ class _Linker:
 
     def _skill(self, entry: Entry[Any], models: dict[str, ModelSpec]) -> Skill | None:
         spec = entry.spec
-        ok = self._schema(entry, "input", spec.input)
+        input_ok = self._schema(entry, "input", spec.input)
+        if input_ok and SchemaReader(spec.input).types(spec.input) not in (None, frozenset({"object"})):
+            self.issues.add(entry.loc("input"), f"the input schema of skill {entry.name!r} must describe an object (`type: object`)", "a skill receives its input as named values; list them under properties:")
+            input_ok = False
+        ok = input_ok
         if spec.output is not None:
             ok = self._schema(entry, "output", spec.output) and ok
-        declared = _declared_properties(spec.input)
+        declared = _declared_properties(spec.input) if input_ok else None
         if isinstance(spec, PromptSkillSpec):
-            if spec.model is not None and spec.model not in models:
+            if spec.model is not None and spec.model not in models and not self.specs.reported("models", spec.model):
                 self.issues.add(entry.loc("model"), f"skill {entry.name!r} uses unknown model {spec.model!r}", f"define it in config/models.yaml or use one of: {', '.join(sorted(models))}")
                 ok = False
             if spec.system is not None:
@@ -162,7 +178,7 @@ class _Linker:
             sys.path.insert(0, root)  # python skills live beside the YAML or in installed packages
         try:
             module = importlib.import_module(module_name)
-        except Exception as exc:  # noqa: BLE001 - any import failure is a config problem to report
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - any import failure is a config problem to report
             self.issues.add(entry.loc("function"), f"cannot import module {module_name!r}: {type(exc).__name__}: {exc}", "check the module path and that it imports cleanly")
             return None
         function = getattr(module, attribute, None)
@@ -187,11 +203,14 @@ class _Linker:
                 ok = False
             else:
                 seen[step.id] = index
-            if step.skill not in self.specs.skills:
+            if isinstance(step.retry, int) and not isinstance(step.retry, bool) and not 0 <= step.retry <= _MAX_RETRIES:
+                self.issues.add(entry.loc("steps", index, "retry"), f"retry: {step.retry} is not a number of retries", f"use 0 to {_MAX_RETRIES}, or `retry: {{times: N, delay: 1s}}`")
+                ok = False
+            if step.skill not in self.specs.skills and self.specs.reported("skills", step.skill):
+                ok = False  # the skill's own definition is already reported
+            elif step.skill not in self.specs.skills:
                 self.issues.add(entry.loc("steps", index, "skill"), f"step {step.id!r} uses unknown skill {step.skill!r}", _suggest(step.skill, self.specs.skills))
                 ok = False
-        if not ok:
-            return None
         flow = _DataFlow(self, entry, tool_parameters=None)
         steps: list[LinkedStep] = []
         for index, step in enumerate(spec.steps):
@@ -200,11 +219,14 @@ class _Linker:
             resolver = self._compile(entry, path, step.input)
             if skill is None or resolver is None:
                 ok = False  # the skill's own errors are already reported
+                if resolver is not None:  # still check which steps it reads, and when
+                    flow.check_value(step.input, None, path, index, target_required=False)
                 continue
             if not flow.check_step_input(index, step.id, skill, step.input, path):
                 ok = False
-            retry = step.retry_spec
-            steps.append(LinkedStep(step.id, skill, resolver, step.timeout, retry.times, retry.delay))
+            if ok:
+                retry = step.retry_spec
+                steps.append(LinkedStep(step.id, skill, resolver, step.timeout, retry.times, retry.delay))
         output_resolver = None
         if spec.output is not None:
             output_resolver = self._compile(entry, ("output",), spec.output)
@@ -241,6 +263,8 @@ class _Linker:
             parameters = spec.parameters if spec.parameters is not None else EMPTY_PARAMETERS
             if not self._tool_parameters(entry, parameters):
                 return None
+            if spec.workflow not in self.specs.workflows and self.specs.reported("workflows", spec.workflow):
+                return None  # the workflow's own definition is already reported
             if spec.workflow not in self.specs.workflows:
                 self.issues.add(entry.loc("workflow"), f"tool {entry.name!r} runs unknown workflow {spec.workflow!r}", _suggest(spec.workflow, self.specs.workflows))
                 return None
@@ -350,13 +374,13 @@ class _DataFlow:
         if only_args is False and not isinstance(value, (dict, list)) and target is not None:
             literal = value[1:] if isinstance(value, str) and value.startswith("$$") else value
             if not types_fit(literal_types(literal), reader.types(target)):
-                self.error(path, f"literal {literal!r} does not fit {_where_into(path)}, which expects {describe_types(reader.types(target))}", "change the value or the skill's input schema")
+                self.error(path, f"literal {literal!r} does not fit {_where_into(path)}, which expects {describe_types_article(reader.types(target))}", "change the value or the skill's input schema")
             return
         if isinstance(value, dict):
             target_types = reader.types(target)
             if target is not None and target_types is not None and "object" not in target_types:
                 if not only_args:
-                    self.error(path, f"an object is mapped into {_where_into(path)}, which expects {describe_types(target_types)}")
+                    self.error(path, f"an object is mapped into {_where_into(path)}, which expects {describe_types_article(target_types)}", "map an object only into an object input")
                 return
             for key, sub in value.items():
                 exists, child = reader.child(target, key) if target is not None else (True, None)
@@ -382,7 +406,7 @@ class _DataFlow:
             if self.tool_parameters is None:
                 return
             source_schema: Any = self.tool_parameters
-            origin = f"tool {self.tool_name!r}'s parameters"
+            origin = f"the parameters of tool {self.tool_name!r}"
         else:
             step_id = ref.step_id
             assert step_id is not None
@@ -405,19 +429,51 @@ class _DataFlow:
         for depth, part in enumerate(ref.path):
             if isinstance(part, str) and not source_reader.is_required(node, part) and not source_reader.has_default(node, part):
                 optional = True
+            parent = node
             exists, node = source_reader.child(node, part)
             if not exists:
-                shown = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in ref.path[: depth + 1])
-                self.error(path, f"{ref.text}: {origin} has no {shown.lstrip('.')!r}", "fix the path, or declare it in the source schema")
+                shown = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in ref.path[: depth + 1]).lstrip(".")
+                parent_types = source_reader.types(parent)
+                wanted = "array" if isinstance(part, int) else "object"
+                if depth > 0 and parent_types is not None and wanted not in parent_types:
+                    above = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in ref.path[:depth]).lstrip(".")
+                    step = f"[{part}]" if isinstance(part, int) else f".{part}"
+                    self.error(path, f"{ref.text}: {above!r} in {origin} is {describe_types_article(parent_types)}, so it has no {step}", "fix the path, or change the source schema")
+                elif ref.source == "toolArgs" and depth == 0:
+                    self.error(path, f"{ref.text}: tool {self.tool_name!r} declares no parameter {shown!r}", f"declare {shown!r} under the tool's parameters.properties, or fix the name")
+                else:
+                    self.error(path, f"{ref.text}: {origin} has no {shown!r}", "fix the path, or declare it in the source schema")
                 return
             if node is None:
                 break
         source_types = source_reader.types(node) if node is not None else None
         target_types = reader.types(target) if target is not None else None
         if not types_fit(source_types, target_types):
-            self.error(path, f"{ref.text} is {describe_types(source_types)}, but {_where_into(path)} expects {describe_types(target_types)}", "map a value of the right type, or change one of the schemas")
+            self.error(path, f"{ref.text} is {describe_types_article(source_types)}, but {_where_into(path)} expects {describe_types_article(target_types)}", "map a value of the right type, or change one of the schemas")
         if ref.source == "toolArgs" and optional and target_required and target is not None:
             self.error(path, f"{ref.text} is optional in {origin} but {_where_into(path)} is required", "make the argument required, give it a default, or make the input optional")
+
+
+def _variable_location(entry: Entry[Any], field: str, source: str, name: str) -> Location:
+    """Where a template first reads `name`: its line in the YAML file, and its column there."""
+    import re
+
+    import jinja2.nodes
+
+    try:
+        ast = TEMPLATE_ENV.parse(source)
+    except Exception:  # noqa: BLE001 - syntax errors are reported on their own
+        return entry.loc(field)
+    lines = [node.lineno for node in ast.find_all(jinja2.nodes.Name) if node.name == name and node.ctx == "load"]
+    if not lines:
+        return entry.loc(field)
+    where = entry.source.block_location(entry.path + (field,), min(lines))
+    if 0 < where.line <= len(entry.source.lines):
+        text = entry.source.lines[where.line - 1]
+        found = re.search(rf"(?<![\w.]){re.escape(name)}\b", text[max(where.col - 1, 0) :])
+        if found:
+            return Location(where.file, where.line, where.col + found.start(), where.path)
+    return where
 
 
 def _where_into(path: YamlPath) -> str:

@@ -15,6 +15,20 @@ logger = structlog.get_logger("skillyard")
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 
 
+class _StderrLoggerFactory:
+    """Writes to whatever sys.stderr is at write time (not the stream of configure time)."""
+
+    def __call__(self, *args: Any) -> "_StderrLogger":
+        return _StderrLogger()
+
+
+class _StderrLogger:
+    def msg(self, message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    log = debug = info = warn = warning = err = error = critical = exception = fatal = failure = msg
+
+
 def configure_logging(
     format: Literal["console", "json"] = "console", level: str = "warning", redactor: Redactor | None = None
 ) -> None:
@@ -36,6 +50,6 @@ def configure_logging(
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(_LEVELS.get(level, logging.WARNING)),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=_StderrLoggerFactory(),
         cache_logger_on_first_use=False,
     )

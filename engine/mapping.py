@@ -69,7 +69,14 @@ def parse_path(text: str, start: int, whole: str) -> tuple[PathPart, ...]:
                 f"cannot read {whole!r} at {text[pos:]!r}: write keys as .name and indexes as [0]"
             )
         key, index, quoted = match.groups()
-        parts.append(key if key is not None else int(index) if index is not None else json.loads(quoted))
+        if quoted is not None:
+            try:
+                key = json.loads(quoted)
+            except json.JSONDecodeError as exc:
+                raise MappingSyntaxError(
+                    f"cannot read {whole!r}: the quoted key {quoted} is not a valid JSON string ({exc.msg})"
+                ) from None
+        parts.append(key if key is not None else int(index))
         pos = match.end()
     return tuple(parts)
 
@@ -88,6 +95,16 @@ def parse_reference(text: str) -> Reference:
     if not (rest == ".output" or rest.startswith(".output.") or rest.startswith(".output[")):
         raise MappingSyntaxError(f"{text!r} must continue with .output, as in $steps.{head.group(1)}.output")
     return Reference(text, "steps", head.group(1), parse_path(rest, len(".output"), text))
+
+
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*")
+
+
+def format_path(path: tuple[PathPart, ...]) -> str:
+    """The path as written in a reference: `.key`, `[0]`, `["odd key"]`."""
+    return "".join(
+        f"[{p}]" if isinstance(p, int) else f".{p}" if _PLAIN_KEY.fullmatch(p) else f"[{json.dumps(p)}]" for p in path
+    )
 
 
 def unescape(value: str) -> str:
@@ -154,9 +171,8 @@ def _compile_reference(ref: Reference) -> Resolver:
         def from_args(args: dict[str, Any], outputs: dict[str, Any]) -> Any:
             node: Any = args
             for part in path:
-                try:
-                    node = node[part]
-                except (KeyError, IndexError, TypeError):
+                node = _child(node, part)
+                if node is MISSING:
                     return MISSING  # an optional argument that was not given
             return node
 
@@ -170,19 +186,30 @@ def _compile_reference(ref: Reference) -> Resolver:
         except KeyError:
             raise MappingError(ref.text, f"step {step_id!r} has not produced an output") from None
         for depth, part in enumerate(path):
-            try:
-                node = node[part]
-            except (KeyError, IndexError, TypeError):
-                raise MappingError(ref.text, _why_missing(node, path[:depth], part)) from None
+            child = _child(node, part)
+            if child is MISSING:
+                raise MappingError(ref.text, _why_missing(node, path[:depth], part))
+            node = child
         return node
 
     return from_step
 
 
-def _why_missing(node: Any, before: tuple[PathPart, ...], part: PathPart) -> str:
-    where = "output" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in before)
+def _child(node: Any, part: PathPart) -> Any:
+    """One path step: a key of an object or an index of a list (never a character of a string)."""
     if isinstance(part, int):
-        if isinstance(node, list):
+        if isinstance(node, (list, tuple)) and part < len(node):
+            return node[part]
+        return MISSING
+    if isinstance(node, dict):
+        return node.get(part, MISSING)
+    return MISSING
+
+
+def _why_missing(node: Any, before: tuple[PathPart, ...], part: PathPart) -> str:
+    where = "output" + format_path(before)
+    if isinstance(part, int):
+        if isinstance(node, (list, tuple)):
             return f"{where} has {len(node)} items, no index {part}"
         return f"{where} is {type(node).__name__}, not a list"
     if isinstance(node, dict):

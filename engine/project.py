@@ -33,6 +33,7 @@ class LinkedTool:
     confirm: bool
     executor: ToolExecutor
     source: str  # file:line where it is declared
+    config: dict[str, Any] = field(default_factory=dict)  # the tool type's validated config
 
     def schema(self, format: Literal["openai", "anthropic", "mcp"]) -> dict[str, Any]:
         if format == "openai":

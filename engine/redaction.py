@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any, Iterable
 
 DEFAULT_SENSITIVE_KEYS = (
@@ -22,6 +23,8 @@ DEFAULT_SENSITIVE_KEYS = (
 )
 REDACTED = "[REDACTED]"
 MAX_SAFE_KEYS = 50_000  # the cache of harmless keys stays bounded whatever data flows through
+MIN_SECRET_CHARS = 4  # shorter sensitive values are redacted under their key but not searched for in text
+_SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
@@ -48,8 +51,14 @@ class Redactor:
     def is_sensitive(self, key: str) -> bool:
         known = self._cache.get(key)
         if known is None:
-            known = self._cache[key] = bool(self._pattern and self._pattern.search(normalise_key(key)))
+            known = bool(self._pattern and self._pattern.search(normalise_key(key)))
+            if len(self._cache) < MAX_SAFE_KEYS:
+                self._cache[key] = known
         return known
+
+    def for_run(self) -> "RunScrubber":
+        """A redactor for the events of one run that also hides the secrets' values in text."""
+        return RunScrubber(self)
 
     def redact(self, value: Any) -> Any:
         """A redacted copy, or `value` itself when nothing in it is sensitive (the common case)."""
@@ -63,31 +72,88 @@ class Redactor:
             safe = self._safe_keys
             for key, item in value.items():
                 if key not in safe:
-                    if not isinstance(key, str):
-                        continue
-                    if self.is_sensitive(key):
-                        if item is not None:
-                            return True
-                        continue
-                    if len(safe) < MAX_SAFE_KEYS:
-                        safe.add(key)
-                item_kind = type(item)
-                if (item_kind is dict or item_kind is list) and self._needs(item):
+                    if isinstance(key, str):
+                        if self.is_sensitive(key):
+                            if item is not None:
+                                return True
+                            continue
+                        if len(safe) < MAX_SAFE_KEYS:
+                            safe.add(key)
+                if type(item) not in _SCALARS and self._needs(item):
                     return True
             return False
-        if kind is list:
+        if kind is list or kind is tuple:
             for item in value:
-                item_kind = type(item)
-                if (item_kind is dict or item_kind is list) and self._needs(item):
+                if type(item) not in _SCALARS and self._needs(item):
                     return True
+            return False
+        if kind in _SCALARS:
+            return False
+        if isinstance(value, Mapping):  # OrderedDict, defaultdict, other mappings: the slow path
+            return self._needs(dict(value))
+        if isinstance(value, (list, tuple)):
+            return self._needs(list(value))
         return False
 
     def _copy(self, value: Any) -> Any:
-        if isinstance(value, dict):
+        if isinstance(value, Mapping):
             return {
                 key: REDACTED if isinstance(key, str) and item is not None and self.is_sensitive(key) else self._copy(item)
                 for key, item in value.items()
             }
-        if isinstance(value, list):
+        if isinstance(value, (list, tuple)):
             return [self._copy(item) for item in value]
         return value
+
+    def _collect(self, value: Any, found: set[str], sensitive: bool = False) -> None:
+        """The values under sensitive keys, as the strings that could show up in text."""
+        if isinstance(value, Mapping):
+            for key, item in value.items():
+                self._collect(item, found, sensitive or (isinstance(key, str) and item is not None and self.is_sensitive(key)))
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                self._collect(item, found, sensitive)
+        elif sensitive and not isinstance(value, bool) and isinstance(value, (str, int, float)):
+            text = str(value)
+            if len(text) >= MIN_SECRET_CHARS and text != REDACTED:
+                found.add(text)
+
+
+class RunScrubber:
+    """Redaction for the events of one run, in order.
+
+    Like `Redactor.redact`, and it remembers every value it redacted under a sensitive key, so
+    that the same value is replaced wherever it appears later in the run: a password rendered
+    into a prompt, echoed by a model, or mapped to a step input under a harmless key.
+    """
+
+    __slots__ = ("redactor", "secrets", "_regex")
+
+    def __init__(self, redactor: Redactor):
+        self.redactor = redactor
+        self.secrets: set[str] = set()
+        self._regex: re.Pattern[str] | None = None
+
+    def __call__(self, value: Any) -> Any:
+        redactor = self.redactor
+        if redactor._pattern is not None and redactor._needs(value):
+            found: set[str] = set()
+            redactor._collect(value, found)
+            if not found <= self.secrets:
+                self.secrets |= found
+                ordered = sorted(self.secrets, key=len, reverse=True)  # the longest value wins
+                self._regex = re.compile("|".join(re.escape(s) for s in ordered))
+            value = redactor._copy(value)
+        if self._regex is not None:
+            value = _scrub(value, self._regex)
+        return value
+
+
+def _scrub(value: Any, regex: re.Pattern[str]) -> Any:
+    if isinstance(value, str):
+        return regex.sub(REDACTED, value) if regex.search(value) else value
+    if isinstance(value, Mapping):
+        return {key: _scrub(item, regex) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_scrub(item, regex) for item in value]
+    return value

@@ -17,6 +17,12 @@ ERROR_ADVICE: dict[str, str] = {
     "invalid_model_output": "The model behind this tool gave unusable output; one retry may help.",
     "execution_error": "Retrying with the same arguments will most likely fail the same way.",
     "cancelled": "The call was cancelled.",
+    # fetch (engine/executors/fetch): say what failed and that the same URL will not do better
+    "blocked": "This tool's network policy refuses that URL; retrying it will not help. Do not fetch it again.",
+    "invalid_url": "Give an absolute http:// or https:// URL and call again.",
+    "http_error": "The server answered with an error status; retrying the same URL will not help. Try another URL or answer without it.",
+    "fetch_failed": "The page could not be fetched; retrying the same URL will not help. Try another URL or answer without it.",
+    "fetch_timeout": "The server was too slow; retrying the same URL will not help. Try another URL or answer without it.",
 }
 
 
@@ -56,14 +62,20 @@ class ToolResult:
     def model_text(self) -> str:
         """The text handed back to a model: a header line, then the content or the advice."""
         if self.ok:
-            body = self.data if isinstance(self.data, str) else json.dumps(self.data, ensure_ascii=False)
+            render = getattr(self.data, "render_model_text", None)
+            if callable(render):  # data that knows how it reads best (e.g. a fetch result)
+                return str(render(self))
+            body = self.data if isinstance(self.data, str) else json.dumps(self.data, ensure_ascii=False, default=str)
             return f"[{self.tool} succeeded in {self.metadata.get('duration_ms', 0)} ms, {len(body)} chars]\n{body}"
         assert self.error is not None  # invariant of construction, not input validation
         lines = [f"[{self.tool} failed: {self.error.code}] {self.error.message}"]
         for problem in self.error.details.get("errors", [])[:10]:
-            lines.append(f"- {problem.get('pointer', '/')}: {problem.get('message', '')}")
+            if isinstance(problem, dict):
+                lines.append(f"- {problem.get('pointer', '/')}: {problem.get('message', '')}")
+            else:
+                lines.append(f"- {problem}")
         if "schema" in self.error.details:
-            lines.append("Expected arguments schema: " + json.dumps(self.error.details["schema"], ensure_ascii=False))
+            lines.append("Expected arguments schema: " + json.dumps(self.error.details["schema"], ensure_ascii=False, default=str))
         if "available_tools" in self.error.details:
             lines.append("Available tools: " + ", ".join(self.error.details["available_tools"]))
         lines.append(ERROR_ADVICE.get(self.error.code, "Do not retry the same call."))

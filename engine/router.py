@@ -33,6 +33,8 @@ async def route_call(
     started = time.perf_counter()
     name = run.tool
     project = run.project
+    if isinstance(arguments, (str, bytes)):
+        arguments = _decode_json(arguments)  # listeners (and redaction) see the object, not the text
     run.events.emit(
         "tool_call_start",
         {"tool": name, "arguments": arguments if arguments is not None else {}},
@@ -67,18 +69,45 @@ async def route_call(
     return _finish(run, started, data=data)
 
 
-def _parse_arguments(arguments: str | dict[str, Any] | None, tool: LinkedTool) -> dict[str, Any]:
+class _BadJson(str):
+    """Argument text that is not JSON, kept with the parser's complaint."""
+
+    problem: str = ""
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _decode_json(text: str | bytes) -> Any:
+    """Model-written argument text → a value, or a _BadJson that says what is wrong with it."""
+    problem = None
+    try:
+        if not text.strip():
+            return {}
+        value = json.loads(text, parse_constant=_reject_constant)
+        if value is None:
+            problem = "arguments must be a JSON object, not null"
+    except json.JSONDecodeError as exc:
+        problem = f"{exc.msg} at line {exc.lineno} column {exc.colno}"
+    except (UnicodeDecodeError, ValueError) as exc:
+        problem = str(exc)
+    if problem is None:
+        return value
+    bad = _BadJson(text.decode("utf-8", "replace") if isinstance(text, bytes) else text)
+    bad.problem = problem
+    return bad
+
+
+def _parse_arguments(arguments: Any, tool: LinkedTool) -> dict[str, Any]:
     if arguments is None:
         arguments = {}
-    if isinstance(arguments, (str, bytes)):
-        try:
-            arguments = json.loads(arguments) if arguments.strip() else {}
-        except json.JSONDecodeError as exc:
-            raise StepFailure(
-                "invalid_arguments",
-                f"arguments are not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
-                {"schema": tool.parameters},
-            ) from None
+    if isinstance(arguments, _BadJson):
+        raise StepFailure(
+            "invalid_arguments",
+            f"arguments are not valid JSON: {arguments.problem}",
+            {"schema": tool.parameters},
+        )
     if not isinstance(arguments, dict):
         raise StepFailure(
             "invalid_arguments",
@@ -107,6 +136,9 @@ async def _confirm(run: RunContext, tool: LinkedTool, args: dict[str, Any], appr
 
 def _finish(run: RunContext, started: float, *, data: Any = None, error: ToolError | None = None) -> ToolResult:
     metadata: dict[str, Any] = {"duration_ms": round((time.perf_counter() - started) * 1000, 2)}
+    extra = getattr(data, "result_metadata", None)
+    if callable(extra):  # executors whose data carries facts about the call (fetch: status, bytes…)
+        metadata.update(extra())
     usage = run.usage
     if usage.input_tokens or usage.output_tokens:
         metadata["usage"] = {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens}

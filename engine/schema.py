@@ -36,24 +36,141 @@ def _pointer(parts: Any) -> str:
     return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
 
 
+@dataclass(frozen=True, slots=True)
+class SchemaProblem:
+    """Why a schema is invalid, and where inside the schema (a path of keys and indexes)."""
+
+    path: tuple[str | int, ...]
+    message: str
+
+    def __str__(self) -> str:
+        return f"at {_pointer(self.path) or '/'}: {self.message}"
+
+
 def schema_problems(schema: Any) -> list[str]:
     """Why `schema` is not a valid Draft 2020-12 schema (empty list: it is valid)."""
+    return [str(problem) for problem in schema_problem_details(schema)]
+
+
+def schema_problem_details(schema: Any) -> list[SchemaProblem]:
+    """Like `schema_problems`, with each problem's path inside the schema.
+
+    `$ref`s are checked here first: only local ones (`#/$defs/…`, `#anchor`) are allowed, so
+    compiling a schema never reaches out to the network for a remote document.
+    """
     if not isinstance(schema, (dict, bool)):
-        return ["a JSON Schema must be a mapping (or true/false)"]
-    try:
-        if jsonschema_rs.meta.is_valid(schema):
-            return []
-    except Exception:  # noqa: BLE001 - rs refuses some inputs the reference can judge
-        pass
-    problems = []
-    for error in sorted(Draft(Draft.META_SCHEMA).iter_errors(schema), key=lambda e: list(e.path)):
-        where = _pointer(error.path) or "/"
-        problems.append(f"at {where}: {error.message}")
+        return [SchemaProblem((), "a JSON Schema must be a mapping (or true/false)")]
+    problems = _ref_problems(schema)
+    if not problems:
+        try:
+            if jsonschema_rs.meta.is_valid(schema):
+                _remember(schema, jsonschema_rs.validator_for(schema, validate_formats=False))
+                return []
+        except Exception:  # noqa: BLE001 - rs refuses some inputs the reference can judge
+            pass
+    meta = Draft(Draft.META_SCHEMA)
+    problems += _pattern_problems(schema)
+    problems += [
+        SchemaProblem(tuple(error.path), _meta_message(error))
+        for error in sorted(meta.iter_errors(schema), key=lambda e: [str(p) for p in e.path])
+    ]
+    if problems:
+        return sorted(problems, key=lambda p: [str(part) for part in p.path])
     try:
         jsonschema_rs.validator_for(schema)
-    except Exception as exc:  # noqa: BLE001 - e.g. an unresolvable $ref or a bad regex
-        problems.append(str(exc).splitlines()[0])
+    except Exception as exc:  # noqa: BLE001 - whatever else the compiler refuses
+        message = str(getattr(exc, "message", None) or exc).splitlines()[0]
+        problems.append(SchemaProblem(tuple(getattr(exc, "instance_path", None) or ()), message))
     return problems
+
+
+_DATA_KEYWORDS = frozenset({"const", "enum", "default", "examples"})  # values, not schemas
+
+
+def _walk_schemas(schema: Any) -> list[tuple[tuple[str | int, ...], dict[str, Any]]]:
+    """Every mapping in a schema with its path, skipping values given as data (const, enum…)."""
+    found: list[tuple[tuple[str | int, ...], dict[str, Any]]] = []
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(schema, ())]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, dict):
+            found.append((path, node))
+            stack.extend((v, path + (k,)) for k, v in node.items() if k not in _DATA_KEYWORDS)
+        elif isinstance(node, list):
+            stack.extend((v, path + (i,)) for i, v in enumerate(node))
+    return found
+
+
+def _pattern_problems(schema: Any) -> list[SchemaProblem]:
+    """Regexes the validator cannot compile (judged by jsonschema-rs, the one that runs them)."""
+    problems = []
+    for path, node in _walk_schemas(schema):
+        patterns = [(("pattern",), node.get("pattern"))]
+        if isinstance(node.get("patternProperties"), dict):
+            patterns += [(("patternProperties", key), key) for key in node["patternProperties"]]
+        for sub, pattern in patterns:
+            if not isinstance(pattern, str):
+                continue
+            try:
+                jsonschema_rs.validator_for({"pattern": pattern})
+            except Exception:  # noqa: BLE001 - rs raises its own ValidationError
+                problems.append(SchemaProblem(path + sub, f"{pattern!r} is not a valid regular expression"))
+    return problems
+
+
+def _ref_problems(schema: Any) -> list[SchemaProblem]:
+    """`$ref`s that point outside the schema, or to nothing inside it."""
+    anchors: set[str] = set()
+    refs: list[tuple[tuple[str | int, ...], str]] = []
+    for path, node in _walk_schemas(schema):
+        if isinstance(node.get("$anchor"), str):
+            anchors.add(node["$anchor"])
+        if isinstance(node.get("$ref"), str):
+            refs.append((path + ("$ref",), node["$ref"]))
+    problems = []
+    for path, ref in sorted(refs, key=lambda r: [str(p) for p in r[0]]):
+        if not ref.startswith("#"):
+            problems.append(SchemaProblem(path, f"$ref {ref!r} points outside this schema; only local references are supported"))
+        elif ref.startswith("#/") or ref == "#":
+            if SchemaReader(schema).resolve({"$ref": ref}) is None:
+                problems.append(SchemaProblem(path, f"$ref {ref!r} points to nothing in this schema"))
+        elif ref[1:] not in anchors:
+            problems.append(SchemaProblem(path, f"$ref {ref!r} names no $anchor in this schema"))
+    return problems
+
+
+_TYPE_NAMES = ("array", "boolean", "integer", "null", "number", "object", "string")
+
+
+def _meta_message(error: Any) -> str:
+    """The meta-schema's complaint, said the way a schema author thinks of it."""
+    path = list(error.path)
+    if path and path[-1] == "type" or len(path) >= 2 and path[-2] == "type":
+        wrong = [t for t in (error.instance if isinstance(error.instance, list) else [error.instance]) if t not in _TYPE_NAMES]
+        if wrong:
+            return f"{wrong[0]!r} is not a JSON Schema type; use one of {', '.join(_TYPE_NAMES)}"
+    if error.context:
+        return jsonschema.exceptions.best_match(error.context).message
+    return error.message
+
+
+# Link checks a schema by compiling it; the CompiledSchema built right after for the same
+# object takes that validator instead of compiling again. Bounded, keyed by identity.
+_JUST_COMPILED: dict[int, tuple[Any, Any]] = {}
+_JUST_COMPILED_MAX = 4096
+
+
+def _remember(schema: Any, validator: Any) -> None:
+    if len(_JUST_COMPILED) >= _JUST_COMPILED_MAX:
+        _JUST_COMPILED.pop(next(iter(_JUST_COMPILED)))
+    _JUST_COMPILED[id(schema)] = (schema, validator)
+
+
+def _compiled(schema: Any) -> Any:
+    found = _JUST_COMPILED.pop(id(schema), None)
+    if found is not None and found[0] is schema:
+        return found[1]
+    return jsonschema_rs.validator_for(schema, validate_formats=False)
 
 
 class CompiledSchema:
@@ -63,7 +180,7 @@ class CompiledSchema:
 
     def __init__(self, schema: dict[str, Any] | bool):
         self.schema = schema
-        self._fast = jsonschema_rs.validator_for(schema, validate_formats=False)
+        self._fast = _compiled(schema)
         self._reference: Any = None  # built on first failure: it is rarely needed
         self._defaults = _compile_defaults(schema)
 
@@ -254,6 +371,16 @@ def describe_types(types: frozenset[str] | None) -> str:
     if types is None:
         return "any"
     return " or ".join(sorted(types))
+
+
+_ARTICLE = {"array": "an array", "integer": "an integer", "object": "an object", "null": "null"}
+
+
+def describe_types_article(types: frozenset[str] | None) -> str:
+    """`frozenset({'array'})` → 'an array'; several → 'a number or a string'."""
+    if types is None:
+        return "any value"
+    return " or ".join(_ARTICLE.get(t, f"a {t}") for t in sorted(types))
 
 
 def literal_types(value: Any) -> frozenset[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -27,12 +28,27 @@ def _read_source(value: str, flag: str) -> str:
     return value
 
 
+def _strict_json(text: str) -> Any:
+    """`json.loads` without NaN/Infinity (not JSON) and without numbers too large for a float."""
+
+    def refuse(name: str) -> Any:
+        raise json.JSONDecodeError(f"{name} is not a JSON value", text, max(text.find(name), 0))
+
+    def finite(number: str) -> float:
+        value = float(number)
+        if math.isinf(value):
+            raise json.JSONDecodeError(f"{number} is too large", text, max(text.find(number), 0))
+        return value
+
+    return json.loads(text, parse_constant=refuse, parse_float=finite)
+
+
 def build_arguments(args_json: str | None, pairs: list[str]) -> dict[str, Any]:
     arguments: dict[str, Any] = {}
     if args_json is not None:
         text = _read_source(args_json, "--args-json")
         try:
-            loaded = json.loads(text)
+            loaded = _strict_json(text)
         except json.JSONDecodeError as exc:
             raise UsageError(f"--args-json: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
         if not isinstance(loaded, dict):
@@ -46,7 +62,7 @@ def build_arguments(args_json: str | None, pairs: list[str]) -> dict[str, Any]:
             arguments[key] = _read_source(raw, f"--arg {key}")
             continue
         try:
-            arguments[key] = json.loads(raw)
+            arguments[key] = _strict_json(raw)
         except json.JSONDecodeError:
-            arguments[key] = raw
+            arguments[key] = raw  # not JSON: the text itself
     return arguments

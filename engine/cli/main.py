@@ -21,7 +21,7 @@ from ..logging import configure_logging
 from ..result import ToolResult
 from ..store import StoreError
 from .arguments import build_arguments
-from .timeline import Timeline
+from .timeline import Timeline, error_hints
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 # Codes that mean "the call itself was wrong", not "the tool failed while running".
@@ -120,36 +120,9 @@ def run_call(ns: argparse.Namespace) -> int:
         return EXIT_OK
     if ns.quiet:
         print(f"error: {result.error.code}: {result.error.message}", file=sys.stderr)
+        for hint in error_hints(result.error.to_dict()):
+            print(f"  {hint}", file=sys.stderr)
     return EXIT_USAGE if result.error.code in _USAGE_CODES else EXIT_FAILED
-
-
-def cmd_tools(ns: argparse.Namespace) -> int:
-    try:
-        project = load_project(ns.dir)
-    except ConfigError as exc:
-        return _report_config(exc)
-    if ns.json:
-        _emit_json(project.tool_schemas(ns.format) if ns.format else [
-            {"name": t.name, "enabled": t.enabled, "description": t.description, "parameters": t.parameters}
-            for t in project.tools.values()
-        ])
-        return EXIT_OK
-    for tool in project.tools.values():
-        state = "enabled" if tool.enabled else "disabled"
-        if not project.policy.permits(tool.name):
-            state += ", denied by router policy"
-        print(f"{tool.name}  [{tool.executor.kind}, {state}]")
-        print(f"    {tool.description}")
-        properties = tool.parameters.get("properties") or {}
-        required = set(tool.parameters.get("required") or [])
-        for name, schema in properties.items():
-            kind = schema.get("type", "any") if isinstance(schema, dict) else "any"
-            marks = " (required)" if name in required else ""
-            if isinstance(schema, dict) and "default" in schema:
-                marks += f" (default {json.dumps(schema['default'])})"
-            about = f" — {schema['description']}" if isinstance(schema, dict) and schema.get("description") else ""
-            print(f"    --arg {name}=<{kind}>{marks}{about}")
-    return EXIT_OK
 
 
 def cmd_validate(ns: argparse.Namespace) -> int:
@@ -178,11 +151,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     call = commands.add_parser("call", help="call a tool (same as run-workflow)")
     _add_call_arguments(call)
     call.set_defaults(handler=run_call)
-    tools = commands.add_parser("tools", help="list the tools and their parameters")
-    tools.add_argument("--dir", default=".", help="project directory")
-    tools.add_argument("--json", action="store_true", help="print JSON")
-    tools.add_argument("--format", choices=("openai", "anthropic", "mcp"), help="with --json: tool schemas for a model API")
-    tools.set_defaults(handler=cmd_tools)
+    from .tools_cmd import add_tools_parser
+
+    add_tools_parser(commands, _report_config)
     validate = commands.add_parser("validate", help="check a project and report every problem")
     validate.add_argument("dir", nargs="?", default=".", help="project directory (default: current directory)")
     validate.set_defaults(handler=cmd_validate)
@@ -201,7 +172,7 @@ def _guarded(handler: Callable[[argparse.Namespace], int], ns: argparse.Namespac
         return handler(ns)
     except BrokenPipeError:
         return EXIT_OK
-    except UsageError as exc:
+    except (UsageError, StoreError) as exc:
         return _fail(str(exc))
 
 

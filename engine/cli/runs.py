@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import re
 import sys
 import time
 from datetime import datetime
-from typing import Any
+from typing import Any, Callable
 
 from .._engine import Engine
 from ..errors import ConfigError, UsageError
 from ..link import load_project
 from ..redaction import Redactor
-from ..store import RunStore, StoreError
+from ..store import RunRecord, RunStore, StoreError
 from ..store.replay import REPLAY_MODEL, ReplayProvider, replay_project
 from .timeline import Timeline
 
@@ -44,20 +45,20 @@ def add_store_parsers(commands: Any) -> None:
     show = sub.add_parser("show", help="a run as a timeline tree")
     show.add_argument("run_id")
     show.add_argument("--events", action="store_true", help="list every event too")
-    show.add_argument("--dir", default=".", help="project directory")
+    show.add_argument("--dir", default=argparse.SUPPRESS, help="project directory")
     show.set_defaults(handler=cmd_show)
     export = sub.add_parser("export", help="a run's events as JSON lines")
     export.add_argument("run_id")
-    export.add_argument("--dir", default=".", help="project directory")
+    export.add_argument("--dir", default=argparse.SUPPRESS, help="project directory")
     export.set_defaults(handler=cmd_export)
     replay = sub.add_parser("replay", help="re-run a tool run offline against its recorded model answers")
     replay.add_argument("run_id")
-    replay.add_argument("--dir", default=".", help="project directory")
+    replay.add_argument("--dir", default=argparse.SUPPRESS, help="project directory")
     replay.add_argument("--quiet", action="store_true", help="no timeline on stderr")
     replay.set_defaults(handler=cmd_replay)
     prune = sub.add_parser("prune", help="delete old runs")
     prune.add_argument("--older-than", required=True, help="age such as 30d")
-    prune.add_argument("--dir", default=".", help="project directory")
+    prune.add_argument("--dir", default=argparse.SUPPRESS, help="project directory")
     prune.set_defaults(handler=cmd_prune)
 
     logs = commands.add_parser("logs", help="tool execution logs")
@@ -67,6 +68,29 @@ def add_store_parsers(commands: Any) -> None:
     logs.add_argument("--limit", type=int, default=50)
     logs.add_argument("--json", action="store_true")
     logs.set_defaults(handler=cmd_logs)
+
+
+def _store_command(handler: Callable[[argparse.Namespace, RunStore], int]) -> Callable[[argparse.Namespace], int]:
+    """Open the store, run the command, close the store; store errors become one clear message."""
+
+    @functools.wraps(handler)
+    def run(ns: argparse.Namespace) -> int:
+        store = open_store(ns.dir)
+        try:
+            return handler(ns, store)
+        except StoreError as exc:
+            raise UsageError(str(exc)) from None
+        finally:
+            store.close()
+
+    return run
+
+
+def _find_run(store: RunStore, run_id: str) -> RunRecord:
+    run = store.run(run_id)
+    if run is None:
+        raise UsageError(f"no run {run_id!r}; see `skillyard runs`")
+    return run
 
 
 def open_store(directory: str) -> RunStore:
@@ -94,8 +118,8 @@ def _short(value: Any, width: int = 100) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def cmd_runs(ns: argparse.Namespace) -> int:
-    store = open_store(ns.dir)
+@_store_command
+def cmd_runs(ns: argparse.Namespace, store: RunStore) -> int:
     since = int(time.time() * 1000) - parse_age(ns.since, "--since") if ns.since else None
     runs = store.runs(tool=ns.tool, status=ns.status, since_ms=since, limit=ns.limit)
     if ns.json:
@@ -110,11 +134,9 @@ def cmd_runs(ns: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_show(ns: argparse.Namespace) -> int:
-    store = open_store(ns.dir)
-    run = store.run(ns.run_id)
-    if run is None:
-        raise UsageError(f"no run {ns.run_id!r}; see `skillyard runs`")
+@_store_command
+def cmd_show(ns: argparse.Namespace, store: RunStore) -> int:
+    run = _find_run(store, ns.run_id)
     events = store.events(run.id)
     duration = f"{run.duration_ms} ms" if run.duration_ms is not None else "still running"
     print(f"{run.id}  {run.kind} {run.name}  {run.status}  {duration}  started {_when(run.started_at)}")
@@ -141,12 +163,12 @@ def _tree(events: list[dict[str, Any]]) -> list[str]:
     for event in events:
         data, kind = event["data"], event["type"]
         if kind == "model_call_start":
-            lines.append(f"  ◆ model call {data['step']} ({data['model']})")
+            lines.append(f"  ◆ model call {data.get('step')} ({data.get('model')})")
         elif kind == "tool_call_start":
-            lines.append(f"  ├─ tool {data['tool']}  [{event.get('tool_call_id')}]  args {_short(data.get('arguments'), 80)}")
+            lines.append(f"  ├─ tool {data.get('tool')}  [{event.get('tool_call_id')}]  args {_short(data.get('arguments'), 80)}")
         elif kind == "skill_start":
             lines.append(f"  │  ├─ step {event.get('step_id')} → {event.get('skill')} [{data.get('kind')}]"
-                         + (f" attempt {data['attempt']}" if data.get("attempt", 1) > 1 else ""))
+                         + (f" attempt {data['attempt']}" if (data.get("attempt") or 1) > 1 else ""))
             lines.append(f"  │  │    input:  {_short(data.get('input'), 90)}")
         elif kind == "model_exchange":
             usage = data.get("usage") or {}
@@ -157,29 +179,26 @@ def _tree(events: list[dict[str, Any]]) -> list[str]:
         elif kind == "skill_error":
             lines.append(f"  │  │    ✗ {data.get('code')}: {_short(data.get('message'), 120)}")
         elif kind == "tool_call_result":
-            lines.append(f"  │  ✓ ok in {data['metadata'].get('duration_ms')} ms")
+            lines.append(f"  │  ✓ ok in {(data.get('metadata') or {}).get('duration_ms')} ms")
         elif kind == "tool_call_error":
-            lines.append(f"  │  ✗ {data['error']['code']}: {_short(data['error']['message'], 120)}")
+            error = data.get("error") or {}
+            lines.append(f"  │  ✗ {error.get('code')}: {_short(error.get('message'), 120)}")
         elif kind == "agent_done":
-            lines.append(f"  ■ {data['stop_reason']} after {data['steps']} model call(s)")
+            lines.append(f"  ■ {data.get('stop_reason')} after {data.get('steps')} model call(s)")
     return lines
 
 
-def cmd_export(ns: argparse.Namespace) -> int:
-    store = open_store(ns.dir)
-    run = store.run(ns.run_id)
-    if run is None:
-        raise UsageError(f"no run {ns.run_id!r}; see `skillyard runs`")
+@_store_command
+def cmd_export(ns: argparse.Namespace, store: RunStore) -> int:
+    run = _find_run(store, ns.run_id)
     for event in store.events(run.id):
         sys.stdout.write(json.dumps(event, ensure_ascii=False) + "\n")
     return 0
 
 
-def cmd_replay(ns: argparse.Namespace) -> int:
-    store = open_store(ns.dir)
-    run = store.run(ns.run_id)
-    if run is None:
-        raise UsageError(f"no run {ns.run_id!r}; see `skillyard runs`")
+@_store_command
+def cmd_replay(ns: argparse.Namespace, store: RunStore) -> int:
+    run = _find_run(store, ns.run_id)
     if run.kind != "tool":
         raise UsageError(f"run {run.id} is an {run.kind} run; replay works on tool runs (run-workflow, skillyard call)")
     engine = Engine.from_dir(ns.dir)
@@ -197,29 +216,31 @@ def cmd_replay(ns: argparse.Namespace) -> int:
     if not result.ok:
         print(f"replay failed: {result.error.code}: {result.error.message}", file=sys.stderr)  # type: ignore[union-attr]
         return 1
-    same = result.data == run.output
+    # The recording holds the output as stored: redacted, through JSON. Compare like with like.
+    same = json.loads(json.dumps(store.redactor.redact(result.data), ensure_ascii=False, default=str)) == run.output
     print(json.dumps(result.data, ensure_ascii=False, indent=2))
     print(("✓ same output as the recording" if same else "! the output differs from the recording")
           + f" ({provider.position} recorded model answers used, no model called)", file=sys.stderr)
     return 0 if same else 1
 
 
-def cmd_prune(ns: argparse.Namespace) -> int:
-    store = open_store(ns.dir)
+@_store_command
+def cmd_prune(ns: argparse.Namespace, store: RunStore) -> int:
     count = store.prune(parse_age(ns.older_than, "--older-than"))
     print(f"deleted {count} run(s) older than {ns.older_than}")
     return 0
 
 
-def cmd_logs(ns: argparse.Namespace) -> int:
-    store = open_store(ns.dir)
+@_store_command
+def cmd_logs(ns: argparse.Namespace, store: RunStore) -> int:
     logs = store.tool_logs(tool=ns.tool, status=ns.status, limit=ns.limit)
     if ns.json:
         print(json.dumps(logs, ensure_ascii=False, indent=2))
         return 0
     for log in logs:
         error = f"  {log['error_message']}" if log["error_message"] else ""
-        print(f"{_when(log['created_at'])}  {log['tool']:<28} {log['status']:<8} {log['duration_ms']} ms  {log['run_id']}{error}")
+        duration = "-" if log["duration_ms"] is None else f"{log['duration_ms']} ms"
+        print(f"{_when(log['created_at'])}  {log['tool']:<28} {log['status']:<8} {duration:>11}  {log['run_id']}{error}")
     return 0
 
 

@@ -73,8 +73,18 @@ class Timeline:
             return f"✓ done in {_ms(data['metadata'].get('duration_ms'))}"
         if kind == "tool_call_error":
             error = data["error"]
-            return f"✗ {error['code']}: {error['message']}  ({_ms(data['metadata'].get('duration_ms'))})"
+            line = f"✗ {error['code']}: {error['message']}  ({_ms(data['metadata'].get('duration_ms'))})"
+            return "\n".join([line, *(f"  {hint}" for hint in error_hints(error))])
         return None
+
+
+def error_hints(error: dict[str, Any]) -> list[str]:
+    """What the user can do next, from the error's details (e.g. which tools exist)."""
+    details = error.get("details") or {}
+    if error.get("code") == "unknown_tool" and "available_tools" in details:
+        available = details["available_tools"]
+        return [f"available tools: {', '.join(available)}" if available else "no tools are available"]
+    return []
 
 
 def _ms(value: Any) -> str:

@@ -37,9 +37,13 @@ class ToolType:
 
 _TYPES: dict[str, ToolType] = {}
 _entry_points_loaded = False
+# Built-in types, imported on first lookup (keeps httpx off the import path of projects
+# that never fetch). Registered before entry points, so a plugin cannot replace them silently.
+_BUILTINS = ("engine.executors.fetch:FETCH", "engine.executors.python_tool:PYTHON")
 
 
 def register_tool_type(tool_type: ToolType) -> None:
+    """Add (or replace) a tool type by name; third-party packages may call this directly."""
     _TYPES[tool_type.name] = tool_type
 
 
@@ -48,6 +52,12 @@ def _load_entry_points() -> None:
     if _entry_points_loaded:
         return
     _entry_points_loaded = True
+    from importlib import import_module
+
+    for target in _BUILTINS:
+        module, _, attribute = target.partition(":")
+        builtin = getattr(import_module(module), attribute)
+        _TYPES.setdefault(builtin.name, builtin)
     for ep in entry_points(group="skillyard.tool_types"):
         loaded = ep.load()
         if isinstance(loaded, ToolType):

@@ -96,7 +96,8 @@ class WorkflowExecutor:
             except StepFailure as failure:
                 error = failure
             except (TimeoutError, asyncio.TimeoutError):
-                error = StepFailure("timeout", f"step {step.id!r} took longer than {step.timeout:g}s", retryable=True)
+                limit = f"longer than {step.timeout:g}s" if step.timeout is not None else "too long (the skill raised TimeoutError)"
+                error = StepFailure("timeout", f"step {step.id!r} took {limit}", retryable=True)
             except Exception as exc:  # noqa: BLE001 - a skill's bug becomes an error event, not a crash
                 error = StepFailure("execution_error", f"skill {skill.name!r} raised {type(exc).__name__}: {exc}", retryable=True)
             else:

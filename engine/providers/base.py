@@ -109,6 +109,7 @@ def _register_builtins() -> None:
 
     _FACTORIES["mock"] = lambda spec, root: MockProvider()
     _FACTORIES.setdefault("openai", _openai)
+    _FACTORIES.setdefault("anthropic", _anthropic)
     _FACTORIES.setdefault("scripted", _scripted)
 
 
@@ -116,6 +117,12 @@ def _openai(spec: ModelSpec, root: Path) -> Provider:
     from .openai import OpenAIProvider  # the SDK is imported only when such a model is used
 
     return OpenAIProvider(spec)
+
+
+def _anthropic(spec: ModelSpec, root: Path) -> Provider:
+    from .anthropic import AnthropicProvider  # httpx only; imported when such a model is used
+
+    return AnthropicProvider(spec)
 
 
 def _scripted(spec: ModelSpec, root: Path) -> Provider:

@@ -169,9 +169,16 @@ class SchemaFiller:
         return getattr(self, f"_{kind}", self._null)(schema, name, index, depth)
 
     def _object(self, schema: dict[str, Any], name: str, index: int, depth: int) -> Any:
-        return {
-            key: self.value(sub, key, index, depth + 1) for key, sub in (schema.get("properties") or {}).items()
-        }
+        properties = dict(schema.get("properties") or {})
+        extra = schema.get("additionalProperties")
+        for key in schema.get("required") or []:
+            properties.setdefault(key, extra if isinstance(extra, dict) else {"type": "string"})
+        out = {key: self.value(sub, key, index, depth + 1) for key, sub in properties.items()}
+        filler = 0
+        while len(out) < schema.get("minProperties", 0) and extra is not False:
+            filler += 1
+            out[f"extra{filler}"] = self.value(extra if isinstance(extra, dict) else {"type": "string"}, "extra", filler, depth + 1)
+        return out
 
     def _array(self, schema: dict[str, Any], name: str, index: int, depth: int) -> Any:
         low = schema.get("minItems", 0)
@@ -179,7 +186,12 @@ class SchemaFiller:
         count = max(low, min(3, high))
         items = schema.get("items", {})
         prefix = schema.get("prefixItems") or []
-        out = [self.value(prefix[i] if i < len(prefix) else items, name, i, depth + 1) for i in range(count)]
+        out: list[Any] = []
+        for i in range(count):
+            item = self.value(prefix[i] if i < len(prefix) else items, name, i, depth + 1)
+            if schema.get("uniqueItems") and item in out and isinstance(item, str):
+                item = f"{item} {i + 1}"
+            out.append(item)
         return out
 
     def _string(self, schema: dict[str, Any], name: str, index: int, depth: int) -> str:
@@ -205,9 +217,11 @@ class SchemaFiller:
     def _integer(self, schema: dict[str, Any], name: str, index: int, depth: int) -> int:
         low = schema.get("minimum", schema.get("exclusiveMinimum", -1) + 1 if "exclusiveMinimum" in schema else 1)
         high = schema.get("maximum", schema.get("exclusiveMaximum", 0) - 1 if "exclusiveMaximum" in schema else None)
-        value = int(low) + index
+        step = schema.get("multipleOf", 1)
+        step = int(step) if float(step).is_integer() and step >= 1 else 1
+        value = -(-int(low) // step) * step + index * step  # the first multiple ≥ low, then the index-th after it
         if high is not None and value > high:
-            value = int(high)
+            value = (int(high) // step) * step
         return value
 
     def _boolean(self, schema: dict[str, Any], name: str, index: int, depth: int) -> bool:

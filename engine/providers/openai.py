@@ -3,12 +3,17 @@
 OpenAI, vLLM, Ollama, DeepSeek, OpenRouter… all speak this wire format. Streaming is always
 on: text deltas go to `on_text`, tool-call deltas (split across chunks by `index`) are
 assembled here. Retries on 429/5xx/connection errors are the SDK's own (`max_retries`, with
-backoff). Structured output: `response_format: json_schema` first; if the server refuses it,
-`json_object`, then plain text (the skill validates and repairs either way).
+backoff honouring `retry-after`). A stream that breaks off, stalls past `timeout`, or ends
+without a `finish_reason` is a ProviderError. Structured output: `response_format:
+json_schema` first; if the server refuses it, `json_object`, then plain text (the skill
+validates and repairs either way). The SDK client is made per event loop (its pooled
+connections belong to the loop that opened them).
 """
 
 from __future__ import annotations
 
+import asyncio
+import weakref
 from typing import Any, Callable
 
 import httpx
@@ -16,6 +21,13 @@ import openai
 
 from ..spec.models import ModelSpec
 from .base import ChatMessage, ModelRequest, ModelResponse, ProviderError, ToolCall, Usage
+
+try:  # recent SDKs ship their own fork of httpx; catch both at the boundary
+    import httpx2 as _httpx2
+
+    _HTTP_ERRORS: tuple[type[Exception], ...] = (httpx.HTTPError, _httpx2.HTTPError)
+except ImportError:  # pragma: no cover - depends on the installed SDK
+    _HTTP_ERRORS = (httpx.HTTPError,)
 
 _FORMAT_LADDER = ("json_schema", "json_object", "none")
 
@@ -45,13 +57,36 @@ def to_openai_messages(messages: tuple[ChatMessage, ...]) -> list[dict[str, Any]
 def from_openai_message(message: dict[str, Any]) -> ChatMessage:
     """A chat-completions message → the engine's ChatMessage (the other direction of the adapter)."""
     role = message["role"]
+    content = _content_text(message.get("content"))
     if role == "tool":
-        return ChatMessage("tool", message.get("content") or "", tool_call_id=message.get("tool_call_id"))
+        return ChatMessage("tool", content, tool_call_id=message.get("tool_call_id"))
     calls = tuple(
         ToolCall(c["id"], c["function"]["name"], c["function"].get("arguments") or "")
         for c in message.get("tool_calls") or []
     )
-    return ChatMessage(role, message.get("content") or "", tool_calls=calls)
+    return ChatMessage(role, content, tool_calls=calls)
+
+
+def _content_text(content: Any) -> str:
+    """`content` is a string, null, or a list of parts ({"type": "text", "text": …})."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    return "".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+
+
+def from_openai_messages(messages: list[dict[str, Any]]) -> list[ChatMessage]:
+    """A whole chat-completions conversation → engine messages, tool results named after their call."""
+    names: dict[str, str] = {}
+    out = []
+    for raw in messages:
+        message = from_openai_message(raw)
+        names.update((c.id, c.name) for c in message.tool_calls)
+        if message.role == "tool" and message.tool_call_id in names:
+            message = ChatMessage("tool", message.content, tool_call_id=message.tool_call_id, name=names[message.tool_call_id])
+        out.append(message)
+    return out
 
 
 def to_openai_tools(tools: tuple[dict[str, Any], ...]) -> list[dict[str, Any]]:
@@ -72,13 +107,32 @@ class OpenAIProvider:
         if spec.model is None:
             raise ProviderError("an openai model needs `model:` (the endpoint's model id)")
         self.spec = spec
-        self.client = client or openai.AsyncOpenAI(
-            api_key=spec.api_key or "not-needed",  # local servers (vLLM, Ollama) take any key
-            base_url=spec.base_url,
-            timeout=spec.timeout or 60.0,
-            max_retries=int(spec.options.get("max_retries", 2)),
-        )
+        self._given = client
+        # One SDK client per event loop: its pooled connections belong to the loop that opened
+        # them, and a provider (cached on the Project) may serve several `asyncio.run`s.
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, openai.AsyncOpenAI] = weakref.WeakKeyDictionary()
         self._format = str(spec.options.get("structured_output", "json_schema"))
+
+    @property
+    def client(self) -> openai.AsyncOpenAI:
+        """The SDK client of the running event loop (or the one passed in)."""
+        if self._given is not None:
+            return self._given
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None:
+            spec = self.spec
+            client = self._clients[loop] = openai.AsyncOpenAI(
+                api_key=spec.api_key or "not-needed",  # local servers (vLLM, Ollama) take any key
+                base_url=spec.base_url,
+                timeout=spec.timeout or 60.0,
+                max_retries=int(spec.options.get("max_retries", 2)),
+                # The plain HTTP client, not the SDK's default wrapper: the wrapper's __del__
+                # schedules its close on whatever loop runs when it is collected, which fails
+                # for connections of an earlier, closed loop.
+                http_client=openai.DefaultAsyncHttpxClient(),
+            )
+        return client
 
     async def request(self, request: ModelRequest, on_text: Callable[[str], None] | None = None) -> ModelResponse:
         params: dict[str, Any] = {
@@ -107,10 +161,12 @@ class OpenAIProvider:
                 retryable = exc.status_code == 429 or exc.status_code >= 500
                 raise ProviderError(f"HTTP {exc.status_code}: {_short(exc)}", retryable=retryable) from None
             except openai.APITimeoutError:
-                raise ProviderError("the endpoint did not answer in time", retryable=True) from None
-            except openai.APIConnectionError as exc:
-                raise ProviderError(f"cannot reach the endpoint: {_short(exc)}", retryable=True) from None
-            except httpx.HTTPError as exc:  # e.g. the connection dropped mid-stream
+                raise ProviderError(f"the endpoint did not answer within {self.spec.timeout or 60.0:g}s", retryable=True) from None
+            except openai.APIConnectionError as exc:  # also a connection that dropped mid-stream
+                cause = exc.__cause__
+                detail = f"{type(cause).__name__}: {cause}" if cause is not None else _short(exc)
+                raise ProviderError(f"the connection to the endpoint failed: {detail}", retryable=True) from None
+            except _HTTP_ERRORS as exc:  # e.g. the connection dropped mid-stream (older SDKs)
                 raise ProviderError(f"the stream broke off: {type(exc).__name__}: {_short(exc)}", retryable=True) from None
             except openai.OpenAIError as exc:
                 raise ProviderError(f"{type(exc).__name__}: {_short(exc)}") from None
@@ -120,7 +176,7 @@ class OpenAIProvider:
         text: list[str] = []
         calls: dict[int, dict[str, Any]] = {}
         usage = Usage()
-        finish = "stop"
+        finish: str | None = None
         async for chunk in stream:
             if chunk.usage is not None:
                 usage = Usage(chunk.usage.prompt_tokens or 0, chunk.usage.completion_tokens or 0)
@@ -141,6 +197,8 @@ class OpenAIProvider:
                             slot["arguments"].append(piece.function.arguments)
                 if choice.finish_reason:
                     finish = choice.finish_reason
+        if finish is None:  # the body ended without a finish_reason (and without [DONE]): cut off
+            raise ProviderError("the stream ended before the model finished (no finish_reason)", retryable=True)
         tool_calls = tuple(
             ToolCall(slot["id"] or f"call_{index}", slot["name"], "".join(slot["arguments"]))
             for index, slot in sorted(calls.items())
@@ -160,6 +218,8 @@ def _short(exc: Exception) -> str:
     message = getattr(exc, "message", None) or str(exc)
     body = getattr(exc, "body", None)
     if isinstance(body, dict) and isinstance(body.get("error"), dict):
-        message = body["error"].get("message", message)
+        body = body["error"]
+    if isinstance(body, dict) and isinstance(body.get("message"), str):
+        message = body["message"]
     return str(message)[:300]
 

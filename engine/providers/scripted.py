@@ -69,13 +69,16 @@ class ScriptedProvider:
             for start in range(0, len(text), CHUNK_CHARS):
                 on_text(text[start : start + CHUNK_CHARS])
                 await asyncio.sleep(0)
+        raw_calls = turn.get("tool_calls") or []
+        if not isinstance(raw_calls, list) or not all(isinstance(c, dict) and isinstance(c.get("name"), str) for c in raw_calls):
+            raise ProviderError(f"{self.name}: turn {self.position}: tool_calls must be a list of {{name, arguments}}")
         calls = tuple(
             ToolCall(
                 str(call.get("id") or f"call_{self.position}_{index}"),
                 str(call["name"]),
                 call["arguments"] if isinstance(call.get("arguments"), str) else json.dumps(call.get("arguments") or {}),
             )
-            for index, call in enumerate(turn.get("tool_calls") or [])
+            for index, call in enumerate(raw_calls)
         )
         input_chars = sum(len(m.content) for m in request.messages)
         usage = Usage(int(turn.get("input_tokens", max(1, input_chars // 4))), int(turn.get("output_tokens", max(1, len(text) // 4))))

@@ -103,27 +103,29 @@ class PromptSkill(Skill):
             if not problems:
                 ctx.progress("output validated", stage="validated")
                 return value
+            lines = [f"{p['pointer']}: {p['message']}" for p in problems]
             if attempt == attempts:
                 raise StepFailure(
                     "invalid_model_output",
                     f"model {model_name!r} gave output that does not match skill {self.name!r}'s output schema "
-                    f"after {attempts} attempt(s): {problems[0]}",
+                    f"after {attempts} attempt(s): {lines[0]}",
                     {"errors": problems[:20], "output": response.text[:2000]},
                     retryable=True,
                 )
-            ctx.progress(f"retry {attempt} of {attempts - 1}: output invalid", stage="repair", attempt=attempt, errors=problems[:5])
+            ctx.progress(f"retry {attempt} of {attempts - 1}: output invalid", stage="repair", attempt=attempt, errors=lines[:5])
             messages = messages + (
                 ChatMessage("assistant", response.text),
                 ChatMessage(
                     "user",
                     "Your answer was not valid:\n- "
-                    + "\n- ".join(problems[:10])
+                    + "\n- ".join(lines[:10])
                     + "\nAnswer again with only the corrected JSON.",
                 ),
             )
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _parse(self, text: str) -> tuple[Any, list[str]]:
+    def _parse(self, text: str) -> tuple[Any, list[dict[str, str]]]:
+        """The answer's JSON value and what is wrong with it, in the shape of argument errors."""
         assert self.output_schema is not None
         candidate = text.strip()
         fenced = _FENCE.match(candidate)
@@ -132,9 +134,8 @@ class PromptSkill(Skill):
         try:
             value = json.loads(candidate)
         except json.JSONDecodeError as exc:
-            return None, [f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"]
-        violations = self.output_schema.check(value)
-        return value, [f"{v.pointer or '/'}: {v.message}" for v in violations]
+            return None, [{"pointer": "/", "message": f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", "keyword": "json"}]
+        return value, [v.as_dict() for v in self.output_schema.check(value)]
 
 
 class _StreamProgress:

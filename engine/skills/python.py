@@ -32,8 +32,12 @@ class PythonSkill(Skill):
         if self.is_async:
             return await self.function(*args)
         if self.threaded:
-            return await asyncio.to_thread(self.function, *args)
-        return self.function(*args)
+            output = await asyncio.to_thread(self.function, *args)
+        else:
+            output = self.function(*args)
+        if inspect.isawaitable(output):  # an object with `async def __call__`, a wrapped coroutine function
+            output = await output
+        return output
 
 
 def accepts_context(function: Callable[..., Any]) -> bool:

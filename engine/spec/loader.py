@@ -6,6 +6,7 @@ the problems of the others: every issue is collected, with its `file:line:col`.
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -14,16 +15,23 @@ from pydantic import TypeAdapter, ValidationError
 
 from ..errors import IssueCollector, Location
 from .models import (
-    EngineSettings,
-    ModelSpec,
-    SkillSpec,
-
-    ToolSpec,
-    TOOL_NAME_RE,
     IDENT_RE,
+    TOOL_NAME_RE,
+    EngineSettings,
+    LimitSettings,
+    LoggingSettings,
+    ModelSpec,
+    PromptSkillSpec,
+    PythonSkillSpec,
+    RetrySpec,
+    RouterSettings,
+    SkillSpec,
+    StepSpec,
+    TemplateSkillSpec,
+    ToolSpec,
     WorkflowSpec,
 )
-from .yaml_source import SourceMap, YamlLoadError, YamlPath, load_yaml_file
+from .yaml_source import SourceMap, YamlLoadError, YamlPath, format_path, load_yaml_file
 
 S = TypeVar("S")
 
@@ -53,6 +61,16 @@ class LoadedSpecs:
     settings: EngineSettings = field(default_factory=EngineSettings)
     settings_source: SourceMap | None = None
     files: list[str] = field(default_factory=list)
+    # Names that are defined but whose definition is invalid (already reported): references
+    # to them are not reported again as "unknown".
+    invalid: dict[str, set[str]] = field(default_factory=lambda: {"tools": set(), "skills": set(), "workflows": set(), "models": set()})
+    # Kinds with a file that could not be read or parsed: any name may be defined there.
+    unreadable: set[str] = field(default_factory=set)
+
+    def reported(self, kind: str, name: str) -> bool:
+        """True when a reference to `name` may not be called unknown: its definition is
+        invalid, or sits in a file that could not be parsed (both already reported)."""
+        return name in self.invalid[kind] or kind in self.unreadable
 
 
 _SKILL_ADAPTER: TypeAdapter[Any] = TypeAdapter(SkillSpec)
@@ -91,10 +109,16 @@ def load_specs(root: Path, issues: IssueCollector) -> LoadedSpecs:
             found_any = True
             data, source = _load(file, root, issues, loaded)
             if source is None:
+                loaded.unreadable.add(stem)
                 continue
-            for name, raw, path in _entries(data, source, top_key, issues):
+            entries = _entries(data, source, top_key, issues)
+            if entries is None:
+                loaded.unreadable.add(stem)
+                continue
+            for name, raw, path in entries:
                 if not name_re.match(name):
                     issues.add(source.locate(path, key=True), f"invalid {stem[:-1]} name {name!r}", _NAME_HINT[stem])
+                    loaded.invalid[stem].add(name)
                     continue
                 if name in target:
                     first = target[name].loc(key=True)
@@ -107,6 +131,8 @@ def load_specs(root: Path, issues: IssueCollector) -> LoadedSpecs:
                 spec = _validate(adapter, raw, source, path, issues)
                 if spec is not None:
                     target[name] = Entry(name, spec, source, path)
+                else:
+                    loaded.invalid[stem].add(name)
     if not found_any:
         issues.add(
             Location(str(root)),
@@ -135,21 +161,24 @@ def _display(file: Path, root: Path) -> str:
         return str(file)
 
 
-def _entries(data: Any, source: SourceMap, top_key: str, issues: IssueCollector) -> list[tuple[str, Any, YamlPath]]:
+def _entries(data: Any, source: SourceMap, top_key: str, issues: IssueCollector) -> list[tuple[str, Any, YamlPath]] | None:
+    """The file's named entries; None when the file's shape is wrong (already reported)."""
     if data is None:
         return []
     if not isinstance(data, dict):
         issues.add(source.locate(()), f"expected a mapping with a `{top_key}:` key", f"start the file with `{top_key}:`")
-        return []
+        return None
+    shape_ok = True
     for key in data:
         if key != top_key:
             issues.add(source.locate((key,), key=True), f"unknown top-level key {key!r}", f"only `{top_key}:` is allowed here")
+            shape_ok = False
     section = data.get(top_key)
     if section is None:
-        return []
+        return [] if shape_ok else None
     if not isinstance(section, dict):
-        issues.add(source.locate((top_key,)), f"`{top_key}` must be a mapping of name → definition", "")
-        return []
+        issues.add(source.locate((top_key,)), f"`{top_key}` must be a mapping of name → definition", f"write each {top_key[:-1]} as `name:` with its fields indented below")
+        return None
     return [(str(name), raw, (top_key, name)) for name, raw in section.items()]
 
 
@@ -157,41 +186,172 @@ def _validate(adapter: TypeAdapter[Any], raw: Any, source: SourceMap, path: Yaml
     try:
         return adapter.validate_python(raw)
     except ValidationError as exc:
-        for error in exc.errors():
-            report_pydantic_error(error, source, path, raw, issues)
+        report_pydantic_errors(exc.errors(), source, path, raw, issues)
         return None
 
 
 def report_pydantic_error(error: Any, source: SourceMap, path: YamlPath, raw: Any, issues: IssueCollector) -> None:
     """Translate one pydantic error into a positioned issue with a hint."""
-    loc = _strip_union_tags(tuple(error["loc"]), raw)
-    kind = error["type"]
-    field_path = ".".join(str(p) for p in loc)
-    if kind == "extra_forbidden":
-        issues.add(source.locate(path + loc, key=True), f"unknown field {field_path!r}", "check the spelling; see schemas/ for the allowed fields")
-    elif kind == "missing":
-        issues.add(source.locate(path + loc[:-1]), f"missing required field {field_path!r}", f"add `{loc[-1]}:`")
-    elif kind == "union_tag_invalid" or kind == "union_tag_not_found":
-        issues.add(source.locate(path + loc + ("kind",)), "skill `kind` must be one of prompt, python, template", "set `kind:`")
-    else:
-        message = error["msg"]
-        if message.startswith("Value error, "):
-            message = message[len("Value error, ") :]
-        issues.add(source.locate(path + loc), f"{field_path or 'value'}: {message}", "")
+    report_pydantic_errors([error], source, path, raw, issues)
+
+
+def report_pydantic_errors(errors: list[Any], source: SourceMap, path: YamlPath, raw: Any, issues: IssueCollector) -> None:
+    """Translate pydantic errors into positioned issues with hints.
+
+    A misspelt field shows up twice in pydantic (an extra `desciption`, a missing
+    `description`); it is reported once, as the typo, with the fix.
+    """
+    errors = _one_union_branch(errors, raw)
+    cleaned = [(error, _strip_union_tags(tuple(error["loc"]), raw)) for error in errors]
+    extras: dict[YamlPath, list[str]] = {}
+    missing: dict[YamlPath, list[str]] = {}
+    for error, loc in cleaned:
+        if error["type"] == "extra_forbidden" and loc:
+            extras.setdefault(loc[:-1], []).append(str(loc[-1]))
+        elif error["type"] == "missing" and loc:
+            missing.setdefault(loc[:-1], []).append(str(loc[-1]))
+    typo_for: dict[YamlPath, str] = {}  # extra key path -> the missing field it misspells
+    for parent, names in extras.items():
+        wanted = list(missing.get(parent, []))
+        for name in names:
+            close = difflib.get_close_matches(name, wanted, n=1, cutoff=0.6)
+            if close:
+                typo_for[parent + (name,)] = close[0]
+                wanted.remove(close[0])
+    fixed = set((loc[:-1] + (field,)) for loc, field in typo_for.items())
+    for error, loc in cleaned:
+        kind = error["type"]
+        field_path = format_path(loc)
+        if kind == "extra_forbidden" and loc:
+            typo = typo_for.get(loc)
+            if typo is not None:
+                hint = f"did you mean {typo!r}? ({typo!r} is required)"
+            else:
+                close = difflib.get_close_matches(str(loc[-1]), _FIELD_NAMES, n=1, cutoff=0.75)
+                hint = f"did you mean {close[0]!r}?" if close else "check the spelling; see schemas/ for the allowed fields"
+            issues.add(source.locate(path + loc, key=True), f"unknown field {field_path!r}", hint)
+        elif kind == "missing" and loc:
+            if loc in fixed:
+                continue
+            issues.add(source.locate(path + loc[:-1], key=True), f"missing required field {field_path!r}", f"add `{loc[-1]}:`")
+        elif kind in ("union_tag_invalid", "union_tag_not_found"):
+            where = source.locate(path + loc + ("kind",)) if kind == "union_tag_invalid" else source.locate(path + loc, key=True)
+            what = "skill has no `kind`" if kind == "union_tag_not_found" else f"unknown skill kind {_get(raw, loc + ('kind',))!r}"
+            issues.add(where, what, "set `kind:` to prompt, python or template")
+        elif kind in ("model_type", "model_attributes_type", "dict_type") and not isinstance(_get(raw, loc), dict):
+            got = _yaml_type(_get(raw, loc) if loc else raw)
+            what = f"{field_path!r} must be a mapping" if loc else "expected a mapping of fields here"
+            issues.add(source.locate(path + loc), f"{what}, not {got}", "write `key: value` lines under it, indented")
+        else:
+            message = error["msg"]
+            if message.startswith("Value error, "):
+                message = message[len("Value error, ") :]
+            last = str(loc[-1]) if loc else ""
+            hint = _FIELD_HINTS.get(last) or _KIND_HINTS.get(kind) or "see schemas/ for what this field accepts"
+            issues.add(source.locate(path + loc), f"{field_path or 'value'}: {message}", hint)
+
+
+_DURATION_HINT = "write a duration such as 30s, 500ms or 2m"
+_FIELD_HINTS = {
+    "function": "write it as package.module:function",
+    "timeout": _DURATION_HINT,
+    "delay": _DURATION_HINT,
+    "tool_timeout": _DURATION_HINT,
+    "steps": "list the steps, each with `id:` and `skill:`",
+    "id": "use letters, digits, '_' or '-', starting with a letter or digit",
+    "retry": "write a number of retries, or a mapping with `times:` and `delay:`",
+}
+
+
+def _field_names() -> list[str]:
+    names: set[str] = set()
+    for model in (ToolSpec, PromptSkillSpec, PythonSkillSpec, TemplateSkillSpec, WorkflowSpec, StepSpec, RetrySpec, ModelSpec, EngineSettings, RouterSettings, LimitSettings, LoggingSettings):
+        names.update(model.model_fields)
+    return sorted(names)
+
+
+_KIND_HINTS = {
+    "literal_error": "use one of the values listed",
+    "bool_type": "write true or false",
+    "bool_parsing": "write true or false",
+    "string_type": "write a string (quote it if YAML reads it as something else)",
+    "int_type": "write a whole number",
+    "int_parsing": "write a whole number",
+    "float_type": "write a number",
+    "float_parsing": "write a number",
+    "list_type": "write a list (`- item` lines or [a, b])",
+    "too_short": "add at least one item",
+}
+
+_SKILL_TAGS = ("prompt", "python", "template")
+_TYPE_LABELS = frozenset({"int", "str", "float", "bool", "none", "dict", "list"})
+
+
+def _is_union_label(part: Any) -> bool:
+    """Pydantic names union members in `loc` ('RetrySpec', 'int', 'list[str]', …)."""
+    return isinstance(part, str) and (part in _TYPE_LABELS or part[:1].isupper() or "[" in part)
+
+
+def _one_union_branch(errors: list[Any], raw: Any) -> list[Any]:
+    """For `X | int` unions keep only the errors of the branch the value was meant for."""
+    out = []
+    for error in errors:
+        loc = tuple(error["loc"])
+        for index, part in enumerate(loc):
+            if index == 0 and part in _SKILL_TAGS:
+                continue
+            if _is_union_label(part):
+                value = _get(raw, _strip_union_tags(loc[:index], raw))
+                is_model = part[:1].isupper()
+                if isinstance(value, dict) != is_model:
+                    break  # the other branch of the union explains this value better
+        else:
+            out.append(error)
+    return out or errors
+
+
+def _yaml_type(value: Any) -> str:
+    if value is None:
+        return "an empty value"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    return "a mapping"
+
+
+def _get(raw: Any, loc: tuple[Any, ...]) -> Any:
+    node = raw
+    for part in loc:
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            node = node[part]
+        else:
+            return None
+    return node
 
 
 def _strip_union_tags(loc: tuple[Any, ...], raw: Any) -> tuple[Any, ...]:
-    """Pydantic puts the union tag ('prompt') or type names into `loc`; drop what is not a real key."""
+    """Drop what pydantic puts into `loc` that is not a real key: the skill kind, union labels."""
     out: list[Any] = []
     node = raw
-    for part in loc:
+    for index, part in enumerate(loc):
+        if index == 0 and part in _SKILL_TAGS and isinstance(raw, dict) and raw.get("kind") == part:
+            continue  # the discriminated union's tag
         if isinstance(node, dict) and part in node:
             out.append(part)
             node = node[part]
         elif isinstance(node, list) and isinstance(part, int) and part < len(node):
             out.append(part)
             node = node[part]
-        elif isinstance(node, dict) and isinstance(part, str) and part not in ("prompt", "python", "template", "int", "RetrySpec"):
+        elif _is_union_label(part):
+            continue
+        elif isinstance(part, str):
             out.append(part)  # a missing or extra key: keep it so the message names it
             node = None
     return tuple(out)
@@ -203,9 +363,13 @@ def _load_models(root: Path, loaded: LoadedSpecs, issues: IssueCollector) -> Non
         loaded.models = {}
         return
     data, source = _load(files[0], root, issues, loaded)
-    if source is None or data is None:
+    if source is None:
+        loaded.unreadable.add("models")
+        return
+    if data is None:
         return
     if not isinstance(data, dict):
+        loaded.unreadable.add("models")
         issues.add(source.locate(()), "expected a mapping with `default:` and `models:`", "")
         return
     for key in data:
@@ -219,6 +383,7 @@ def _load_models(root: Path, loaded: LoadedSpecs, issues: IssueCollector) -> Non
             loaded.default_model_loc = source.locate(("default",))
     models = data.get("models") or {}
     if not isinstance(models, dict):
+        loaded.unreadable.add("models")
         issues.add(source.locate(("models",)), "`models` must be a mapping of name → model", "")
         return
     adapter = TypeAdapter(ModelSpec)
@@ -226,6 +391,8 @@ def _load_models(root: Path, loaded: LoadedSpecs, issues: IssueCollector) -> Non
         spec = _validate(adapter, raw, source, ("models", name), issues)
         if spec is not None:
             loaded.models[name] = Entry(name, spec, source, ("models", name))
+        else:
+            loaded.invalid["models"].add(name)
 
 
 def _load_settings(root: Path, loaded: LoadedSpecs, issues: IssueCollector) -> None:
@@ -241,4 +408,6 @@ def _load_settings(root: Path, loaded: LoadedSpecs, issues: IssueCollector) -> N
         loaded.settings_source = source
 
 
-__all__ = ["Entry", "LoadedSpecs", "load_specs", "report_pydantic_error", "section_files"]
+_FIELD_NAMES = _field_names()
+
+__all__ = ["Entry", "LoadedSpecs", "load_specs", "report_pydantic_error", "report_pydantic_errors", "section_files"]

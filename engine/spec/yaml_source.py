@@ -1,13 +1,15 @@
 """Safe YAML loading that remembers where every value came from.
 
-PyYAML's composer gives nodes with marks; we turn nodes into plain JSON-like data ourselves,
-iteratively, so that:
+PyYAML's parser (the C one when available) gives a stream of events with marks; we build
+plain JSON-like data from that stream ourselves, in one pass and without recursion, so that:
 
-* only the YAML core tags are accepted (no `!!python/...`, no custom tags);
-* duplicate keys are an error, not a silent overwrite;
-* aliases cannot expand past a node budget (billion laughs fails fast, with little memory);
-* nesting deeper than a limit is a clean error, checked on the event stream *before*
-  the recursive composer runs (10,000 levels never reaches a RecursionError);
+* only the YAML core tags are accepted (no `!!python/...`, no custom tags), and nothing
+  but str/int/float/bool/None is ever constructed;
+* duplicate keys (and duplicate anchors) are an error, not a silent overwrite;
+* an alias is counted before it is copied: a billion-laughs file stops at the alias that
+  crosses the budget, in microseconds and with no memory spent on the expansion;
+* nesting deeper than a limit stops at the first event past it (10,000 levels is a clean
+  error, never a RecursionError; PyYAML's recursive composer is not used at all);
 * every value's position is kept in a `SourceMap` keyed by its YAML path.
 """
 
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -24,15 +26,17 @@ from ..errors import ConfigIssue, Location
 MAX_FILE_BYTES = 4 * 1024 * 1024
 MAX_DEPTH = 64
 MAX_NODES = 1_000_000
+# Values that aliases may add beyond the ones written out (shared schemas need a few hundred).
+MAX_ALIAS_EXPANSION = 100_000
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_SCALAR = yaml.constructor.SafeConstructor()
 
 YamlPath = tuple[str | int, ...]
 
 _STR = "tag:yaml.org,2002:str"
 _ALLOWED_SCALAR_TAGS = {
     _STR,
+    "tag:yaml.org,2002:merge",  # only meaningful as a key: `<<`
     "tag:yaml.org,2002:int",
     "tag:yaml.org,2002:float",
     "tag:yaml.org,2002:bool",
@@ -42,13 +46,17 @@ _ALLOWED_SCALAR_TAGS = {
 _MAP = "tag:yaml.org,2002:map"
 _SEQ = "tag:yaml.org,2002:seq"
 _MERGE = "tag:yaml.org,2002:merge"
+_TIMESTAMP = "tag:yaml.org,2002:timestamp"
+_MERGE_KEY: Any = type("_MergeKey", (), {"__repr__": lambda self: "<<"})()
 
 
-@dataclass(frozen=True, slots=True)
-class Mark:
+class Mark(NamedTuple):
+    """A value's position (a tuple: cheap to make by the hundred thousand)."""
+
     line: int  # 1-based
     col: int  # 1-based
     style: str | None = None  # scalar style: '|', '>', '"', "'" or None
+    end_line: int = 0  # 1-based line where the value ends (0: unknown)
 
 
 @dataclass
@@ -61,16 +69,21 @@ class SourceMap:
     lines: list[str] = field(default_factory=list, repr=False)
 
     def block_location(self, path: YamlPath, inner_line: int) -> Location:
-        """Where line `inner_line` (1-based) of a multi-line string value sits in the file."""
+        """Where line `inner_line` (1-based) of a string value sits in the file.
+
+        Literal blocks (`|`) keep their lines; folded blocks (`>`) join lines, and quoted or
+        plain scalars fold line breaks and may hold `\\n` escapes: each style is mapped back.
+        """
         mark = self.values.get(tuple(path))
         if mark is None:
             return self.locate(path)
-        line = mark.line + inner_line if mark.style in ("|", ">") else mark.line + inner_line - 1
-        col = mark.col
-        if mark.style in ("|", ">") and 0 < line <= len(self.lines):
-            text = self.lines[line - 1]
-            col = len(text) - len(text.lstrip(" ")) + 1
-        return Location(self.file, line, col, format_path(path))
+        if mark.style in ("|", ">"):
+            found = _block_scalar_line(self.lines, mark, inner_line)
+        else:
+            found = _flow_scalar_line(self.lines, mark, inner_line)
+        if found is None:
+            return Location(self.file, mark.line, mark.col, format_path(path))
+        return Location(self.file, found[0], found[1], format_path(path))
 
     def locate(self, path: YamlPath, *, key: bool = False) -> Location:
         """The nearest known position for `path` (walking up to its parents)."""
@@ -85,6 +98,83 @@ class SourceMap:
 
     def mark(self, path: YamlPath) -> Mark | None:
         return self.values.get(tuple(path))
+
+
+def _block_scalar_line(lines: list[str], mark: Mark, inner_line: int) -> tuple[int, int] | None:
+    """File (line, col) of the `inner_line`-th line of the `|` or `>` block starting at `mark`."""
+    body: list[int] = []  # file line numbers (1-based) of the block's content
+    indent: int | None = None
+    for number in range(mark.line + 1, len(lines) + 1):
+        text = lines[number - 1]
+        stripped = text.lstrip(" ")
+        if not stripped.strip():
+            body.append(number)
+            continue
+        width = len(text) - len(stripped)
+        if indent is None:
+            indent = width
+        if width < indent:
+            break
+        body.append(number)
+    while body and not lines[body[-1] - 1].strip():
+        body.pop()  # trailing blank lines belong to nothing a template error can point at
+    if indent is None or not body:
+        return None
+    out = 1
+    previous: str | None = None  # None: before the first text line
+    blanks = 0
+    for number in body:
+        text = lines[number - 1]
+        if not text.strip():
+            blanks += 1
+            continue
+        content = text[indent:]
+        if previous is None:
+            out += blanks  # leading blank lines are kept as newlines in both styles
+        elif mark.style == "|":
+            out += 1 + blanks
+        elif content[:1] in (" ", "\t") or previous[:1] in (" ", "\t"):
+            out += 1 + blanks  # more-indented lines keep their line breaks in a folded block
+        else:
+            out += blanks  # a single break folds into a space; each blank line is one newline
+        blanks = 0
+        previous = content
+        if out >= inner_line:
+            return number, indent + 1
+    return None
+
+
+def _flow_scalar_line(lines: list[str], mark: Mark, inner_line: int) -> tuple[int, int] | None:
+    """File (line, col) of the `inner_line`-th line of a plain or quoted scalar at `mark`.
+
+    Across lines, a single line break folds into a space and each blank line is a newline;
+    in a double-quoted scalar each `\\n` escape is a newline too.
+    """
+    if inner_line <= 1:
+        return mark.line, mark.col
+    out = 1
+    last = min(mark.end_line or mark.line, len(lines))
+    for number in range(mark.line, last + 1):
+        text = lines[number - 1]
+        if number > mark.line and not text.strip():
+            out += 1
+            continue
+        if out >= inner_line:
+            return number, len(text) - len(text.lstrip()) + 1
+        if mark.style != '"':
+            continue
+        offset = mark.col if number == mark.line else 0  # skip the opening quote
+        index = offset
+        while index < len(text):
+            if text[index] == "\\":
+                if text[index + 1 : index + 2] == "n":
+                    out += 1
+                    if out >= inner_line:
+                        return number, index + 3
+                index += 2
+                continue
+            index += 1
+    return None
 
 
 def format_path(path: YamlPath) -> str:
@@ -118,6 +208,8 @@ def load_yaml_file(path: Path, display_name: str) -> tuple[Any, SourceMap]:
             f"file is {len(raw):,} bytes, above the {MAX_FILE_BYTES:,}-byte limit",
             "split it into a tools/, skills/ or workflows/ directory of smaller files",
         )
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise fail("file is UTF-16 encoded, not UTF-8", "save the file as UTF-8", 1, 1)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -125,7 +217,7 @@ def load_yaml_file(path: Path, display_name: str) -> tuple[Any, SourceMap]:
         col = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
         raise fail(
             f"file is not valid UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start})",
-            "save the file as UTF-8",
+            "save the file as UTF-8 (this byte suggests Latin-1 or Windows-1252)" if raw[exc.start] >= 0x80 else "save the file as UTF-8",
             line,
             col,
         ) from None
@@ -138,149 +230,427 @@ def load_yaml_text(text: str, display_name: str) -> tuple[Any, SourceMap]:
     def fail(message: str, hint: str = "", line: int = 0, col: int = 0) -> YamlLoadError:
         return YamlLoadError(ConfigIssue(Location(display_name, line, col), message, hint))
 
-    try:
-        _check_depth(text)
-        node = yaml.compose(text, Loader=_Loader)
-    except _TooDeep as exc:
-        raise fail(
-            f"nesting is deeper than {MAX_DEPTH} levels",
-            "flatten the structure; deep nesting is not needed in skillyard files",
-            exc.line,
-            exc.col,
-        ) from None
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line, col = (mark.line + 1, mark.column + 1) if mark else (0, 0)
-        raise fail(f"YAML syntax error: {exc.problem or exc.context}", "fix the YAML syntax", line, col) from None
-    except yaml.YAMLError as exc:
-        raise fail(f"YAML error: {exc}", "fix the YAML syntax") from None
     source = SourceMap(display_name, lines=text.splitlines())
-    if node is None:
-        return None, source
-    return _Builder(source, fail).build(node), source
+    try:
+        return _Builder(source, fail).build(_events(text)), source
+    except yaml.MarkedYAMLError as exc:
+        message, hint, line, col = _describe_yaml_error(exc, text)
+        raise fail(message, hint, line, col) from None
+    except yaml.reader.ReaderError as exc:
+        line, col = _line_col(text, exc.position)
+        character = exc.character if isinstance(exc.character, str) else chr(exc.character)
+        raise fail(
+            f"character {ord(character):#06x} is not allowed in YAML ({exc.reason})",
+            "remove the control character",
+            line,
+            col,
+        ) from None
+    except yaml.YAMLError as exc:
+        raise fail(f"YAML error: {str(exc).splitlines()[0]}", "fix the YAML syntax") from None
 
 
-class _TooDeep(Exception):
-    def __init__(self, line: int, col: int):
-        self.line, self.col = line, col
+def _events(text: str) -> Any:
+    """The parser's events, pulled straight from the (C) loader."""
+    loader = _Loader(text)
+    try:
+        while True:
+            event = loader.get_event()
+            if event is None or type(event) is yaml.StreamEndEvent:
+                return
+            yield event
+    finally:
+        loader.dispose()
 
 
-def _check_depth(text: str) -> None:
-    """Walk the event stream (iterative, no recursion) and refuse deep nesting early."""
-    depth = 0
-    for event in yaml.parse(text, Loader=_Loader):
-        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
-            depth += 1
-            if depth > MAX_DEPTH:
-                raise _TooDeep(event.start_mark.line + 1, event.start_mark.column + 1)
-        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
-            depth -= 1
+def _line_col(text: str, position: int) -> tuple[int, int]:
+    line = text.count("\n", 0, position) + 1
+    return line, position - (text.rfind("\n", 0, position) + 1) + 1
+
+
+def _describe_yaml_error(exc: yaml.MarkedYAMLError, text: str) -> tuple[str, str, int, int]:
+    """One readable message from PyYAML's (context, problem) pair, at the problem's mark."""
+    mark = exc.problem_mark or exc.context_mark
+    line, col = (mark.line + 1, mark.column + 1) if mark else (0, 0)
+    problem = (exc.problem or "").strip()
+    context = (exc.context or "").strip()
+    if context and exc.context_mark is not None and exc.problem_mark is not None:
+        where = f"line {exc.context_mark.line + 1}:{exc.context_mark.column + 1}"
+        if context.endswith("first occurrence"):
+            message = f"{context.removesuffix('; first occurrence')} (first at {where}, again here)"
+        else:
+            message = f"{problem} ({context} at {where})"
+    else:
+        message = problem or context or "invalid YAML"
+    hint = "fix the YAML syntax"
+    lines = text.splitlines()
+    offending = lines[line - 1][col - 1 : col] if 0 < line <= len(lines) else ""
+    if offending == "\t" or "cannot start any token" in problem and "\t" in (lines[line - 1] if 0 < line <= len(lines) else ""):
+        hint = "YAML does not allow tabs for indentation; use spaces"
+    elif "another document" in problem:
+        hint = "a skillyard file holds one YAML document; remove the `---` separator"
+    elif "undefined alias" in problem:
+        hint = "define the anchor (&name) before using the alias (*name)"
+    elif "duplicate anchor" in context:
+        hint = "give each anchor its own name"
+    return f"YAML syntax error: {message}", hint, line, col
+
+
+def _key_text(key: Any) -> str:
+    """Mapping keys become strings as JSON would spell them (true, null, 1)."""
+    if isinstance(key, str):
+        return key
+    if key is None:
+        return "null"
+    if isinstance(key, bool):
+        return "true" if key else "false"
+    return str(key)
+
+
+_RESOLVERS = yaml.resolver.Resolver.yaml_implicit_resolvers
+_CONSTRUCT = yaml.constructor.SafeConstructor.yaml_constructors
+_CONSTRUCTOR = yaml.constructor.SafeConstructor()  # its int/float/bool/null constructors keep no state
+_MISSING: Any = object()
+
+
+def _resolve_scalar(value: str, implicit: tuple[bool, bool]) -> str:
+    """The tag of an untagged scalar, as PyYAML's resolver decides it (plain → int, bool…)."""
+    if implicit[0]:
+        for tag, regexp in _RESOLVERS.get(value[:1], ()) if value else _RESOLVERS.get("", ()):
+            if regexp.match(value):
+                return tag
+    return _STR
+
+
+@dataclass(slots=True)
+class _Anchor:
+    value: Any
+    path: YamlPath
+    entries: list[tuple[YamlPath, Mark, bool]]  # positions recorded under `path` (value, or key)
+    size: int  # values inside, counting itself
+    height: int  # nesting levels inside (0: a scalar)
+
+
+@dataclass(slots=True)
+class _Frame:
+    """An open mapping or sequence while its events stream in."""
+
+    value: Any  # dict or list being filled
+    path: YamlPath
+    mark: Mark
+    anchor: str | None
+    log_start: int  # where this frame's positions start in the builder's log
+    count_start: int  # values built before this frame started
+    height: int = 1
+    key: Any = _MISSING  # mapping: the key waiting for its value
+    key_mark: Mark | None = None
+    merges: list[tuple[Any, YamlPath, list[tuple[YamlPath, Mark, bool]]]] = field(default_factory=list)
+    logging: bool = False
 
 
 class _Builder:
-    """Turns a composed node graph into plain data with an explicit stack (no recursion)."""
+    """Builds plain data straight from the parser's events, in one pass, with no recursion.
+
+    Depth, value count and alias expansion are checked as the events arrive, so a deep or
+    exploding document stops at the first event past a limit: before any work or memory is
+    spent on it. An alias copies its anchor's value (and positions) only after its size is
+    known to fit the budget.
+    """
 
     def __init__(self, source: SourceMap, fail: Any):
         self.source = source
         self.fail = fail
-        self.budget = MAX_NODES
+        self.stack: list[_Frame] = []
+        self.anchors: dict[str, _Anchor] = {}
+        self.open_anchors: set[str] = set()
+        self.count = 0  # values built so far, alias copies included
+        self.alias_added = 0
+        self.log: list[tuple[YamlPath, Mark, bool]] = []  # positions, kept only while needed
+        self.logging = 0  # open frames that need their positions logged (anchors, merges)
+        self.root: Any = _MISSING
+        self.list_merges: dict[int, list[tuple[Any, YamlPath, list[tuple[YamlPath, Mark, bool]]]]] = {}
 
-    def _mark(self, node: yaml.Node) -> Mark:
-        style = getattr(node, "style", None) if isinstance(node, yaml.ScalarNode) else None
-        return Mark(node.start_mark.line + 1, node.start_mark.column + 1, style)
+    # ─── events ───────────────────────────────────────────────────────────────────────
 
-    def _scalar(self, node: yaml.ScalarNode) -> Any:
-        if node.tag not in _ALLOWED_SCALAR_TAGS:
-            raise self._bad_tag(node)
-        if node.tag in (_STR, "tag:yaml.org,2002:timestamp"):
-            return node.value
-        return _SCALAR.construct_object(node)
+    def build(self, events: Any) -> Any:
+        documents = 0
+        for event in events:
+            kind = type(event)
+            if kind is yaml.ScalarEvent:
+                self._scalar(event)
+            elif kind is yaml.MappingStartEvent or kind is yaml.SequenceStartEvent:
+                self._start(event, kind is yaml.MappingStartEvent)
+            elif kind is yaml.MappingEndEvent or kind is yaml.SequenceEndEvent:
+                self._end()
+            elif kind is yaml.AliasEvent:
+                self._alias(event)
+            elif kind is yaml.DocumentStartEvent:
+                documents += 1
+                if documents > 1:
+                    mark = _mark(event)
+                    raise self.fail(
+                        "YAML syntax error: found a second document (a skillyard file holds one)",
+                        "remove the `---` separator and everything after it, or move it to its own file",
+                        mark.line,
+                        mark.col,
+                    )
+        return None if self.root is _MISSING else self.root
 
-    def _bad_tag(self, node: yaml.Node) -> YamlLoadError:
-        mark = self._mark(node)
-        return self.fail(
-            f"YAML tag {node.tag!r} is not allowed",
-            "only plain YAML data is accepted; remove the tag",
-            mark.line,
-            mark.col,
-        )
+    def _scalar(self, event: yaml.ScalarEvent) -> None:
+        tag = event.tag
+        if tag is None or tag == "!":
+            tag = _resolve_scalar(event.value, event.implicit)
+        mark = _mark(event, event.style or None)
+        if tag not in _ALLOWED_SCALAR_TAGS:
+            raise self._bad_tag(tag, mark)
+        if tag == _STR or tag == _TIMESTAMP:
+            value: Any = event.value
+        elif tag == _MERGE:
+            value = _MERGE_KEY
+        else:
+            value = _CONSTRUCT[tag](_CONSTRUCTOR, yaml.ScalarNode(tag, event.value))
+        if event.anchor is not None:
+            self._define(event.anchor, mark)
+        self._count(mark)
+        path = self._place(mark, value)
+        if event.anchor is not None:
+            where = path if path is not None else ()  # an anchored key has no value path
+            self.anchors[event.anchor] = _Anchor(value, where, [(where, mark, False)], 1, 0)
+            self.open_anchors.discard(event.anchor)
 
-    def build(self, root: yaml.Node) -> Any:
-        result: dict[str, Any] = {}
-        # Each work item: (node, path, container, key-in-container)
-        stack: list[tuple[yaml.Node, YamlPath, Any, Any]] = [(root, (), result, "root")]
-        while stack:
-            node, path, container, slot = stack.pop()
-            self.budget -= 1
-            if self.budget < 0:
-                mark = self._mark(node)
-                raise self.fail(
-                    f"document expands to more than {MAX_NODES:,} values (alias expansion?)",
-                    "remove the alias chain that multiplies the document",
-                    mark.line,
-                    mark.col,
-                )
-            self.source.values[path] = self._mark(node)
-            if isinstance(node, yaml.ScalarNode):
-                container[slot] = self._scalar(node)
-            elif isinstance(node, yaml.SequenceNode):
-                if node.tag != _SEQ:
-                    raise self._bad_tag(node)
-                items: list[Any] = [None] * len(node.value)
-                container[slot] = items
-                for index in range(len(node.value) - 1, -1, -1):
-                    stack.append((node.value[index], path + (index,), items, index))
-            elif isinstance(node, yaml.MappingNode):
-                if node.tag != _MAP:
-                    raise self._bad_tag(node)
-                mapping: dict[str, Any] = {}
-                container[slot] = mapping
-                pending = []
-                for key_node, value_node in self._pairs(node):
-                    if not isinstance(key_node, yaml.ScalarNode):
-                        mark = self._mark(key_node)
-                        raise self.fail("mapping keys must be plain scalars", "", mark.line, mark.col)
-                    key = self._scalar(key_node)
-                    key = key if isinstance(key, str) else str(key).lower() if isinstance(key, bool) else str(key)
-                    if key in mapping:
-                        mark = self._mark(key_node)
-                        first = self.source.keys[path + (key,)]
-                        raise self.fail(
-                            f"duplicate key {key!r} (first defined at line {first.line})",
-                            "remove or rename one of them",
-                            mark.line,
-                            mark.col,
-                        )
-                    mapping[key] = None
-                    self.source.keys[path + (key,)] = self._mark(key_node)
-                    pending.append((value_node, path + (key,), mapping, key))
-                stack.extend(reversed(pending))
-            else:  # pragma: no cover - composer only yields the three node kinds
-                raise self.fail(f"unsupported YAML node {type(node).__name__}")
-        return result["root"]
+    def _start(self, event: Any, is_map: bool) -> None:
+        mark = _mark(event)
+        tag = event.tag
+        if tag not in (None, "!", _MAP if is_map else _SEQ):
+            raise self._bad_tag(tag, mark)
+        if len(self.stack) >= MAX_DEPTH:
+            raise self.fail(
+                f"nesting is deeper than {MAX_DEPTH} levels",
+                "flatten the structure; deep nesting is not needed in skillyard files",
+                mark.line,
+                mark.col,
+            )
+        path = self._child_path(mark)
+        if event.anchor is not None:
+            self._define(event.anchor, mark)
+        self._count(mark)
+        frame = _Frame({} if is_map else [], path, mark, event.anchor, len(self.log), self.count - 1)
+        if event.anchor is not None or self._next_is_merge():
+            frame.logging = True
+            self.logging += 1
+        self._record(path, mark, key=False)
+        self.stack.append(frame)
 
-    def _pairs(self, node: yaml.MappingNode) -> list[tuple[yaml.Node, yaml.Node]]:
-        """Key/value pairs with `<<` merge keys applied (explicit keys win)."""
-        merged: list[tuple[yaml.Node, yaml.Node]] = []
-        own: list[tuple[yaml.Node, yaml.Node]] = []
-        for key_node, value_node in node.value:
-            if key_node.tag == _MERGE:
-                sources = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
-                for source in sources:
-                    if not isinstance(source, yaml.MappingNode):
-                        mark = self._mark(source)
-                        raise self.fail("a `<<` merge needs a mapping", "", mark.line, mark.col)
-                    merged.extend(source.value)
+    def _end(self) -> None:
+        frame = self.stack.pop()
+        if frame.merges:
+            if isinstance(frame.value, dict):
+                self._apply_merges(frame)
+            else:  # `<<: [*a, *b]`: the mapping that owns the `<<` takes them
+                self.list_merges[id(frame.value)] = frame.merges
+        entries = self.log[frame.log_start :] if frame.logging else []
+        if frame.logging:
+            self.logging -= 1
+        if frame.anchor is not None:
+            self.anchors[frame.anchor] = _Anchor(frame.value, frame.path, entries, self.count - frame.count_start, frame.height)
+            self.open_anchors.discard(frame.anchor)
+        self._attach(frame.value, frame.path, frame.height, entries)
+        if not self.logging:
+            del self.log[frame.log_start :]  # nobody needs these positions a second time
+
+    def _alias(self, event: yaml.AliasEvent) -> None:
+        mark = _mark(event)
+        name = event.anchor
+        if name in self.open_anchors:
+            raise self.fail(
+                f"alias *{name} is used inside the collection it names (recursive alias)",
+                "remove the alias, or copy the value out",
+                mark.line,
+                mark.col,
+            )
+        anchor = self.anchors.get(name)
+        if anchor is None:
+            raise self.fail(
+                f"YAML syntax error: found undefined alias *{name}",
+                "define the anchor (&name) before using the alias (*name)",
+                mark.line,
+                mark.col,
+            )
+        self.alias_added += anchor.size
+        self.count += anchor.size
+        if self.count > MAX_NODES or self.alias_added > MAX_ALIAS_EXPANSION:
+            first = anchor.entries[0][1]
+            if self.alias_added > MAX_ALIAS_EXPANSION:
+                what = f"aliases add more than {MAX_ALIAS_EXPANSION:,} values to this document"
             else:
-                own.append((key_node, value_node))
-        if not merged:
-            return own
-        own_keys = {k.value for k, _ in own if isinstance(k, yaml.ScalarNode)}
-        seen: set[str] = set()
-        result = []
-        for key_node, value_node in merged:
-            if key_node.value in own_keys or key_node.value in seen:
-                continue
-            seen.add(key_node.value)
-            result.append((key_node, value_node))
-        return result + own
+                what = f"aliases expand this document to more than {MAX_NODES:,} values"
+            raise self.fail(
+                f"{what}: *{name} here copies {anchor.size:,} values (anchored at line {first.line})",
+                "remove the alias chain that multiplies the document (a 'billion laughs' pattern)",
+                mark.line,
+                mark.col,
+            )
+        if len(self.stack) + anchor.height > MAX_DEPTH:
+            raise self.fail(
+                f"alias *{name} nests this document deeper than {MAX_DEPTH} levels",
+                "flatten the structure; deep nesting is not needed in skillyard files",
+                mark.line,
+                mark.col,
+            )
+        if anchor.height == 0:  # a scalar: may be a key
+            self._place(mark, anchor.value)
+            return
+        path = self._child_path(mark)
+        value = _copy(anchor.value)
+        base = len(anchor.path)
+        entries = [(path + old[base:], where, is_key) for old, where, is_key in anchor.entries]
+        for new, where, is_key in entries:
+            self._record(new, where, key=is_key)
+        self._attach(value, path, anchor.height, entries)
+
+    # ─── placing values ───────────────────────────────────────────────────────────────
+
+    def _child_path(self, mark: Mark) -> YamlPath:
+        """The path a collection starting now will have; refuses collections as keys."""
+        if not self.stack:
+            return ()
+        frame = self.stack[-1]
+        if isinstance(frame.value, list):
+            return frame.path + (len(frame.value),)
+        if frame.key is _MISSING:
+            raise self.fail("mapping keys must be plain scalars", "use a string as the key", mark.line, mark.col)
+        return frame.path + (frame.key,)
+
+    def _next_is_merge(self) -> bool:
+        """Is the collection starting now the value of a `<<` key (or an item of one)?"""
+        if not self.stack:
+            return False
+        frame = self.stack[-1]
+        if isinstance(frame.value, dict):
+            return frame.key is _MERGE_KEY
+        return len(self.stack) >= 2 and self.stack[-2].key is _MERGE_KEY
+
+    def _place(self, mark: Mark, value: Any) -> YamlPath | None:
+        """Put a scalar where it belongs: as a key, a mapping value, an item or the root."""
+        if not self.stack:
+            self.root = value
+            self._record((), mark, key=False)
+            return ()
+        frame = self.stack[-1]
+        if isinstance(frame.value, list):
+            path = frame.path + (len(frame.value),)
+            frame.value.append(value)
+            self._record(path, mark, key=False)
+            return path
+        if frame.key is _MISSING:  # this scalar is a key
+            if value is _MERGE_KEY:
+                frame.key, frame.key_mark = _MERGE_KEY, mark
+                return None
+            key = _key_text(value)
+            if key in frame.value:
+                first = self.source.keys.get(frame.path + (key,))
+                where = f" (first defined at line {first.line})" if first else ""
+                raise self.fail(f"duplicate key {key!r}{where}", "remove or rename one of them", mark.line, mark.col)
+            frame.key, frame.key_mark = key, mark
+            self._record(frame.path + (key,), mark, key=True)
+            return None
+        path = frame.path + (frame.key,) if frame.key is not _MERGE_KEY else frame.path + ("<<",)
+        self._record(path, mark, key=False)
+        self._attach(value, path, 0, [(path, mark, False)])
+        return path
+
+    def _attach(self, value: Any, path: YamlPath, height: int, entries: list[tuple[YamlPath, Mark, bool]]) -> None:
+        """Put a finished collection (or an alias copy, or a mapping value) in its place."""
+        if not self.stack:
+            self.root = value
+            return
+        frame = self.stack[-1]
+        frame.height = max(frame.height, height + 1)
+        if isinstance(frame.value, list):
+            frame.value.append(value)
+            if len(self.stack) >= 2 and self.stack[-2].key is _MERGE_KEY:
+                frame.merges.append((value, path, entries))
+            return
+        key = frame.key
+        frame.key, frame.key_mark = _MISSING, None
+        if key is _MERGE_KEY:
+            self._merge_value(frame, value, path, entries)
+            return
+        frame.value[key] = value
+
+    def _merge_value(self, frame: _Frame, value: Any, path: YamlPath, entries: list[tuple[YamlPath, Mark, bool]]) -> None:
+        mark = self.source.values.get(path) or frame.mark
+        if isinstance(value, dict):
+            frame.merges.append((value, path, entries))
+            return
+        if isinstance(value, list):
+            # the sequence collected its mapping items (with their positions) as merges
+            sources = self.list_merges.pop(id(value), [])
+            if value and len(sources) == len(value) and all(isinstance(v, dict) for v, _, _ in sources):
+                frame.merges.extend(sources)
+                return
+        raise self.fail("a `<<` merge needs a mapping", "merge an anchored mapping (`<<: *name`) or a list of them", mark.line, mark.col)
+
+    def _apply_merges(self, frame: _Frame) -> None:
+        """`<<` keys: merged mappings first (earlier ones win), then the mapping's own keys."""
+        own = frame.value
+        merged: dict[str, Any] = {}
+        for source, path, entries in frame.merges:
+            base = len(path)
+            for key, value in source.items():
+                if key in own or key in merged:
+                    continue
+                merged[key] = value
+                for old, where, is_key in entries:
+                    if len(old) > base and old[base] == key:
+                        self._record(frame.path + old[base:], where, key=is_key)
+        if merged:
+            merged.update(own)
+            own.clear()
+            own.update(merged)
+
+    # ─── bookkeeping ──────────────────────────────────────────────────────────────────
+
+    def _record(self, path: YamlPath, mark: Mark, *, key: bool) -> None:
+        (self.source.keys if key else self.source.values)[path] = mark
+        if self.logging:
+            self.log.append((path, mark, key))
+
+    def _count(self, mark: Mark) -> None:
+        self.count += 1
+        if self.count > MAX_NODES:
+            raise self.fail(
+                f"document holds more than {MAX_NODES:,} values",
+                "split it into a tools/, skills/ or workflows/ directory of smaller files",
+                mark.line,
+                mark.col,
+            )
+
+    def _define(self, name: str, mark: Mark) -> None:
+        if name in self.anchors or name in self.open_anchors:
+            first = self.anchors[name].entries[0][1] if name in self.anchors else None
+            where = f" (first at line {first.line})" if first else ""
+            raise self.fail(f"YAML syntax error: found duplicate anchor &{name}{where}", "give each anchor its own name", mark.line, mark.col)
+        self.open_anchors.add(name)
+
+    def _bad_tag(self, tag: str, mark: Mark) -> YamlLoadError:
+        shown = "!!" + tag[len("tag:yaml.org,2002:") :] if tag.startswith("tag:yaml.org,2002:") else tag
+        if shown.startswith("!!python/"):
+            hint = "Python tags could run code, so skillyard never constructs them; write plain data"
+        else:
+            hint = "skillyard reads plain YAML data only (maps, lists, strings, numbers, booleans, null); remove the tag"
+        return self.fail(f"YAML tag {shown} is not allowed", hint, mark.line, mark.col)
+
+
+def _copy(value: Any) -> Any:
+    """A fresh copy of plain data (an alias must not share containers with its anchor).
+    Recursion is bounded: aliases are refused when they would nest deeper than MAX_DEPTH."""
+    if type(value) is dict:
+        return {key: _copy(item) for key, item in value.items()}
+    if type(value) is list:
+        return [_copy(item) for item in value]
+    return value
+
+
+def _mark(event: Any, style: str | None = None) -> Mark:
+    start, end = event.start_mark, event.end_mark
+    return Mark(start.line + 1, start.column + 1, style, end.line + 1)

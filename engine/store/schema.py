@@ -78,25 +78,41 @@ MIGRATIONS: list[str] = [
         updated_at  INTEGER NOT NULL
     );
     """,
+    # 3: pruning and per-run lookups of tool logs without a full scan
+    """
+    CREATE INDEX IF NOT EXISTS tool_logs_run ON tool_logs(run_id);
+    """,
 ]
+
+
+class SchemaTooNew(Exception):
+    """The file was written by a newer skillyard, whose schema this one does not know."""
+
+    def __init__(self, version: int):
+        super().__init__(f"schema version {version}, newer than this skillyard knows ({len(MIGRATIONS)})")
+        self.version = version
 
 
 def migrate(connection: sqlite3.Connection) -> int:
     """Apply the migrations this database has not seen; returns the schema version.
 
     Runs under BEGIN IMMEDIATE so that processes opening a new store at once do not race.
-    The connection must be in autocommit mode (isolation_level=None).
+    The connection must be in autocommit mode (isolation_level=None). A store that is up to
+    date is only read: reopening it writes nothing and takes no write lock.
     """
+    try:
+        row = connection.execute("SELECT version FROM schema_version").fetchone()
+    except sqlite3.OperationalError:  # no such table: a new file
+        row = None
+    if row is not None and row[0] == len(MIGRATIONS):
+        return len(MIGRATIONS)
     connection.execute("BEGIN IMMEDIATE")
     try:
         connection.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
         row = connection.execute("SELECT version FROM schema_version").fetchone()
         version = row[0] if row else 0
         if version > len(MIGRATIONS):
-            raise sqlite3.DatabaseError(
-                f"the store has schema version {version}, newer than this skillyard knows ({len(MIGRATIONS)}); "
-                "upgrade skillyard"
-            )
+            raise SchemaTooNew(version)
         for number in range(version, len(MIGRATIONS)):
             for statement in (part.strip() for part in MIGRATIONS[number].split(";")):
                 if statement:
@@ -107,6 +123,7 @@ def migrate(connection: sqlite3.Connection) -> int:
             connection.execute("UPDATE schema_version SET version = ?", (len(MIGRATIONS),))
         connection.execute("COMMIT")
     except BaseException:
-        connection.execute("ROLLBACK")
+        if connection.in_transaction:
+            connection.execute("ROLLBACK")
         raise
     return len(MIGRATIONS)

@@ -9,26 +9,32 @@ is cancelled. Many processes may share one database file (WAL + busy timeout). A
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import json
 import os
 import socket
 import sqlite3
 import threading
 import time
+import weakref
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from ..errors import SkillyardError
 from ..events import Event
-from ..redaction import Redactor
-from .schema import migrate
+from ..logging import logger
+from ..redaction import Redactor, RunScrubber
+from .schema import MIGRATIONS, SchemaTooNew, migrate
 
 TOOL_LOG_OUTPUT_CHARS = 10_000
 FLUSH_INTERVAL_S = 0.05
 BUSY_TIMEOUT_MS = 10_000
+WRITE_ATTEMPTS = 4  # a batch that fails with a transient error (database locked…) is retried, in order
 _HOST = socket.gethostname()
+_RUN_COLUMNS = "id, kind, name, status, started_at, finished_at, input, output, error, usage, parent_run_id"
 
 
 class StoreError(SkillyardError):
@@ -57,6 +63,15 @@ class RunRecord:
         return {**self.__dict__, "duration_ms": self.duration_ms}
 
 
+class _Barrier:
+    """Queued by flush(): set by the writer once everything queued before it is committed."""
+
+    __slots__ = ("done",)
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+
+
 def _loads(text: str | None) -> Any:
     return None if text is None else json.loads(text)
 
@@ -67,36 +82,62 @@ def _dumps(value: Any) -> str:
 
 def connect(path: Path) -> sqlite3.Connection:
     connection = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
-    connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-    connection.execute("PRAGMA journal_mode = WAL")
-    connection.execute("PRAGMA synchronous = NORMAL")
-    connection.execute("PRAGMA foreign_keys = ON")
+    try:
+        connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        connection.execute("PRAGMA journal_mode = WAL")
+        connection.execute("PRAGMA synchronous = NORMAL")
+    except BaseException:
+        connection.close()
+        raise
     return connection
+
+
+_OPEN_STORES: "weakref.WeakSet[RunStore]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_stores() -> None:
+    """A process that never called close() still writes what it queued before it exits."""
+    for store in list(_OPEN_STORES):
+        with contextlib.suppress(Exception):
+            store.close()
 
 
 class RunStore:
     def __init__(self, path: str | Path, *, redactor: Redactor | None = None):
         self.path = Path(path)
         self.redactor = redactor or Redactor()
+        self._write: sqlite3.Connection | None = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._write = connect(self.path)
-            migrate(self._write)
+            self.schema_version = migrate(self._write)
             self.interrupted = self._mark_interrupted()
+        except SchemaTooNew as exc:
+            self._close_connection()
+            raise StoreError(
+                f"the run store {self.path} was written by a newer skillyard (schema version {exc.version}; this one "
+                f"knows up to {len(MIGRATIONS)}): upgrade skillyard, point store.path in config/engine.yaml at "
+                "another file, or run with --no-store"
+            ) from None
         except (sqlite3.Error, OSError) as exc:
+            self._close_connection()
             raise StoreError(
                 f"cannot open the run store {self.path}: {exc} — check that the directory is writable and the file "
                 "is a skillyard store (move it away to start a new one), or run with --no-store"
             ) from None
-        self._queue: deque[Event] = deque()
+        self._queue: deque[Event | _Barrier] = deque()
         self._wake = threading.Event()
         self._stop = False
-        self._idle = threading.Condition()
-        self._pending_calls: dict[str, dict[str, Any]] = {}
+        self._closed = False
+        self._pending_calls: dict[tuple[str, str], dict[str, Any]] = {}  # (run, call) → input, start
         self._run_tools: dict[str, str] = {}  # run_id → tool_call_id that owns the run (tool runs)
+        self._scrubbers: dict[str, RunScrubber] = {}  # run_id → its redaction state, until the run ends
+        self._ended: list[str] = []  # runs whose last event is in the batch being written
         self._failed: BaseException | None = None
         self._writer = threading.Thread(target=self._write_loop, name="skillyard-store", daemon=True)
         self._writer.start()
+        _OPEN_STORES.add(self)
 
     # ─── writing ──────────────────────────────────────────────────────────────────────
 
@@ -106,48 +147,102 @@ class RunStore:
         if event.type in ("tool_call_result", "tool_call_error", "agent_done"):
             self._wake.set()
 
-    def flush(self, timeout: float = 10.0) -> None:
-        """Wait until everything queued so far is written."""
-        deadline = time.monotonic() + timeout
-        self._wake.set()
-        with self._idle:
-            while self._queue and time.monotonic() < deadline:
-                self._idle.wait(0.01)
-                self._wake.set()
-        if self._failed is not None:
-            raise StoreError(f"writing to the run store {self.path} failed: {self._failed}")
+    def flush(self, timeout: float = 30.0) -> None:
+        """Wait until everything queued so far is committed; StoreError if writing failed."""
+        if not self._closed:
+            barrier = _Barrier()
+            self._queue.append(barrier)
+            self._wake.set()
+            if not barrier.done.wait(timeout):
+                raise StoreError(f"the run store {self.path} did not finish writing within {timeout:g}s")
+        failed, self._failed = self._failed, None  # reported once; later batches may well succeed
+        if failed is not None:
+            raise StoreError(f"writing to the run store {self.path} failed; some events were not recorded: {failed}")
 
     def close(self) -> None:
-        self.flush()
+        """Write what is queued, stop the writer, close the file. Idempotent; never raises.
+
+        A write failure is logged (call flush() first to get it as a StoreError).
+        """
+        if self._closed:
+            return
+        try:
+            self.flush()
+        except StoreError as exc:
+            logger.error("run store: some events were not recorded", error=str(exc))
+        self._closed = True
         self._stop = True
         self._wake.set()
         self._writer.join(timeout=10)
-        self._write.close()
+        self._close_connection()
+        _OPEN_STORES.discard(self)
+
+    def __enter__(self) -> "RunStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _close_connection(self) -> None:
+        if self._write is not None:
+            with contextlib.suppress(sqlite3.Error):
+                self._write.close()
+            self._write = None
 
     def _write_loop(self) -> None:
         while True:
             self._wake.wait(FLUSH_INTERVAL_S)
             self._wake.clear()
-            batch: list[Event] = []
-            while self._queue:
-                batch.append(self._queue.popleft())
-            if batch:
+            batch: list[Event | _Barrier] = []
+            queue = self._queue
+            while queue:
+                batch.append(queue.popleft())
+            events = [item for item in batch if type(item) is not _Barrier]
+            if events:
                 try:
-                    self._write_batch(batch)
-                except Exception as exc:  # noqa: BLE001 - reported by flush(); the engine keeps running
+                    self._write_with_retries(events)
+                except Exception as exc:  # noqa: BLE001 - reported by flush()/close(); the engine keeps running
                     self._failed = exc
-            with self._idle:
-                self._idle.notify_all()
-            if self._stop and not self._queue:
+            for item in batch:
+                if type(item) is _Barrier:
+                    item.done.set()  # type: ignore[union-attr]
+            if self._stop and not queue:
                 return
 
-    def _write_batch(self, batch: list[Event]) -> None:
+    def _write_with_retries(self, events: list[Event]) -> None:
+        rows = [(event, self._redact(event)) for event in events]
+        for attempt in range(1, WRITE_ATTEMPTS + 1):
+            pending, owners = dict(self._pending_calls), dict(self._run_tools)
+            self._ended = []
+            try:
+                self._write_batch(rows)
+                break
+            except sqlite3.OperationalError:  # locked beyond the busy timeout, disk I/O: try again, same order
+                self._pending_calls, self._run_tools = pending, owners
+                if attempt == WRITE_ATTEMPTS:
+                    raise
+                time.sleep(0.05 * 4**attempt)
+        for run_id in self._ended:  # those runs are over: forget their redaction state
+            self._scrubbers.pop(run_id, None)
+
+    def _redact(self, event: Event) -> dict[str, Any]:
+        data = event.data
+        if event.type == "tool_call_start":
+            arguments = data.get("arguments")
+            if isinstance(arguments, (str, bytes)):  # a model's raw JSON text: redact what it says
+                with contextlib.suppress(ValueError):
+                    data = {**data, "arguments": json.loads(arguments)}
+        scrub = self._scrubbers.get(event.run_id)
+        if scrub is None:
+            scrub = self._scrubbers[event.run_id] = self.redactor.for_run()
+        return scrub(data)  # type: ignore[no-any-return]
+
+    def _write_batch(self, rows: list[tuple[Event, dict[str, Any]]]) -> None:
         db = self._write
-        redact = self.redactor.redact
+        assert db is not None
         db.execute("BEGIN IMMEDIATE")
         try:
-            for event in batch:
-                data = redact(event.data)
+            for event, data in rows:
                 db.execute(
                     "INSERT OR IGNORE INTO events (run_id, seq, type, ts, tool_call_id, step_id, skill, data) VALUES (?,?,?,?,?,?,?,?)",
                     (event.run_id, event.seq, event.type, event.ts, event.tool_call_id, event.step_id, event.skill, _dumps(data)),
@@ -155,7 +250,8 @@ class RunStore:
                 self._apply(db, event, data)
             db.execute("COMMIT")
         except BaseException:
-            db.execute("ROLLBACK")
+            if db.in_transaction:
+                db.execute("ROLLBACK")
             raise
 
     def _apply(self, db: sqlite3.Connection, event: Event, data: dict[str, Any]) -> None:
@@ -172,8 +268,9 @@ class RunStore:
                 "UPDATE runs SET status=?, finished_at=?, output=?, error=?, usage=? WHERE id=?",
                 (status, event.ts, _dumps(data.get("answer")), _dumps(error) if error else None, _dumps(data.get("usage")), event.run_id),
             )
+            self._ended.append(event.run_id)
         elif kind == "tool_call_start":
-            self._pending_calls[event.tool_call_id or ""] = {"input": data.get("arguments"), "ts": event.ts}
+            self._pending_calls[(event.run_id, event.tool_call_id or "")] = {"input": data.get("arguments"), "ts": event.ts}
             if event.seq == 1:
                 self._run_tools[event.run_id] = event.tool_call_id or ""
                 db.execute(
@@ -190,7 +287,7 @@ class RunStore:
             )
 
     def _finish_call(self, db: sqlite3.Connection, event: Event, data: dict[str, Any]) -> None:
-        started = self._pending_calls.pop(event.tool_call_id or "", {})
+        started = self._pending_calls.pop((event.run_id, event.tool_call_id or ""), {})
         ok = event.type == "tool_call_result"
         error = data.get("error") or {}
         status = "success" if ok else ("timeout" if error.get("code") == "timeout" else "error")
@@ -203,8 +300,9 @@ class RunStore:
              None if ok else f"{error.get('code')}: {error.get('message')}",
              (data.get("metadata") or {}).get("duration_ms"), event.ts),
         )
-        if self._run_tools.get(event.run_id) == event.tool_call_id:
+        if self._run_tools.get(event.run_id) == (event.tool_call_id or ""):
             del self._run_tools[event.run_id]
+            self._ended.append(event.run_id)
             code = error.get("code")
             db.execute(
                 "UPDATE runs SET status=?, finished_at=?, output=?, error=?, usage=? WHERE id=?",
@@ -213,25 +311,42 @@ class RunStore:
             )
 
     def _mark_interrupted(self) -> int:
-        """Runs left `running` by a process that is gone (same host) become `interrupted`."""
+        """Runs left `running` by a process that is gone (same host) become `interrupted`.
+
+        Their finish time is their last recorded event (or now, if none was recorded).
+        """
+        assert self._write is not None
         rows = self._write.execute("SELECT id, pid FROM runs WHERE status='running' AND host=?", (_HOST,)).fetchall()
         dead = [run_id for run_id, pid in rows if pid is None or not _alive(pid)]
         if dead:
+            now = int(time.time() * 1000)
             self._write.executemany(
-                "UPDATE runs SET status='interrupted', finished_at=COALESCE(finished_at, ?) WHERE id=? AND status='running'",
-                [(int(time.time() * 1000), run_id) for run_id in dead],
+                "UPDATE runs SET status='interrupted', "
+                "finished_at=COALESCE(finished_at, (SELECT MAX(ts) FROM events WHERE events.run_id = runs.id), ?) "
+                "WHERE id=? AND status='running'",
+                [(now, run_id) for run_id in dead],
             )
         return len(dead)
 
     # ─── reading ──────────────────────────────────────────────────────────────────────
 
-    def _read(self) -> sqlite3.Connection:
-        connection = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000)
-        connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        return connection
+    @contextlib.contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        """A short-lived connection of its own (the writer's stays with the writer thread)."""
+        try:
+            connection = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot read the run store {self.path}: {exc}") from None
+        try:
+            connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            yield connection
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot read the run store {self.path}: {exc}") from None
+        finally:
+            connection.close()
 
     def runs(self, *, tool: str | None = None, status: str | None = None, since_ms: int | None = None, limit: int = 20) -> list[RunRecord]:
-        """Recent runs, newest first."""
+        """Recent runs, newest first. `since_ms` is an absolute time in ms since the epoch."""
         where, params = ["1=1"], []
         if tool:
             where.append("name = ?")
@@ -244,25 +359,33 @@ class RunStore:
             params.append(since_ms)
         with self._read() as db:
             rows = db.execute(
-                f"SELECT id, kind, name, status, started_at, finished_at, input, output, error, usage, parent_run_id "
-                f"FROM runs WHERE {' AND '.join(where)} ORDER BY started_at DESC, rowid DESC LIMIT ?",
+                f"SELECT {_RUN_COLUMNS} FROM runs WHERE {' AND '.join(where)} ORDER BY started_at DESC, rowid DESC LIMIT ?",
                 (*params, limit),
             ).fetchall()
         return [_run(row) for row in rows]
 
     def run(self, run_id: str) -> RunRecord | None:
+        """One run by id, or by a prefix of its id that matches one run only.
+
+        None if nothing matches; StoreError if the prefix matches several runs.
+        """
+        if not run_id:
+            return None
         with self._read() as db:
-            row = db.execute(
-                "SELECT id, kind, name, status, started_at, finished_at, input, output, error, usage, parent_run_id FROM runs WHERE id = ?",
-                (run_id,),
-            ).fetchone()
-            if row is None:
-                matches = db.execute("SELECT id FROM runs WHERE id LIKE ? LIMIT 2", (run_id + "%",)).fetchall()
-                if len(matches) == 1:
-                    return self.run(matches[0][0])
+            row = db.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE id = ?", (run_id,)).fetchone()
+            if row is None:  # a prefix: a range on the primary key (no LIKE: `_` is a wildcard there)
+                rows = db.execute(
+                    f"SELECT {_RUN_COLUMNS} FROM runs WHERE id >= ? AND id < ? ORDER BY id LIMIT 6",
+                    (run_id, run_id + "\U0010ffff"),
+                ).fetchall()
+                if len(rows) > 1:
+                    shown = ", ".join(r[0] for r in rows[:5]) + (", …" if len(rows) > 5 else "")
+                    raise StoreError(f"run id prefix {run_id!r} matches several runs ({shown}); give more of the id")
+                row = rows[0] if rows else None
         return _run(row) if row else None
 
     def events(self, run_id: str, *, after_seq: int = 0) -> list[dict[str, Any]]:
+        """A run's events in `seq` order, as `Event.to_dict()` gives them (redacted)."""
         with self._read() as db:
             rows = db.execute(
                 "SELECT type, run_id, seq, ts, tool_call_id, step_id, skill, data FROM events WHERE run_id = ? AND seq > ? ORDER BY seq",
@@ -279,6 +402,7 @@ class RunStore:
         return out
 
     def model_exchanges(self, run_id: str) -> list[dict[str, Any]]:
+        """The prompts and answers of a run's model calls, in order (what replay answers from)."""
         with self._read() as db:
             rows = db.execute(
                 "SELECT seq, tool_call_id, step_id, skill, model, attempt, messages, response FROM model_exchanges WHERE run_id = ? ORDER BY seq",
@@ -290,7 +414,9 @@ class RunStore:
             for seq, call, step, skill, model, attempt, messages, response in rows
         ]
 
-    def tool_logs(self, *, tool: str | None = None, status: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
+    def tool_logs(self, *, tool: str | None = None, status: str | None = None, run_id: str | None = None,
+                  limit: int = 50) -> list[dict[str, Any]]:
+        """Tool execution logs, newest first (status success | error | timeout)."""
         where, params = ["1=1"], []
         if tool:
             where.append("tool = ?")
@@ -298,6 +424,9 @@ class RunStore:
         if status:
             where.append("status = ?")
             params.append(status)
+        if run_id:
+            where.append("run_id = ?")
+            params.append(run_id)
         with self._read() as db:
             rows = db.execute(
                 f"SELECT id, run_id, tool_call_id, tool, input, output, status, error_message, duration_ms, created_at "
@@ -308,14 +437,24 @@ class RunStore:
         return [dict(zip(keys, row)) for row in rows]
 
     def prune(self, older_than_ms: int) -> int:
-        """Delete runs (and everything of theirs) that started before now − older_than_ms."""
+        """Delete runs (and their events, logs and exchanges) that started before now − older_than_ms.
+
+        Runs still `running` are kept. Returns how many runs were deleted.
+        """
         cutoff = int(time.time() * 1000) - older_than_ms
+        old = "SELECT id FROM runs WHERE started_at < ? AND status != 'running'"
         with self._read() as db:
-            ids = [r[0] for r in db.execute("SELECT id FROM runs WHERE started_at < ? AND status != 'running'", (cutoff,))]
-            for table in ("events", "model_exchanges", "tool_logs"):
-                db.executemany(f"DELETE FROM {table} WHERE run_id = ?", [(i,) for i in ids])
-            db.executemany("DELETE FROM runs WHERE id = ?", [(i,) for i in ids])
-        return len(ids)
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                for table in ("events", "model_exchanges", "tool_logs"):
+                    db.execute(f"DELETE FROM {table} WHERE run_id IN ({old})", (cutoff,))
+                count = db.execute(f"DELETE FROM runs WHERE id IN ({old})", (cutoff,)).rowcount
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
+        return count
 
 
 def _run(row: Iterable[Any]) -> RunRecord:

@@ -1,0 +1,507 @@
+"""The `anthropic` provider: Anthropic's Messages API over httpx, always streamed.
+
+How the engine's neutral types map onto the wire (seed 003's table):
+
+| engine                                   | Anthropic Messages API                                  |
+|------------------------------------------|---------------------------------------------------------|
+| tool `{name, description, parameters}`   | `tools[] {name, description, input_schema}`             |
+| `ModelResponse.tool_calls`               | `tool_use` content blocks `{id, name, input}`           |
+| `finish_reason "tool_calls"`             | `stop_reason "tool_use"` (`end_turn` → `stop`, `max_tokens` → `length`) |
+| `ChatMessage(role="tool")`               | `tool_result` block in a user message; consecutive results share one |
+| `ChatMessage(role="system")`             | the top-level `system` field                            |
+| `tool_choice` auto / required / none / X | `{type: auto}` / `{type: any}` / `{type: none}` / `{type: tool, name: X}` |
+
+The stream's events are read in order: `message_start` (input usage), `content_block_start`
+(a text or `tool_use` block), `content_block_delta` (`text_delta` → `on_text`;
+`input_json_delta` → the call's argument text, kept raw so the router can report malformed
+JSON to the model), `content_block_stop`, `message_delta` (`stop_reason`, output usage),
+`message_stop`. A stream that ends before `message_stop`, a dropped connection, an `error`
+event or a read that exceeds the model's `timeout` is a `ProviderError` — never a hang.
+
+Retries: before the stream starts, HTTP 408/409/429/5xx/529 and connection failures are
+retried up to `options.max_retries` times (default 2). The wait is the server's
+`retry-after-ms` / `retry-after` when it gives one (up to 60 s), else exponential backoff
+with jitter (0.5 s, doubling, at most 8 s). `x-should-retry: true|false` overrides.
+
+Structured output (a prompt skill with an output schema): by default (`options.structured_output:
+tool`) the request carries one forced tool, `json_output`, whose `input_schema` is the output
+schema, and the tool's input comes back as the answer text — Anthropic's documented way to
+get schema-shaped JSON. A non-object schema is wrapped as `{"value": …}` and unwrapped.
+With `structured_output: prompt` only the skill's own instruction asks for JSON; either way
+the skill validates the answer and asks for a repair when it does not match.
+
+Options (`config/models.yaml` → `options:`): `max_retries`, `anthropic_version` (default
+`2023-06-01`), `structured_output` (`tool` | `prompt`), `headers` (extra HTTP headers, e.g.
+`anthropic-beta`). `max_tokens` is required by the API; it defaults to 4096.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import random
+import time
+import weakref
+from typing import Any, Callable
+
+import httpx
+
+from ..spec.models import ModelSpec
+from .base import ChatMessage, ModelRequest, ModelResponse, ProviderError, ToolCall, Usage
+
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+DEFAULT_VERSION = "2023-06-01"
+DEFAULT_MAX_TOKENS = 4096
+OUTPUT_TOOL = "json_output"
+RETRY_STATUSES = frozenset({408, 409, 429})  # plus every 5xx (529 is "overloaded")
+MAX_RETRY_AFTER_S = 60.0
+INITIAL_BACKOFF_S = 0.5
+MAX_BACKOFF_S = 8.0
+DRAIN_S = 1.0  # after message_stop, how long to read the rest of the body (for connection reuse)
+_FINISH = {"tool_use": "tool_calls", "end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length"}
+_RETRYABLE_STREAM_ERRORS = frozenset({"overloaded_error", "api_error", "rate_limit_error"})
+_INPUT_KEYS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+
+
+# ─── adapters: engine messages ⇄ Anthropic messages ─────────────────────────────────────
+
+
+def to_anthropic_messages(messages: tuple[ChatMessage, ...] | list[ChatMessage]) -> tuple[str | None, list[dict[str, Any]]]:
+    """Engine messages → (`system`, `messages`) of the Messages API.
+
+    System messages join into the top-level `system`. Consecutive tool results go into one
+    user message of `tool_result` blocks; a user message right after them joins it as a text
+    block (tool results must come first in that message). Empty assistant messages are left
+    out (the API refuses empty content).
+    """
+    system: list[str] = []
+    out: list[dict[str, Any]] = []
+    open_results: list[dict[str, Any]] | None = None  # the content of a user message collecting tool results
+    for message in messages:
+        if message.role == "system":
+            system.append(message.content)
+            continue
+        if message.role == "tool":
+            block = {"type": "tool_result", "tool_use_id": message.tool_call_id, "content": message.content}
+            if open_results is None:
+                open_results = [block]
+                out.append({"role": "user", "content": open_results})
+            else:
+                open_results.append(block)
+            continue
+        if message.role == "user":
+            if open_results is not None:
+                open_results.append({"type": "text", "text": message.content})
+            else:
+                out.append({"role": "user", "content": message.content})
+            open_results = None
+            continue
+        open_results = None
+        if message.tool_calls:
+            blocks: list[dict[str, Any]] = [{"type": "text", "text": message.content}] if message.content else []
+            blocks.extend(
+                {"type": "tool_use", "id": call.id, "name": call.name, "input": _input_object(call.arguments)}
+                for call in message.tool_calls
+            )
+            out.append({"role": "assistant", "content": blocks})
+        elif message.content:
+            out.append({"role": "assistant", "content": message.content})
+    return ("\n\n".join(system) if system else None), out
+
+
+def from_anthropic_messages(system: str | list[dict[str, Any]] | None, messages: list[dict[str, Any]]) -> list[ChatMessage]:
+    """Messages API `system` + `messages` → engine messages (the other direction).
+
+    A user message's `tool_result` blocks become tool messages (named after the `tool_use`
+    they answer), its text blocks one user message after them. An assistant message's
+    `tool_use` blocks become its tool calls, with `input` as JSON text.
+    """
+    out: list[ChatMessage] = []
+    if system:
+        out.append(ChatMessage("system", system if isinstance(system, str) else _join_text(system)))
+    names: dict[str, str] = {}
+    for message in messages:
+        content = message.get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+        if message["role"] == "assistant":
+            calls = tuple(
+                ToolCall(b["id"], b["name"], json.dumps(b.get("input") or {}, ensure_ascii=False))
+                for b in blocks
+                if b.get("type") == "tool_use"
+            )
+            names.update((c.id, c.name) for c in calls)
+            out.append(ChatMessage("assistant", _join_text(blocks), tool_calls=calls))
+            continue
+        results = [b for b in blocks if b.get("type") == "tool_result"]
+        for block in results:
+            call_id = block["tool_use_id"]
+            out.append(ChatMessage("tool", _result_text(block.get("content")), tool_call_id=call_id, name=names.get(call_id)))
+        texts = [b for b in blocks if b.get("type") == "text"]
+        if texts or not results:
+            out.append(ChatMessage("user", _join_text(texts)))
+    return out
+
+
+def to_anthropic_tools(tools: tuple[dict[str, Any], ...]) -> list[dict[str, Any]]:
+    """Neutral tools `{name, description, parameters}` → `{name, description, input_schema}`."""
+    return [{"name": t["name"], "description": t["description"], "input_schema": t["parameters"]} for t in tools]
+
+
+def to_anthropic_tool_choice(choice: str) -> dict[str, Any]:
+    if choice == "auto":
+        return {"type": "auto"}
+    if choice == "required":
+        return {"type": "any"}
+    if choice == "none":
+        return {"type": "none"}
+    return {"type": "tool", "name": choice}
+
+
+def _input_object(arguments: str) -> dict[str, Any]:
+    """A call's raw argument text → the `input` object the API requires (malformed → {})."""
+    try:
+        value = json.loads(arguments) if arguments.strip() else {}
+    except json.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _join_text(blocks: list[dict[str, Any]]) -> str:
+    return "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
+
+
+def _result_text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    return _join_text(content)
+
+
+# ─── the provider ───────────────────────────────────────────────────────────────────────
+
+
+class _Retry(Exception):
+    """Internal: the attempt failed before the stream started and may be retried."""
+
+    def __init__(self, error: ProviderError, delay: float | None = None):
+        super().__init__(str(error))
+        self.error = error
+        self.delay = delay
+
+
+class AnthropicProvider:
+    def __init__(self, spec: ModelSpec, *, transport: httpx.AsyncBaseTransport | None = None):
+        if spec.model is None:
+            raise ProviderError("an anthropic model needs `model:` (e.g. claude-sonnet-4-5)")
+        options = spec.options
+        self.spec = spec
+        base = (spec.base_url or DEFAULT_BASE_URL).rstrip("/")
+        self.url = base + ("/messages" if base.endswith("/v1") else "/v1/messages")
+        self.structured = str(options.get("structured_output", "tool"))
+        if self.structured not in ("tool", "prompt"):
+            raise ProviderError(f"options.structured_output: {self.structured!r}; use tool or prompt")
+        try:
+            self.max_retries = max(0, int(options.get("max_retries", 2)))
+        except (TypeError, ValueError):
+            raise ProviderError("options.max_retries must be a whole number") from None
+        self.timeout_s = float(spec.timeout or 60.0)
+        self.timeout = httpx.Timeout(self.timeout_s, connect=min(self.timeout_s, 10.0))
+        self.headers = {
+            "anthropic-version": str(options.get("anthropic_version", DEFAULT_VERSION)),
+            "accept": "text/event-stream",
+        }
+        if spec.api_key:
+            self.headers["x-api-key"] = spec.api_key
+        extra = options.get("headers") or {}
+        if not isinstance(extra, dict):
+            raise ProviderError("options.headers must be a mapping of header names to values")
+        self.headers.update({str(k): str(v) for k, v in extra.items()})
+        self._transport = transport
+        # One client per event loop: pooled connections belong to the loop that opened them.
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = weakref.WeakKeyDictionary()
+
+    def build_body(self, request: ModelRequest) -> dict[str, Any]:
+        """The JSON body of a Messages API request (public for tests and inspection)."""
+        system, messages = to_anthropic_messages(request.messages)
+        body: dict[str, Any] = {
+            "model": request.model or self.spec.model,
+            "max_tokens": request.max_tokens or self.spec.max_tokens or DEFAULT_MAX_TOKENS,
+            "messages": messages,
+            "stream": True,
+        }
+        if system:
+            body["system"] = system
+        if request.temperature is not None:
+            body["temperature"] = request.temperature
+        if request.tools:
+            body["tools"] = to_anthropic_tools(request.tools)
+            body["tool_choice"] = to_anthropic_tool_choice(request.tool_choice)
+        elif request.output_schema is not None and self.structured == "tool":
+            body["tools"] = [{
+                "name": OUTPUT_TOOL,
+                "description": "Give your answer as this tool's input. It must match the input schema exactly.",
+                "input_schema": _object_schema(request.output_schema),
+            }]
+            body["tool_choice"] = {"type": "tool", "name": OUTPUT_TOOL}
+        return body
+
+    async def request(self, request: ModelRequest, on_text: Callable[[str], None] | None = None) -> ModelResponse:
+        body = self.build_body(request)
+        output = _OutputMode(request.output_schema) if body.get("tool_choice", {}).get("name") == OUTPUT_TOOL and not request.tools else None
+        attempt = 0
+        while True:
+            try:
+                return await self._attempt(body, on_text, output)
+            except _Retry as retry:
+                if attempt >= self.max_retries:
+                    raise retry.error from None
+                delay = retry.delay if retry.delay is not None else _backoff(attempt)
+                attempt += 1
+                await asyncio.sleep(delay)
+
+    async def aclose(self) -> None:
+        clients = list(self._clients.values())
+        self._clients.clear()
+        for client in clients:
+            await client.aclose()
+
+    def _client(self) -> httpx.AsyncClient:
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None or client.is_closed:
+            client = httpx.AsyncClient(timeout=self.timeout, transport=self._transport, headers=self.headers)
+            self._clients[loop] = client
+        return client
+
+    async def _attempt(self, body: dict[str, Any], on_text: Callable[[str], None] | None, output: "_OutputMode | None") -> ModelResponse:
+        started = False  # did the server answer with a status line?
+        try:
+            async with self._client().stream("POST", self.url, json=body) as response:
+                started = True
+                if response.status_code >= 400:
+                    await response.aread()
+                    raise _status_error(response)
+                return await _read_stream(response, on_text, output)
+        except httpx.UnsupportedProtocol:
+            raise ProviderError(f"base_url must start with http:// or https:// (got {self.url})") from None
+        except httpx.TimeoutException:
+            error = ProviderError(f"{self.url} did not answer within {self.timeout_s:g}s", retryable=True)
+            if not started:
+                raise _Retry(error) from None
+            raise error from None
+        except httpx.HTTPError as exc:
+            if not started:
+                raise _Retry(ProviderError(f"cannot reach {self.url}: {type(exc).__name__}: {exc}", retryable=True)) from None
+            raise ProviderError(f"the stream broke off: {type(exc).__name__}: {exc}", retryable=True) from None
+
+
+class _OutputMode:
+    """Structured output through the forced `json_output` tool."""
+
+    def __init__(self, schema: dict[str, Any] | None):
+        self.wrapped = schema is not None and _object_schema(schema) is not schema
+
+    def answer(self, arguments: str) -> str:
+        if not self.wrapped:
+            return arguments
+        try:
+            value = json.loads(arguments)
+        except json.JSONDecodeError:
+            return arguments
+        return json.dumps(value.get("value"), ensure_ascii=False) if isinstance(value, dict) else arguments
+
+
+def _object_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """`input_schema` must describe an object; anything else is wrapped as `{"value": …}`."""
+    if schema.get("type") == "object":
+        return schema
+    return {"type": "object", "properties": {"value": schema}, "required": ["value"]}
+
+
+def _status_error(response: httpx.Response) -> Exception:
+    status = response.status_code
+    message = _error_message(response)
+    retryable = status in RETRY_STATUSES or status >= 500
+    should = response.headers.get("x-should-retry")
+    if should in ("true", "false"):
+        retryable = should == "true"
+    label = {401: "authentication failed", 403: "permission denied", 404: "not found (check model and base_url)",
+             413: "request too large", 429: "rate limited", 529: "overloaded"}.get(status)
+    error = ProviderError(f"HTTP {status}{f' {label}' if label else ''}: {message}", retryable=retryable)
+    return _Retry(error, _retry_after(response.headers)) if retryable else error
+
+
+def _error_message(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+    except (ValueError, UnicodeDecodeError):
+        return response.text[:300] or response.reason_phrase
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, dict) and error.get("message"):
+        kind = error.get("type")
+        return f"{kind}: {error['message']}"[:300] if kind else str(error["message"])[:300]
+    return json.dumps(body)[:300]
+
+
+def _retry_after(headers: httpx.Headers) -> float | None:
+    """The server's requested wait, from retry-after-ms or retry-after (seconds or an HTTP date)."""
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        raw = headers.get(name)
+        if raw is None:
+            continue
+        try:
+            delay = float(raw) * scale
+        except ValueError:
+            if name != "retry-after":
+                continue
+            try:
+                delay = email.utils.parsedate_to_datetime(raw).timestamp() - time.time()
+            except (TypeError, ValueError):
+                continue
+        if 0 <= delay <= MAX_RETRY_AFTER_S:
+            return delay
+    return None
+
+
+def _backoff(attempt: int) -> float:
+    return min(INITIAL_BACKOFF_S * 2**attempt, MAX_BACKOFF_S) * (1 - 0.25 * random.random())
+
+
+class _Stream:
+    """Assembles one streamed message from its events."""
+
+    def __init__(self, on_text: Callable[[str], None] | None, output: _OutputMode | None):
+        self.on_text = on_text
+        self.output = output
+        self.blocks: dict[int, dict[str, Any]] = {}
+        self.input_parts: dict[str, int] = {}  # input, cache creation and cache read tokens
+        self.input_tokens = 0
+        self.output_tokens = 0
+        self.stop_reason: str | None = None
+        self.done = False
+
+    def feed(self, event: str | None, data: str) -> None:
+        try:
+            payload = json.loads(data)
+        except json.JSONDecodeError:
+            raise ProviderError(f"the stream sent an event that is not JSON: {data[:120]!r}", retryable=True) from None
+        kind = payload.get("type", event) if isinstance(payload, dict) else event
+        if kind == "message_start":
+            self._usage((payload.get("message") or {}).get("usage") or {})
+        elif kind == "content_block_start":
+            block = payload.get("content_block") or {}
+            slot = {"type": block.get("type"), "id": block.get("id"), "name": block.get("name"),
+                    "text": [], "json": [], "input": block.get("input")}
+            self.blocks[int(payload.get("index", len(self.blocks)))] = slot
+            if slot["type"] == "text" and block.get("text"):
+                self._text(slot, block["text"])
+        elif kind == "content_block_delta":
+            slot = self.blocks.get(int(payload.get("index", -1)))
+            delta = payload.get("delta") or {}
+            if slot is None:
+                raise ProviderError(f"the stream sent a delta for block {payload.get('index')} before its start", retryable=True)
+            if delta.get("type") == "text_delta":
+                self._text(slot, delta.get("text", ""))
+            elif delta.get("type") == "input_json_delta":
+                piece = delta.get("partial_json", "")
+                slot["json"].append(piece)
+                if self.output is not None and piece and self.on_text is not None:
+                    self.on_text(piece)  # structured output streams as the answer's progress
+            # thinking_delta, signature_delta, citations…: not part of the answer
+        elif kind == "message_delta":
+            self.stop_reason = (payload.get("delta") or {}).get("stop_reason") or self.stop_reason
+            self._usage(payload.get("usage") or {})
+        elif kind == "message_stop":
+            self.done = True
+        elif kind == "error":
+            error = payload.get("error") or {}
+            kind = error.get("type", "error")
+            raise ProviderError(f"the stream reported {kind}: {error.get('message', '')}"[:300],
+                                retryable=kind in _RETRYABLE_STREAM_ERRORS)
+        # ping and unknown events are ignored, as the API asks
+
+    def _text(self, slot: dict[str, Any], text: str) -> None:
+        slot["text"].append(text)
+        if text and self.on_text is not None and self.output is None:
+            self.on_text(text)
+
+    def _usage(self, usage: dict[str, Any]) -> None:
+        """Counts are cumulative; a later event restates the ones it carries (null = unchanged)."""
+        for key in _INPUT_KEYS:
+            if usage.get(key) is not None:
+                self.input_parts[key] = int(usage[key])
+        self.input_tokens = sum(self.input_parts.values())
+        if usage.get("output_tokens") is not None:
+            self.output_tokens = int(usage["output_tokens"])
+
+    def response(self) -> ModelResponse:
+        ordered = [self.blocks[i] for i in sorted(self.blocks)]
+        text = "".join("".join(b["text"]) for b in ordered if b["type"] == "text")
+        calls = tuple(
+            ToolCall(b["id"] or f"toolu_{i}", b["name"] or "", _arguments(b)) for i, b in enumerate(ordered) if b["type"] == "tool_use"
+        )
+        usage = Usage(self.input_tokens, self.output_tokens)
+        if self.output is not None:
+            answer = next((c for c in calls if c.name == OUTPUT_TOOL), None)
+            if answer is not None:
+                return ModelResponse(self.output.answer(answer.arguments), usage, "stop", ())
+        finish = _FINISH.get(self.stop_reason or "", self.stop_reason or "stop")
+        if calls and finish == "stop":
+            finish = "tool_calls"
+        return ModelResponse(text, usage, finish, calls)
+
+
+def _arguments(block: dict[str, Any]) -> str:
+    if block["json"]:
+        raw = "".join(block["json"])
+        return raw if raw.strip() else "{}"
+    return json.dumps(block["input"] or {}, ensure_ascii=False)
+
+
+async def _read_stream(response: httpx.Response, on_text: Callable[[str], None] | None, output: _OutputMode | None) -> ModelResponse:
+    content_type = response.headers.get("content-type", "")
+    if "text/event-stream" not in content_type:
+        raise ProviderError(f"expected an event stream from {response.request.url}, got {content_type or 'no content type'}")
+    stream = _Stream(on_text, output)
+    lines = response.aiter_lines()
+    event: str | None = None
+    data: list[str] = []
+    async for line in lines:
+        if not line:
+            if data:
+                stream.feed(event, "\n".join(data))
+            event, data = None, []
+            if stream.done:
+                break
+            continue
+        if line.startswith(":"):
+            continue
+        name, _, value = line.partition(":")
+        value = value[1:] if value.startswith(" ") else value
+        if name == "event":
+            event = value
+        elif name == "data":
+            data.append(value)
+    else:
+        if data:  # the last event without its blank line
+            stream.feed(event, "\n".join(data))
+    if not stream.done:
+        raise ProviderError("the stream ended before message_stop (the connection closed early)", retryable=True)
+    try:  # read the end of the body so the connection can be reused; never wait long for it
+        async with asyncio.timeout(DRAIN_S):
+            async for _ in lines:
+                pass
+    except (TimeoutError, httpx.HTTPError):
+        pass
+    return stream.response()
+
+
+__all__ = [
+    "AnthropicProvider",
+    "from_anthropic_messages",
+    "to_anthropic_messages",
+    "to_anthropic_tool_choice",
+    "to_anthropic_tools",
+]

@@ -1,0 +1,112 @@
+"""Changing tools at run time: enable/disable, config overrides, store-created instances.
+
+Every change is written to the store and the project is linked again with it; if the new
+project does not link (e.g. an invalid fetch config), the change is rolled back and refused
+with the config problems in the message. YAML tools can be overridden but not deleted.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .errors import ConfigError, ToolAdminError
+from .executors.base import known_tool_types
+from .spec.models import TOOL_NAME_RE
+from .store.tool_settings import ToolSetting, delete_setting, read_settings, write_setting
+
+if TYPE_CHECKING:
+    from ._engine import Engine
+
+
+class ToolAdmin:
+    def __init__(self, engine: "Engine"):
+        self.engine = engine
+
+    @property
+    def path(self) -> Path:
+        if self.engine.store is None:
+            raise ToolAdminError("no_store", "tool settings live in the run store; open the engine with store=True")
+        return self.engine.store.path
+
+    def settings(self) -> dict[str, ToolSetting]:
+        return read_settings(self.path) if self.engine.store is not None else {}
+
+    def views(self) -> list[dict[str, Any]]:
+        """Every tool with where each setting comes from."""
+        stored = self.settings()
+        out = []
+        for name, tool in self.engine.project.tools.items():
+            setting = stored.get(name)
+            source = "store" if setting is not None and setting.is_instance else "yaml"
+            overrides: dict[str, Any] = {}
+            if setting is not None and not setting.is_instance:
+                if setting.enabled is not None:
+                    overrides["enabled"] = setting.enabled
+                if setting.config:
+                    overrides["config"] = setting.config
+            out.append(
+                {
+                    "name": name,
+                    "source": source,
+                    "type": tool.executor.kind,
+                    "enabled": tool.enabled,
+                    "description": tool.description,
+                    "config": tool.config,
+                    "overrides": overrides,
+                    "parameters": tool.parameters,
+                }
+            )
+        return out
+
+    def view(self, name: str) -> dict[str, Any]:
+        for item in self.views():
+            if item["name"] == name:
+                return item
+        raise ToolAdminError("unknown_tool", f"there is no tool named {name!r}")
+
+    def update(self, name: str, *, enabled: bool | None = None, config: dict[str, Any] | None = None) -> dict[str, Any]:
+        if name not in self.engine.project.tools:
+            raise ToolAdminError("unknown_tool", f"there is no tool named {name!r}")
+        stored = self.settings()
+        before = stored.get(name)
+        base = before or ToolSetting(name)
+        merged_config = {**base.config, **(config or {})}
+        if config and self.engine.project.tools[name].executor.kind == "workflow":
+            raise ToolAdminError("invalid_config", f"tool {name!r} runs a workflow and has no config to override")
+        after = ToolSetting(name, base.type, base.description, base.enabled if enabled is None else enabled, merged_config)
+        self._apply(after, before)
+        return self.view(name)
+
+    def create(self, name: str, *, type: str, description: str, config: dict[str, Any], enabled: bool = True) -> dict[str, Any]:
+        if not TOOL_NAME_RE.match(name):
+            raise ToolAdminError("invalid_config", f"invalid tool name {name!r}: use 1-64 letters, digits, '_' or '-'")
+        if name in self.engine.project.tools:
+            raise ToolAdminError("exists", f"a tool named {name!r} already exists")
+        if type == "workflow" or type not in known_tool_types():
+            usable = [t for t in known_tool_types() if t != "workflow"]
+            raise ToolAdminError("invalid_config", f"unknown tool type {type!r}; use one of: {', '.join(usable)}")
+        self._apply(ToolSetting(name, type, description, enabled, dict(config)), None)
+        return self.view(name)
+
+    def delete(self, name: str) -> None:
+        stored = self.settings().get(name)
+        if stored is None or not stored.is_instance:
+            if name in self.engine.project.tools:
+                raise ToolAdminError("read_only", f"tool {name!r} is declared in YAML; edit the YAML to remove it (or disable it)")
+            raise ToolAdminError("unknown_tool", f"there is no tool named {name!r}")
+        delete_setting(self.path, name)
+        self.engine.reload()
+
+    def _apply(self, after: ToolSetting, before: ToolSetting | None) -> None:
+        path = self.path
+        write_setting(path, after)
+        try:
+            self.engine.reload()
+        except ConfigError as exc:
+            if before is None:
+                delete_setting(path, after.name)
+            else:
+                write_setting(path, before)
+            problems = "; ".join(f"{i.message}" + (f" — {i.hint}" if i.hint else "") for i in exc.issues[:5])
+            raise ToolAdminError("invalid_config", f"the change was not applied: {problems}") from None

@@ -1,0 +1,40 @@
+"""`python -m bench --quick` runs end to end and prints every section.
+
+No timing assertions here: the performance targets are judged by the benchmark itself
+(`python -m bench`, see docs/performance.md), not by unit tests on a shared machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_quick_benchmark_runs_and_prints_every_section(tmp_path: Path) -> None:
+    out_file = tmp_path / "bench.json"
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick", "--json", str(out_file)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    text = proc.stdout
+    for heading in ("(a) Per-call time", "(b) 1,000 concurrent calls", "(c) Load + link", "(d) LangGraph", "Summary"):
+        assert heading in text, f"missing section {heading!r}:\n{text}"
+    for label in ("3-step call, median", "per added step", "wall", "peak RSS", "load + link"):
+        assert label in text
+    assert "n/a (quick)" in text  # quick mode reports figures but does not judge them
+
+    figures = json.loads(out_file.read_text())
+    a = figures["a"]
+    assert a["events_ok"], "the on_event listener missed events"
+    assert set(a["engine_us"]) == {"3", "10", "50"}
+    assert all(value > 0 for value in a["engine_us"].values())
+    assert figures["b"]["engine"]["calls"] == 1000 and figures["b"]["engine"]["peak_rss_mib"] > 0
+    assert "100 tools" in figures["c"]["summary"]
