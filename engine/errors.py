@@ -53,7 +53,8 @@ class ConfigError(SkillyardError):
     """The project could not be loaded; `issues` holds all problems found, in file order."""
 
     def __init__(self, issues: list[ConfigIssue]):
-        self.issues = sorted(issues, key=lambda i: (i.location.file, i.location.line, i.location.col))
+        unique = list(dict.fromkeys(issues))  # one mistake reached twice (e.g. through an alias) is said once
+        self.issues = sorted(unique, key=lambda i: (i.location.file, i.location.line, i.location.col))
         super().__init__("\n".join(str(i) for i in self.issues))
 
 

@@ -111,7 +111,7 @@ class _Linker:
     def _schema(self, entry: Entry[Any], field: str, schema: Any) -> bool:
         problems = schema_problem_details(schema)
         for problem in problems[:5]:
-            self.issues.add(entry.loc(field, *problem.path), f"invalid JSON Schema in {field!r}: {problem}", "fix it to follow JSON Schema Draft 2020-12")
+            self.issues.add(entry.loc(field, *problem.path), f"invalid JSON Schema in {field!r} of {str(entry.path[0])[:-1]} {entry.name!r}: {problem}", "fix it to follow JSON Schema Draft 2020-12")
         return not problems
 
     def _template(self, entry: Entry[Any], field: str, source: str, declared: set[str] | None) -> bool:

@@ -282,9 +282,13 @@ KNOWN_VALUE_DISAGREEMENTS: list[tuple[str, Any, Any, str]] = [
 ]
 
 
+# Seen to agree with some jsonschema-rs builds (a clean CI install) and not others.
+_BUILD_DEPENDENT = frozenset({"multipleOf-huge-float"})
+
+
 @pytest.mark.parametrize(
     "schema, value",
-    [pytest.param(s, v, marks=pytest.mark.xfail(strict=True, reason=why), id=i) for i, s, v, why in KNOWN_VALUE_DISAGREEMENTS],
+    [pytest.param(s, v, marks=pytest.mark.xfail(strict=i not in _BUILD_DEPENDENT, reason=why), id=i) for i, s, v, why in KNOWN_VALUE_DISAGREEMENTS],
 )
 def test_known_value_disagreements(schema: Any, value: Any) -> None:
     assert fast_verdict(schema, value) == reference_verdict(schema, value)

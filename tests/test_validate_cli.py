@@ -127,6 +127,7 @@ def test_validate_hostile_yaml_from_the_current_directory(write_yaml_project) ->
     assert "Traceback" not in result.stderr and "pwned" not in result.stdout + result.stderr
     lines = result.stderr.splitlines()
     assert lines[-1] == "3 problems found; nothing was run."
-    assert lines[0].startswith("skills.yaml:1:72: nesting is deeper than 64 levels — ")
+    # the column depends on the libyaml build: its scanner may stop a deep flow first (libyaml ≥ 0.2.5)
+    assert lines[0].startswith("skills.yaml:1:") and ": nesting is deeper than 64 levels — " in lines[0]
     assert lines[1].startswith("tools.yaml:2:6: YAML tag !!python/object/apply:os.system is not allowed — ")
     assert lines[2].startswith("workflows.yaml:2:9: file is not valid UTF-8 (byte 0xe9 at offset 19) — ")

@@ -163,6 +163,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .runs import add_store_parsers
 
     add_store_parsers(commands)
+    from .serve import add_serve_parsers
+
+    add_serve_parsers(commands)
     ns = parser.parse_args(argv)
     return _guarded(ns.handler, ns)
 

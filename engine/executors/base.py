@@ -33,6 +33,9 @@ class ToolType:
     input_schema: Callable[[Any], dict[str, Any]]
     description: Callable[[Any, str], str]
     create: Callable[[Any], ToolExecutor]
+    # The shape of what `execute` returns, when known: lets a workflow map paths out of a
+    # `kind: tool` step with link-time checks. None: anything.
+    output_schema: Callable[[Any], dict[str, Any]] | None = None
 
 
 _TYPES: dict[str, ToolType] = {}

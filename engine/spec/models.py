@@ -130,8 +130,17 @@ class TemplateSkillSpec(_Spec):
     output: JsonSchema | None = None
 
 
+class ToolSkillSpec(_Spec):
+    """Run a registered tool type (e.g. fetch) as a step; its schemas come from the type."""
+
+    kind: Literal["tool"]
+    description: str = ""
+    type: str = Field(description="A registered tool type other than workflow, e.g. fetch.")
+    config: dict[str, Any] = Field(default_factory=dict, description="Settings of that tool type.")
+
+
 SkillSpec = Annotated[
-    Union[PromptSkillSpec, PythonSkillSpec, TemplateSkillSpec], Field(discriminator="kind")
+    Union[PromptSkillSpec, PythonSkillSpec, TemplateSkillSpec, ToolSkillSpec], Field(discriminator="kind")
 ]
 
 
@@ -221,9 +230,22 @@ class RedactionSettings(_Spec):
     )
 
 
+class ApiKeySpec(_Spec):
+    role: Literal["admin", "caller"]
+    key: str | None = Field(default=None, description="The key, best as ${ENV_VAR}; never commit keys.")
+    key_sha256: str | None = Field(default=None, pattern=r"^[0-9a-fA-F]{64}$", description="Or its SHA-256 digest.")
+
+
+class ServerSettings(_Spec):
+    api_keys: list[ApiKeySpec] = Field(
+        default_factory=list, description="Keys of `skillyard serve`, besides SKILLYARD_API_KEYS (admin:K1,caller:K2)."
+    )
+
+
 class EngineSettings(_Spec):
     router: RouterSettings = Field(default_factory=RouterSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
     logging: LoggingSettings = Field(default_factory=LoggingSettings)
     store: StoreSettings = Field(default_factory=StoreSettings)
     redaction: RedactionSettings = Field(default_factory=RedactionSettings)
+    server: ServerSettings = Field(default_factory=ServerSettings)

@@ -67,6 +67,24 @@ class SourceMap:
     values: dict[YamlPath, Mark] = field(default_factory=dict)
     keys: dict[YamlPath, Mark] = field(default_factory=dict)
     lines: list[str] = field(default_factory=list, repr=False)
+    # Where the content of an alias copy (or a `<<`-merged key) was written: path → path.
+    aliases: dict[YamlPath, YamlPath] = field(default_factory=dict, repr=False)
+
+    def find(self, path: YamlPath, *, key: bool = False) -> Mark | None:
+        """The position of exactly `path`, following aliases back to the anchored text."""
+        path = tuple(path)
+        for _ in range(MAX_DEPTH * 4):  # alias chains are finite; this only bounds the walk
+            mark = (self.keys if key else self.values).get(path)
+            if mark is not None or not self.aliases:
+                return mark
+            for cut in range(len(path), 0, -1):
+                target = self.aliases.get(path[:cut])
+                if target is not None:
+                    path = target + path[cut:]
+                    break
+            else:
+                return None
+        return None
 
     def block_location(self, path: YamlPath, inner_line: int) -> Location:
         """Where line `inner_line` (1-based) of a string value sits in the file.
@@ -74,7 +92,7 @@ class SourceMap:
         Literal blocks (`|`) keep their lines; folded blocks (`>`) join lines, and quoted or
         plain scalars fold line breaks and may hold `\\n` escapes: each style is mapped back.
         """
-        mark = self.values.get(tuple(path))
+        mark = self.find(path)
         if mark is None:
             return self.locate(path)
         if mark.style in ("|", ">"):
@@ -89,7 +107,7 @@ class SourceMap:
         """The nearest known position for `path` (walking up to its parents)."""
         probe = tuple(path)
         while True:
-            mark = (self.keys.get(probe) if key else None) or self.values.get(probe)
+            mark = (self.find(probe, key=True) if key else None) or self.find(probe)
             if mark is not None:
                 return Location(self.file, mark.line, mark.col, format_path(path))
             if not probe:
@@ -97,7 +115,7 @@ class SourceMap:
             probe = probe[:-1]
 
     def mark(self, path: YamlPath) -> Mark | None:
-        return self.values.get(tuple(path))
+        return self.find(path)
 
 
 def _block_scalar_line(lines: list[str], mark: Mark, inner_line: int) -> tuple[int, int] | None:
@@ -273,6 +291,13 @@ def _describe_yaml_error(exc: yaml.MarkedYAMLError, text: str) -> tuple[str, str
     line, col = (mark.line + 1, mark.column + 1) if mark else (0, 0)
     problem = (exc.problem or "").strip()
     context = (exc.context or "").strip()
+    if "maximum nesting depth" in problem:  # libyaml ≥ 0.2.5 stops deep flow nesting while scanning ahead
+        return (
+            f"nesting is deeper than {MAX_DEPTH} levels",
+            "flatten the structure; deep nesting is not needed in skillyard files",
+            line,
+            col,
+        )
     if context and exc.context_mark is not None and exc.problem_mark is not None:
         where = f"line {exc.context_mark.line + 1}:{exc.context_mark.column + 1}"
         if context.endswith("first occurrence"):
@@ -324,8 +349,8 @@ def _resolve_scalar(value: str, implicit: tuple[bool, bool]) -> str:
 @dataclass(slots=True)
 class _Anchor:
     value: Any
-    path: YamlPath
-    entries: list[tuple[YamlPath, Mark, bool]]  # positions recorded under `path` (value, or key)
+    path: YamlPath  # where the anchored value was written (positions live there)
+    mark: Mark
     size: int  # values inside, counting itself
     height: int  # nesting levels inside (0: a scalar)
 
@@ -338,22 +363,19 @@ class _Frame:
     path: YamlPath
     mark: Mark
     anchor: str | None
-    log_start: int  # where this frame's positions start in the builder's log
     count_start: int  # values built before this frame started
     height: int = 1
     key: Any = _MISSING  # mapping: the key waiting for its value
-    key_mark: Mark | None = None
-    merges: list[tuple[Any, YamlPath, list[tuple[YamlPath, Mark, bool]]]] = field(default_factory=list)
-    logging: bool = False
+    merges: list[tuple[Any, YamlPath]] = field(default_factory=list)  # `<<` sources and their paths
 
 
 class _Builder:
     """Builds plain data straight from the parser's events, in one pass, with no recursion.
 
     Depth, value count and alias expansion are checked as the events arrive, so a deep or
-    exploding document stops at the first event past a limit: before any work or memory is
-    spent on it. An alias copies its anchor's value (and positions) only after its size is
-    known to fit the budget.
+    exploding document stops at the first event past a limit. An alias is counted before
+    it is copied, and its positions are not copied at all: the SourceMap redirects paths
+    inside the copy to the anchored text.
     """
 
     def __init__(self, source: SourceMap, fail: Any):
@@ -364,10 +386,8 @@ class _Builder:
         self.open_anchors: set[str] = set()
         self.count = 0  # values built so far, alias copies included
         self.alias_added = 0
-        self.log: list[tuple[YamlPath, Mark, bool]] = []  # positions, kept only while needed
-        self.logging = 0  # open frames that need their positions logged (anchors, merges)
         self.root: Any = _MISSING
-        self.list_merges: dict[int, list[tuple[Any, YamlPath, list[tuple[YamlPath, Mark, bool]]]]] = {}
+        self.list_merges: dict[int, list[tuple[Any, YamlPath]]] = {}
 
     # ─── events ───────────────────────────────────────────────────────────────────────
 
@@ -413,8 +433,7 @@ class _Builder:
         self._count(mark)
         path = self._place(mark, value)
         if event.anchor is not None:
-            where = path if path is not None else ()  # an anchored key has no value path
-            self.anchors[event.anchor] = _Anchor(value, where, [(where, mark, False)], 1, 0)
+            self.anchors[event.anchor] = _Anchor(value, path if path is not None else (), mark, 1, 0)
             self.open_anchors.discard(event.anchor)
 
     def _start(self, event: Any, is_map: bool) -> None:
@@ -433,12 +452,8 @@ class _Builder:
         if event.anchor is not None:
             self._define(event.anchor, mark)
         self._count(mark)
-        frame = _Frame({} if is_map else [], path, mark, event.anchor, len(self.log), self.count - 1)
-        if event.anchor is not None or self._next_is_merge():
-            frame.logging = True
-            self.logging += 1
-        self._record(path, mark, key=False)
-        self.stack.append(frame)
+        self.source.values[path] = mark
+        self.stack.append(_Frame({} if is_map else [], path, mark, event.anchor, self.count - 1))
 
     def _end(self) -> None:
         frame = self.stack.pop()
@@ -447,15 +462,10 @@ class _Builder:
                 self._apply_merges(frame)
             else:  # `<<: [*a, *b]`: the mapping that owns the `<<` takes them
                 self.list_merges[id(frame.value)] = frame.merges
-        entries = self.log[frame.log_start :] if frame.logging else []
-        if frame.logging:
-            self.logging -= 1
         if frame.anchor is not None:
-            self.anchors[frame.anchor] = _Anchor(frame.value, frame.path, entries, self.count - frame.count_start, frame.height)
+            self.anchors[frame.anchor] = _Anchor(frame.value, frame.path, frame.mark, self.count - frame.count_start, frame.height)
             self.open_anchors.discard(frame.anchor)
-        self._attach(frame.value, frame.path, frame.height, entries)
-        if not self.logging:
-            del self.log[frame.log_start :]  # nobody needs these positions a second time
+        self._attach(frame.value, frame.path, frame.height)
 
     def _alias(self, event: yaml.AliasEvent) -> None:
         mark = _mark(event)
@@ -478,13 +488,12 @@ class _Builder:
         self.alias_added += anchor.size
         self.count += anchor.size
         if self.count > MAX_NODES or self.alias_added > MAX_ALIAS_EXPANSION:
-            first = anchor.entries[0][1]
             if self.alias_added > MAX_ALIAS_EXPANSION:
                 what = f"aliases add more than {MAX_ALIAS_EXPANSION:,} values to this document"
             else:
                 what = f"aliases expand this document to more than {MAX_NODES:,} values"
             raise self.fail(
-                f"{what}: *{name} here copies {anchor.size:,} values (anchored at line {first.line})",
+                f"{what}: *{name} here copies {anchor.size:,} values (anchored at line {anchor.mark.line})",
                 "remove the alias chain that multiplies the document (a 'billion laughs' pattern)",
                 mark.line,
                 mark.col,
@@ -500,12 +509,9 @@ class _Builder:
             self._place(mark, anchor.value)
             return
         path = self._child_path(mark)
-        value = _copy(anchor.value)
-        base = len(anchor.path)
-        entries = [(path + old[base:], where, is_key) for old, where, is_key in anchor.entries]
-        for new, where, is_key in entries:
-            self._record(new, where, key=is_key)
-        self._attach(value, path, anchor.height, entries)
+        self.source.values[path] = mark
+        self.source.aliases[path] = anchor.path
+        self._attach(_copy(anchor.value), path, anchor.height)
 
     # ─── placing values ───────────────────────────────────────────────────────────────
 
@@ -514,106 +520,91 @@ class _Builder:
         if not self.stack:
             return ()
         frame = self.stack[-1]
-        if isinstance(frame.value, list):
+        if type(frame.value) is list:
             return frame.path + (len(frame.value),)
         if frame.key is _MISSING:
             raise self.fail("mapping keys must be plain scalars", "use a string as the key", mark.line, mark.col)
-        return frame.path + (frame.key,)
-
-    def _next_is_merge(self) -> bool:
-        """Is the collection starting now the value of a `<<` key (or an item of one)?"""
-        if not self.stack:
-            return False
-        frame = self.stack[-1]
-        if isinstance(frame.value, dict):
-            return frame.key is _MERGE_KEY
-        return len(self.stack) >= 2 and self.stack[-2].key is _MERGE_KEY
+        return frame.path + ((frame.key,) if frame.key is not _MERGE_KEY else ("<<",))
 
     def _place(self, mark: Mark, value: Any) -> YamlPath | None:
         """Put a scalar where it belongs: as a key, a mapping value, an item or the root."""
         if not self.stack:
             self.root = value
-            self._record((), mark, key=False)
+            self.source.values[()] = mark
             return ()
         frame = self.stack[-1]
-        if isinstance(frame.value, list):
+        if type(frame.value) is list:
             path = frame.path + (len(frame.value),)
-            frame.value.append(value)
-            self._record(path, mark, key=False)
+            self.source.values[path] = mark
+            self._attach(value, path, 0)
             return path
         if frame.key is _MISSING:  # this scalar is a key
             if value is _MERGE_KEY:
-                frame.key, frame.key_mark = _MERGE_KEY, mark
+                frame.key = _MERGE_KEY
                 return None
             key = _key_text(value)
+            path = frame.path + (key,)
             if key in frame.value:
-                first = self.source.keys.get(frame.path + (key,))
+                first = self.source.keys.get(path)
                 where = f" (first defined at line {first.line})" if first else ""
                 raise self.fail(f"duplicate key {key!r}{where}", "remove or rename one of them", mark.line, mark.col)
-            frame.key, frame.key_mark = key, mark
-            self._record(frame.path + (key,), mark, key=True)
+            frame.key = key
+            self.source.keys[path] = mark
             return None
-        path = frame.path + (frame.key,) if frame.key is not _MERGE_KEY else frame.path + ("<<",)
-        self._record(path, mark, key=False)
-        self._attach(value, path, 0, [(path, mark, False)])
+        path = self._child_path(mark)
+        self.source.values[path] = mark
+        self._attach(value, path, 0)
         return path
 
-    def _attach(self, value: Any, path: YamlPath, height: int, entries: list[tuple[YamlPath, Mark, bool]]) -> None:
-        """Put a finished collection (or an alias copy, or a mapping value) in its place."""
+    def _attach(self, value: Any, path: YamlPath, height: int) -> None:
+        """Put a finished value in its place in the open collection (or make it the document)."""
         if not self.stack:
             self.root = value
             return
         frame = self.stack[-1]
-        frame.height = max(frame.height, height + 1)
-        if isinstance(frame.value, list):
+        if height >= frame.height:
+            frame.height = height + 1
+        if type(frame.value) is list:
             frame.value.append(value)
             if len(self.stack) >= 2 and self.stack[-2].key is _MERGE_KEY:
-                frame.merges.append((value, path, entries))
+                frame.merges.append((value, path))
             return
         key = frame.key
-        frame.key, frame.key_mark = _MISSING, None
+        frame.key = _MISSING
         if key is _MERGE_KEY:
-            self._merge_value(frame, value, path, entries)
-            return
-        frame.value[key] = value
+            self._merge_value(frame, value, path)
+        else:
+            frame.value[key] = value
 
-    def _merge_value(self, frame: _Frame, value: Any, path: YamlPath, entries: list[tuple[YamlPath, Mark, bool]]) -> None:
-        mark = self.source.values.get(path) or frame.mark
+    def _merge_value(self, frame: _Frame, value: Any, path: YamlPath) -> None:
         if isinstance(value, dict):
-            frame.merges.append((value, path, entries))
+            frame.merges.append((value, path))
             return
         if isinstance(value, list):
-            # the sequence collected its mapping items (with their positions) as merges
+            # the sequence collected its items (with their paths) as merge sources
             sources = self.list_merges.pop(id(value), [])
-            if value and len(sources) == len(value) and all(isinstance(v, dict) for v, _, _ in sources):
+            if value and len(sources) == len(value) and all(isinstance(v, dict) for v, _ in sources):
                 frame.merges.extend(sources)
                 return
+        mark = self.source.values.get(path) or frame.mark
         raise self.fail("a `<<` merge needs a mapping", "merge an anchored mapping (`<<: *name`) or a list of them", mark.line, mark.col)
 
     def _apply_merges(self, frame: _Frame) -> None:
         """`<<` keys: merged mappings first (earlier ones win), then the mapping's own keys."""
         own = frame.value
         merged: dict[str, Any] = {}
-        for source, path, entries in frame.merges:
-            base = len(path)
+        for source, path in frame.merges:
             for key, value in source.items():
                 if key in own or key in merged:
                     continue
                 merged[key] = value
-                for old, where, is_key in entries:
-                    if len(old) > base and old[base] == key:
-                        self._record(frame.path + old[base:], where, key=is_key)
+                self.source.aliases[frame.path + (key,)] = path + (key,)
         if merged:
             merged.update(own)
             own.clear()
             own.update(merged)
 
     # ─── bookkeeping ──────────────────────────────────────────────────────────────────
-
-    def _record(self, path: YamlPath, mark: Mark, *, key: bool) -> None:
-        (self.source.keys if key else self.source.values)[path] = mark
-        if self.logging:
-            self.log.append((path, mark, key))
 
     def _count(self, mark: Mark) -> None:
         self.count += 1
@@ -627,7 +618,7 @@ class _Builder:
 
     def _define(self, name: str, mark: Mark) -> None:
         if name in self.anchors or name in self.open_anchors:
-            first = self.anchors[name].entries[0][1] if name in self.anchors else None
+            first = self.anchors[name].mark if name in self.anchors else None
             where = f" (first at line {first.line})" if first else ""
             raise self.fail(f"YAML syntax error: found duplicate anchor &{name}{where}", "give each anchor its own name", mark.line, mark.col)
         self.open_anchors.add(name)

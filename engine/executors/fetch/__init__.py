@@ -45,6 +45,7 @@ FETCH = ToolType(
     input_schema=input_schema,
     description=description,
     create=FetchExecutor,
+    output_schema=lambda config: OUTPUT_SCHEMA,
 )
 
 __all__ = [

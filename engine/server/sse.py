@@ -1,0 +1,135 @@
+"""Server-sent events: the frame format and a response that notices a client leaving.
+
+Every frame is one engine event: `id:` is its `seq`, `event:` its `type`, `data:` the event
+JSON (`Event.to_dict()`, one line). A browser's `EventSource` or any SSE client resumes a
+stream by sending the last `id:` it saw as `Last-Event-ID`.
+
+`EventStreamResponse` listens for the client's disconnect *while* it waits for the next
+event (Starlette's `StreamingResponse` notices only when a write fails, which for an idle
+stream can be never), and tells its owner whether the client left early, so a run can be
+cancelled the moment nobody is reading it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from typing import Any, AsyncIterator, Callable, Mapping
+
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+MEDIA_TYPE = "text/event-stream"
+PING = b": ping\n\n"  # a comment line: keeps proxies from closing an idle stream; clients ignore it
+HEARTBEAT_S = 15.0
+
+
+class Final(bytes):
+    """The last chunk of a stream: sent together with the end of the response (one write)."""
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON on one line (newlines inside strings are escaped, as SSE needs)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def _dumps_bytes(value: Any) -> bytes:
+    return dumps(value).encode()
+
+
+try:  # the same JSON, several times faster, when orjson is installed
+    import orjson
+
+    _ORJSON_OPTIONS = orjson.OPT_NON_STR_KEYS
+
+    def _dumps_bytes(value: Any) -> bytes:  # noqa: F811
+        try:
+            return orjson.dumps(value, default=str, option=_ORJSON_OPTIONS)
+        except (TypeError, orjson.JSONEncodeError):  # e.g. integers beyond 64 bits
+            return dumps(value).encode()
+except ImportError:  # pragma: no cover - optional speed-up
+    pass
+
+
+def frame(event: Mapping[str, Any]) -> bytes:
+    """The SSE frame of one event dict (`type`, `seq`, …)."""
+    return b"id: %d\nevent: %s\ndata: %s\n\n" % (event["seq"], event["type"].encode(), _dumps_bytes(event))
+
+
+def wants_event_stream(accept: str | None) -> bool:
+    return bool(accept) and MEDIA_TYPE in accept.lower()  # type: ignore[union-attr]
+
+
+def parse_last_event_id(value: str | None) -> int:
+    """`Last-Event-ID` as a seq; anything that is not a non-negative integer counts as 0."""
+    if value is None:
+        return 0
+    value = value.strip()
+    return int(value) if value.isdigit() and len(value) < 19 else 0
+
+
+class EventStreamResponse(Response):
+    """Streams `frames` (bytes; `None` means "nothing new yet": send a heartbeat; a `Final`
+    chunk ends the response in the same write).
+
+    `on_close(client_left)` runs exactly once when the stream ends: `client_left` is True
+    when the client disconnected before the last frame was sent.
+    """
+
+    media_type = MEDIA_TYPE
+
+    def __init__(
+        self,
+        frames: AsyncIterator[bytes | None],
+        *,
+        on_close: Callable[[bool], None] | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        self.frames = frames
+        self.on_close = on_close
+        self.status_code = 200
+        self.background = None
+        self.init_headers({"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **(headers or {})})
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        client_left = True
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+            pump = asyncio.ensure_future(self._pump(send))
+            listen = asyncio.ensure_future(_wait_for_disconnect(receive))
+            try:
+                await asyncio.wait((pump, listen), return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for task in (pump, listen):
+                    task.cancel()
+                await asyncio.gather(pump, listen, return_exceptions=True)
+            if pump.done() and not pump.cancelled() and pump.exception() is None:
+                client_left = not pump.result()
+        except OSError:
+            client_left = True
+        finally:
+            with contextlib.suppress(Exception):
+                await self.frames.aclose()  # type: ignore[attr-defined]
+            if self.on_close is not None:
+                self.on_close(client_left)
+
+    async def _pump(self, send: Send) -> bool:
+        """Send every frame; True when the stream was finished (not cut short)."""
+        try:
+            async for chunk in self.frames:
+                if isinstance(chunk, Final):
+                    await send({"type": "http.response.body", "body": bytes(chunk), "more_body": False})
+                    return True
+                await send({"type": "http.response.body", "body": PING if chunk is None else chunk, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            return True
+        except OSError:  # the socket went away mid-write
+            return False
+
+
+async def _wait_for_disconnect(receive: Receive) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return
