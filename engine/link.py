@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import importlib
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from pydantic import ValidationError
+
 from .errors import IssueCollector, Location
-from .executors.base import tool_type, known_tool_types
+from .executors.base import ToolType, known_tool_types, tool_type
 from .executors.workflow import LinkedStep, WorkflowExecutor
 from .mapping import MappingSyntaxError, Reference, compile_mapping, is_reference, parse_reference
 from .project import LinkedTool, Project, ToolPolicy
@@ -22,8 +23,17 @@ from .providers.base import known_providers, provider_factory
 from .schema import CompiledSchema, SchemaReader, describe_types_article, literal_types, schema_problem_details, types_fit
 from .skills import PromptSkill, PythonSkill, Skill, TemplateSkill
 from .skills.python import signature_problem
-from .spec.loader import Entry, LoadedSpecs, load_specs
-from .spec.models import ModelSpec, PromptSkillSpec, PythonSkillSpec, TemplateSkillSpec, ToolSpec, WorkflowSpec
+from .skills.tool import ToolSkill
+from .spec.loader import Entry, LoadedSpecs, load_specs, report_pydantic_error
+from .spec.models import (
+    ModelSpec,
+    PromptSkillSpec,
+    PythonSkillSpec,
+    TemplateSkillSpec,
+    ToolSkillSpec,
+    ToolSpec,
+    WorkflowSpec,
+)
 from .spec.yaml_source import YamlPath
 from .templating import ENV as TEMPLATE_ENV
 from .templating import check_template
@@ -133,6 +143,8 @@ class _Linker:
 
     def _skill(self, entry: Entry[Any], models: dict[str, ModelSpec]) -> Skill | None:
         spec = entry.spec
+        if isinstance(spec, ToolSkillSpec):
+            return self._tool_skill(entry)
         input_ok = self._schema(entry, "input", spec.input)
         if input_ok and SchemaReader(spec.input).types(spec.input) not in (None, frozenset({"object"})):
             self.issues.add(entry.loc("input"), f"the input schema of skill {entry.name!r} must describe an object (`type: object`)", "a skill receives its input as named values; list them under properties:")
@@ -170,6 +182,15 @@ class _Linker:
                 return None
             return PythonSkill(entry.name, function, spec.input, spec.output, spec.threaded)
         raise AssertionError(f"unhandled skill kind {type(spec).__name__}")  # pragma: no cover
+
+    def _tool_skill(self, entry: Entry[Any]) -> Skill | None:
+        """`kind: tool`: a registered tool type as a step; its schemas come from the type."""
+        typed = self._tool_type_config(entry, entry.spec.type, entry.spec.config, in_step=True)
+        if typed is None:
+            return None
+        registered, config = typed
+        output = registered.output_schema(config) if registered.output_schema is not None else None
+        return ToolSkill(entry.name, registered.create(config), registered.input_schema(config), output)
 
     def _import(self, entry: Entry[Any], target: str) -> Callable[..., Any] | None:
         module_name, _, attribute = target.partition(":")
@@ -278,25 +299,34 @@ class _Linker:
         if spec.workflow is not None:
             self.issues.add(entry.loc("workflow", key=True), f"tool {entry.name!r} has type {kind!r} and a workflow", "use one of them")
             return None
-        registered = tool_type(kind)
-        if registered is None:
-            self.issues.add(entry.loc("type"), f"unknown tool type {kind!r}", f"use one of: {', '.join(known_tool_types())}")
+        typed = self._tool_type_config(entry, kind, spec.config)
+        if typed is None:
             return None
-        from pydantic import ValidationError
-
-        from .spec.loader import report_pydantic_error
-
-        try:
-            config = registered.config_model.model_validate(spec.config)
-        except ValidationError as exc:
-            for error in exc.errors():
-                report_pydantic_error(error, entry.source, entry.path + ("config",), spec.config, self.issues)
-            return None
+        registered, config = typed
         parameters = spec.parameters if spec.parameters is not None else registered.input_schema(config)
         if not self._tool_parameters(entry, parameters):
             return None
         description = registered.description(config, spec.description)
-        return LinkedTool(entry.name, description, parameters, CompiledSchema(parameters), spec.enabled, timeout, spec.confirm, registered.create(config), where)
+        return LinkedTool(entry.name, description, parameters, CompiledSchema(parameters), spec.enabled, timeout,
+                          spec.confirm, registered.create(config), where, config.model_dump(mode="json"))
+
+    def _tool_type_config(
+        self, entry: Entry[Any], kind: str, raw: dict[str, Any], *, in_step: bool = False
+    ) -> "tuple[ToolType, Any] | None":
+        """The registered type and its validated config (errors at their file:line), or None."""
+        registered = tool_type(kind)
+        if registered is None:
+            usable = [t for t in known_tool_types() if not (in_step and t == "workflow")]
+            self.issues.add(entry.loc("type"), f"unknown tool type {kind!r}", f"use one of: {', '.join(usable)}")
+            return None
+        try:
+            # `root` lets a type resolve project-relative things (e.g. python tools beside the YAML)
+            config = registered.config_model.model_validate(raw, context={"root": self.specs.root})
+        except ValidationError as exc:
+            for error in exc.errors():
+                report_pydantic_error(error, entry.source, entry.path + ("config",), raw, self.issues)
+            return None
+        return registered, config
 
     def _tool_parameters(self, entry: Entry[ToolSpec], parameters: Any) -> bool:
         if not self._schema(entry, "parameters", parameters):

@@ -237,7 +237,7 @@ def report_pydantic_errors(errors: list[Any], source: SourceMap, path: YamlPath,
         elif kind in ("union_tag_invalid", "union_tag_not_found"):
             where = source.locate(path + loc + ("kind",)) if kind == "union_tag_invalid" else source.locate(path + loc, key=True)
             what = "skill has no `kind`" if kind == "union_tag_not_found" else f"unknown skill kind {_get(raw, loc + ('kind',))!r}"
-            issues.add(where, what, "set `kind:` to prompt, python or template")
+            issues.add(where, what, "set `kind:` to prompt, python, template or tool")
         elif kind in ("model_type", "model_attributes_type", "dict_type") and not isinstance(_get(raw, loc), dict):
             got = _yaml_type(_get(raw, loc) if loc else raw)
             what = f"{field_path!r} must be a mapping" if loc else "expected a mapping of fields here"
@@ -283,7 +283,7 @@ _KIND_HINTS = {
     "too_short": "add at least one item",
 }
 
-_SKILL_TAGS = ("prompt", "python", "template")
+_SKILL_TAGS = ("prompt", "python", "template", "tool")
 _TYPE_LABELS = frozenset({"int", "str", "float", "bool", "none", "dict", "list"})
 
 
