@@ -10,6 +10,7 @@ and returns what was gathered so far.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from .errors import StepFailure
 from .events import Event, Listener, RunEvents
 from .logging import logger
 from .providers.base import ChatMessage, ModelRequest, ModelResponse, ProviderError, ToolCall, Usage
+from .redaction import Redactor
 from .result import ToolResult
 
 if TYPE_CHECKING:
@@ -164,6 +166,7 @@ class _Loop:
             "model": self.agent.model,
             "tools": sorted(self.allowed),
             "limits": {k: v for k, v in self.limits.__dict__.items()},
+            "input": [{"role": m.role, "content": m.content} for m in self.messages],
         })
         try:
             async with asyncio.timeout(self.limits.total_timeout):
@@ -265,7 +268,7 @@ class _Loop:
                 result = finished.get(call.id)
                 if result is not None:
                     self.result.tool_results.append(result)
-                observation = self._observation(call, result) if result is not None else (
+                observation = self._observation(call, result, self.project.redactor) if result is not None else (
                     f"[{call.name} failed: cancelled] The call was cancelled before it finished.")
                 self.messages.append(ChatMessage("tool", observation, tool_call_id=call.id, name=call.name))
         results = [finished[call.id] for call in calls]
@@ -279,9 +282,13 @@ class _Loop:
                 self.corrections.pop(call.name, None)
 
     @staticmethod
-    def _observation(call: ToolCall, result: ToolResult) -> str:
+    def _observation(call: ToolCall, result: ToolResult, redactor: Redactor) -> str:
+        """What the model reads back: sensitive values in the result never reach it."""
         if result.error is not None and result.error.code == "confirmation_denied":
             return f"The user declined the call of {call.name}. Do not call it again unless the user asks."
+        redacted = redactor.redact(result.data)
+        if redacted is not result.data and not callable(getattr(result.data, "render_model_text", None)):
+            result = dataclasses.replace(result, data=redacted)
         return result.model_text()
 
 

@@ -56,6 +56,21 @@ class Redactor:
                 self._cache[key] = known
         return known
 
+    def sensitive_paths(self, value: Any, path: str = "") -> list[str]:
+        """JSON Pointers of the sensitive keys in `value` (for refusing such arguments)."""
+        found: list[str] = []
+        if isinstance(value, Mapping):
+            for key, item in value.items():
+                where = f"{path}/{key}"
+                if isinstance(key, str) and item is not None and self.is_sensitive(key):
+                    found.append(where)
+                else:
+                    found.extend(self.sensitive_paths(item, where))
+        elif isinstance(value, (list, tuple)):
+            for index, item in enumerate(value):
+                found.extend(self.sensitive_paths(item, f"{path}/{index}"))
+        return found
+
     def for_run(self) -> "RunScrubber":
         """A redactor for the events of one run that also hides the secrets' values in text."""
         return RunScrubber(self)

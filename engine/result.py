@@ -17,6 +17,7 @@ ERROR_ADVICE: dict[str, str] = {
     "invalid_model_output": "The model behind this tool gave unusable output; one retry may help.",
     "execution_error": "Retrying with the same arguments will most likely fail the same way.",
     "cancelled": "The call was cancelled.",
+    "sensitive_arguments": "Never send passwords, tokens or keys to tools; call again without them.",
     # fetch (engine/executors/fetch): say what failed and that the same URL will not do better
     "blocked": "This tool's network policy refuses that URL; retrying it will not help. Do not fetch it again.",
     "invalid_url": "Give an absolute http:// or https:// URL and call again.",

@@ -16,6 +16,7 @@ from .context import RunContext
 from .errors import StepFailure
 from .logging import logger
 from .project import LinkedTool
+from .redaction import Redactor
 from .result import ToolError, ToolResult
 
 Approver = Callable[[LinkedTool, dict[str, Any], str], Awaitable[bool]]
@@ -50,6 +51,8 @@ async def route_call(
         if not tool.enabled:
             raise StepFailure("tool_disabled", f"tool {name!r} is disabled")
         args = _parse_arguments(arguments, tool)
+        if project.settings.redaction.arguments == "refuse":
+            _refuse_sensitive(args, project.redactor)
         run.tool_progress("matched", f"tool {name!r} matched, arguments valid", executor=tool.executor.kind)
         if tool.confirm:
             await _confirm(run, tool, args, approve)
@@ -123,6 +126,16 @@ def _parse_arguments(arguments: Any, tool: LinkedTool) -> dict[str, Any]:
             {"errors": [v.as_dict() for v in violations], "schema": tool.parameters},
         )
     return tool.validator.with_defaults(arguments)
+
+
+def _refuse_sensitive(args: dict[str, Any], redactor: Redactor) -> None:
+    paths = redactor.sensitive_paths(args)
+    if paths:
+        raise StepFailure(
+            "sensitive_arguments",
+            f"the arguments hold sensitive fields ({', '.join(paths)}), which this engine refuses to pass to tools",
+            {"fields": paths},
+        )
 
 
 async def _confirm(run: RunContext, tool: LinkedTool, args: dict[str, Any], approve: Approver | None) -> None:

@@ -228,6 +228,10 @@ class RedactionSettings(_Spec):
         default_factory=lambda: list(DEFAULT_SENSITIVE_KEYS),
         description="Values under these keys (snake/camel/kebab case) are redacted before storage and logs.",
     )
+    arguments: Literal["pass", "refuse"] = Field(
+        default="pass",
+        description="refuse: a tool call whose arguments hold a sensitive key fails with sensitive_arguments.",
+    )
 
 
 class ApiKeySpec(_Spec):

@@ -1,0 +1,87 @@
+"""Sensitive data: refused arguments, redacted events, and tool results the model never sees in full."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from engine import Engine
+from engine.agent import AgentLimits
+from engine.providers.base import ModelResponse, ToolCall, register_provider
+from engine.redaction import REDACTED
+
+TOOLS = """
+tools:
+  login:
+    description: Check credentials and return a session.
+    parameters: {type: object, properties: {user: {type: string}, password: {type: string}}, required: [user]}
+    workflow: login
+"""
+SKILLS = """
+skills:
+  session:
+    kind: python
+    function: creds:session
+    input: {type: object, properties: {user: {type: string}, password: {type: string}}, required: [user]}
+"""
+WORKFLOWS = """
+workflows:
+  login:
+    steps:
+      - {id: s, skill: session, input: {user: $toolArgs.user, password: $toolArgs.password}}
+"""
+MODULE = '''
+def session(input):
+    return {"user": input["user"], "access_token": "tok-" + input["user"] + "-0123456789", "ok": True}
+'''
+
+
+def project(root: Path, engine_yaml: str = "") -> Path:
+    (root / "tools.yaml").write_text(TOOLS)
+    (root / "skills.yaml").write_text(SKILLS)
+    (root / "workflows.yaml").write_text(WORKFLOWS)
+    (root / "creds.py").write_text(MODULE)
+    (root / "config").mkdir()
+    (root / "config" / "models.yaml").write_text("default: agent\nmodels:\n  agent: {provider: redaction-probe}\n")
+    (root / "config" / "engine.yaml").write_text(engine_yaml)
+    return root
+
+
+class _Probe:
+    """Calls `login` once, then answers; remembers what it was shown."""
+
+    seen: list[str] = []
+
+    async def request(self, request, on_text=None):  # type: ignore[no-untyped-def]
+        _Probe.seen = [m.content for m in request.messages]
+        if not any(m.role == "tool" for m in request.messages):
+            return ModelResponse("", tool_calls=(ToolCall("c1", "login", '{"user": "bob", "password": "hunter2-secret"}'),))
+        return ModelResponse("done")
+
+
+register_provider("redaction-probe", lambda spec: _Probe())
+
+
+def test_refuse_policy_names_the_sensitive_fields(tmp_path: Path) -> None:
+    engine = Engine.from_dir(project(tmp_path, "redaction:\n  arguments: refuse\n"))
+    result = engine.call_tool_sync("login", {"user": "bob", "password": "hunter2-secret"})
+    assert not result.ok and result.error.code == "sensitive_arguments"
+    assert result.error.details["fields"] == ["/password"]
+    assert engine.call_tool_sync("login", {"user": "bob"}).ok
+
+
+def test_pass_policy_runs_but_listeners_never_see_the_values(tmp_path: Path) -> None:
+    engine = Engine.from_dir(project(tmp_path))
+    events = []
+    result = engine.call_tool_sync("login", {"user": "bob", "password": "hunter2-secret"}, on_event=events.append)
+    assert result.ok and result.data["access_token"].startswith("tok-bob")  # the caller gets the real data
+    text = repr([e.to_dict() for e in events])
+    assert "hunter2-secret" not in text and "tok-bob-0123456789" not in text and REDACTED in text
+
+
+def test_the_model_reads_redacted_tool_results(tmp_path: Path) -> None:
+    agent = Engine.from_dir(project(tmp_path)).agent(limits=AgentLimits(max_steps=3))
+    outcome = asyncio.run(agent.run("log bob in"))
+    assert outcome.stop_reason == "answer"
+    observation = _Probe.seen[-1]
+    assert "tok-bob-0123456789" not in observation and REDACTED in observation
