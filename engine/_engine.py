@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Collection, Literal
 
 from .context import RunContext
 from .errors import UsageError
-from .events import TERMINAL_TOOL_EVENTS, Event, Listener, QueuedListener, RunEvents, prepare_listeners
+from .events import TERMINAL_TOOL_EVENTS, Event, Listener, QueuedListener, RunEvents, prepare_listeners, stream_run
 from .link import load_project
 from .project import Project
 from .result import ToolResult
@@ -176,19 +176,11 @@ class Engine:
 
     async def stream_tool(self, name: str, args: str | dict[str, Any] | None = None, **options: Any) -> AsyncIterator[Event]:
         """Yield the call's events as they happen; the last one carries `.result`."""
-        queue: asyncio.Queue[Event] = asyncio.Queue()
-        task = asyncio.get_running_loop().create_task(self.call_tool(name, args, on_event=queue.put_nowait, **options))
-        try:
-            while True:
-                event = await queue.get()
-                yield event
-                if event.type in TERMINAL_TOOL_EVENTS and event.result is not None:
-                    break
-            await task
-        finally:
-            if not task.done():
-                task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
+        async for event in stream_run(
+            lambda listener: self.call_tool(name, args, on_event=listener, **options),
+            lambda e: e.type in TERMINAL_TOOL_EVENTS and e.result is not None,
+        ):
+            yield event
 
     def call_tool_sync(self, name: str, args: str | dict[str, Any] | None = None, **options: Any) -> ToolResult:
         """`call_tool` for code without an event loop (scripts, notebooks without one)."""

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, AsyncIterator, Collection, Literal
 
 from .errors import StepFailure
-from .events import Event, Listener, RunEvents
+from .events import Event, Listener, RunEvents, stream_run
 from .logging import logger
 from .providers.base import ChatMessage, ModelRequest, ModelResponse, ProviderError, ToolCall, Usage
 from .redaction import Redactor
@@ -127,19 +127,10 @@ class Agent:
 
     async def stream(self, messages: str | list[Any], **options: Any) -> AsyncIterator[Event]:
         """Yield the run's events as they happen; the last one is `agent_done`."""
-        queue: asyncio.Queue[Event] = asyncio.Queue()
-        task = asyncio.get_running_loop().create_task(self.run(messages, on_event=queue.put_nowait, **options))
-        try:
-            while True:
-                event = await queue.get()
-                yield event
-                if event.type == "agent_done":
-                    break
-            await task
-        finally:
-            if not task.done():
-                task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
+        async for event in stream_run(
+            lambda listener: self.run(messages, on_event=listener, **options), lambda e: e.type == "agent_done"
+        ):
+            yield event
 
 
 class _Loop:

@@ -17,7 +17,7 @@ import inspect
 import time
 import types
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Literal, Union
+from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Literal, Union
 
 from .logging import logger
 
@@ -179,3 +179,25 @@ class RunEvents:
             except Exception as exc:  # noqa: BLE001 - see module docstring
                 _report_listener_failure(listener, type, exc)
         return event
+
+
+async def stream_run(
+    start: Callable[[SyncListener], Awaitable[Any]], is_last: Callable[[Event], bool]
+) -> "AsyncIterator[Event]":
+    """Run `start(listener)` as a task and yield its events until `is_last(event)`.
+
+    Leaving the iteration early cancels the run; nothing is dropped before that.
+    """
+    queue: asyncio.Queue[Event] = asyncio.Queue()
+    task = asyncio.get_running_loop().create_task(start(queue.put_nowait))
+    try:
+        while True:
+            event = await queue.get()
+            yield event
+            if is_last(event):
+                break
+        await task
+    finally:
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)

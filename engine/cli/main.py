@@ -10,7 +10,6 @@ import argparse
 import asyncio
 import json
 import sys
-from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from .._engine import Engine
