@@ -128,7 +128,7 @@ def _print_a(a: dict[str, Any], report: Report) -> None:
         rows = [
             (f"engine.call_tool, {n} steps ({a['events_per_call'][n]} events)", v[f"engine.{n}"]),
             (f"direct: {n} functions called in a row", v[f"direct.{n}"]),
-            (f"direct + jsonschema-rs at every boundary", v[f"validated.{n}"]),
+            ("direct + jsonschema-rs at every boundary", v[f"validated.{n}"]),
         ]
         for label, row in rows:
             print(f"    {label:<42}{row['median_us']:>11.2f}{row['p10_us']:>10.2f}{row['p90_us']:>10.2f}"
@@ -161,7 +161,7 @@ def _print_d(a: dict[str, Any], lg_version: str | None, report: Report) -> None:
     print("    per added step (µs): " + ", ".join(
         f"{k}: LangGraph {g['step_us'][k]:.1f} vs engine {a['engine_step_us'][k]:.1f}" for k in g["step_us"]))
     if "langgraph_cpu" in a:
-        print(f"    by CPU time per call: LangGraph ÷ engine = "
+        print("    by CPU time per call: LangGraph ÷ engine = "
               + ", ".join(f"{a['langgraph_cpu']['ratio'][n]:.1f}× at {n}" for n in STEP_COUNTS))
     print(report.verdict("d.ratio", g["ratio"][3], "(against the faster of invoke/ainvoke)"))
 
@@ -201,7 +201,8 @@ def _print_c(c: dict[str, Any], report: Report, count: int) -> None:
     warm = sorted(c["warm_ms"])
     print(f"    Engine.from_dir, first in a fresh process: {c['cold_ms']:,.0f} ms"
           f" (after `import engine`: {c['import_ms']:,.0f} ms); again in the same process: {', '.join(f'{w:,.0f}' for w in warm)} ms")
-    print(f"    of which YAML + pydantic (load_specs) {min(c['load_specs_ms']):,.0f} ms, link + compile {min(c['link_ms']):,.0f} ms")
+    print(f"    split, on a further load: YAML + pydantic (load_specs) {min(c['load_specs_ms']):,.0f} ms,"
+          f" link + compile {min(c['link_ms']):,.0f} ms; peak RSS of that process {c['peak_rss_mib']:.0f} MiB")
     if count != 500:
         print(f"    (quick mode: {count} of each; the target is for 500)")
     print(report.verdict("c.load", c["cold_ms"]))

@@ -75,7 +75,9 @@ def per_call(work: Path, budget: Budget, *, with_langgraph: bool, log: Callable[
 
     root = write_chain_project(work / "chain-sync", STEP_COUNTS, module=SYNC_MODULE)
     engine = Engine.from_dir(root)
-    module = importlib.import_module(SYNC_MODULE)  # the engine put the project on sys.path
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    module = importlib.import_module(SYNC_MODULE)
     functions = [getattr(module, f"step_{i}") for i in range(max(STEP_COUNTS))]
     return asyncio.run(_per_call(engine, functions, budget, with_langgraph, log))
 
