@@ -13,6 +13,7 @@ and keeps receiving later events; the others never notice.
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import time
 import types
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Liter
 from .logging import logger
 
 if TYPE_CHECKING:
+    from .redaction import RunScrubber
     from .result import ToolResult
 
 EventType = Literal[
@@ -117,14 +119,23 @@ class QueuedListener:
         await self.task
 
 
+_ASYNC_CALLABLE_TYPES: dict[type, bool] = {}
+
+
 def is_async_listener(listener: Any) -> bool:
-    """Cheap check first (plain functions, builtins): it runs on every call."""
+    """Cheap checks first (plain functions, builtins, known callable classes): it runs on every call."""
     code = getattr(listener, "__code__", None)
     if code is not None:
         return bool(code.co_flags & inspect.CO_COROUTINE)
     if isinstance(listener, (types.BuiltinFunctionType, types.BuiltinMethodType)):
         return False
-    return inspect.iscoroutinefunction(listener) or inspect.iscoroutinefunction(getattr(listener, "__call__", None))
+    kind = type(listener)
+    known = _ASYNC_CALLABLE_TYPES.get(kind)
+    if known is None:
+        known = inspect.iscoroutinefunction(listener) or inspect.iscoroutinefunction(getattr(listener, "__call__", None))
+        if not isinstance(listener, (types.MethodType, functools.partial)) and len(_ASYNC_CALLABLE_TYPES) < 1024:
+            _ASYNC_CALLABLE_TYPES[kind] = known  # instances of one class share their __call__
+    return known
 
 
 def prepare_listeners(listeners: list[Listener]) -> tuple[list[SyncListener], list[QueuedListener]]:
@@ -149,7 +160,7 @@ class RunEvents:
 
     __slots__ = ("run_id", "_seq", "_listeners", "_redact")
 
-    def __init__(self, run_id: str, listeners: list[SyncListener], redact: Callable[[Any], Any] | None = None):
+    def __init__(self, run_id: str, listeners: list[SyncListener], redact: "RunScrubber | None" = None):
         self.run_id = run_id
         self._seq = 0
         self._listeners = listeners
@@ -168,10 +179,13 @@ class RunEvents:
         step_id: str | None = None,
         skill: str | None = None,
         result: "ToolResult | None" = None,
+        clean: bool = False,
     ) -> Event:
+        """`clean=True`: the caller proved (from a closed schema) that `data` holds no sensitive key."""
         self._seq = seq = self._seq + 1
-        if self._redact is not None and type not in _ENGINE_WRITTEN:
-            data = self._redact(data)
+        redact = self._redact
+        if redact is not None and type not in _ENGINE_WRITTEN:
+            data = redact.known_secrets(data) if clean else redact(data)
         event = Event(type, self.run_id, seq, _now_ns() // 1_000_000, tool_call_id, step_id, skill, data, result)
         for listener in self._listeners:
             try:

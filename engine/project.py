@@ -100,6 +100,9 @@ class Project:
 
     def __post_init__(self) -> None:
         self.redactor = Redactor(self.settings.redaction.sensitive_keys)
+        for skill in self.skills.values():
+            skill.input_clean = self.redactor.schema_is_clean(skill.input_schema_raw)
+            skill.output_clean = skill.output_schema is not None and self.redactor.schema_is_clean(skill.output_schema_raw)
 
     def provider(self, model_name: str) -> tuple[Provider, ModelSpec]:
         """The provider for a model name, created on first use (so a missing key fails only then)."""

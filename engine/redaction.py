@@ -56,6 +56,32 @@ class Redactor:
                 self._cache[key] = known
         return known
 
+    def schema_is_clean(self, schema: Any) -> bool:
+        """True when every value valid against `schema` is free of sensitive keys.
+
+        Only closed schemas qualify: objects with `additionalProperties: false`, no sensitive
+        property names, and clean properties; arrays of clean items; plain scalars. Anything
+        else (open objects, combinators, $ref) is conservatively "may hold secrets".
+        """
+        if not isinstance(schema, dict):
+            return False
+        if "const" in schema or "enum" in schema:
+            return all(not isinstance(v, (dict, list)) for v in schema.get("enum", [schema.get("const")]))
+        if any(k in schema for k in ("anyOf", "oneOf", "allOf", "$ref", "not", "if", "patternProperties")):
+            return False
+        kind = schema.get("type")
+        kinds = set(kind) if isinstance(kind, list) else {kind}
+        if kinds <= {"string", "number", "integer", "boolean", "null"}:
+            return True
+        if kinds == {"array"}:
+            return self.schema_is_clean(schema.get("items")) and not schema.get("prefixItems")
+        if kinds == {"object"}:
+            properties = schema.get("properties") or {}
+            return schema.get("additionalProperties") is False and all(
+                not self.is_sensitive(key) and self.schema_is_clean(sub) for key, sub in properties.items()
+            )
+        return False
+
     def sensitive_paths(self, value: Any, path: str = "") -> list[str]:
         """JSON Pointers of the sensitive keys in `value` (for refusing such arguments)."""
         found: list[str] = []
@@ -148,6 +174,10 @@ class RunScrubber:
         self.redactor = redactor
         self.secrets: set[str] = set()
         self._regex: re.Pattern[str] | None = None
+
+    def known_secrets(self, value: Any) -> Any:
+        """For data proven free of sensitive keys: only hide values already seen in this run."""
+        return value if self._regex is None else _scrub(value, self._regex)
 
     def __call__(self, value: Any) -> Any:
         redactor = self.redactor

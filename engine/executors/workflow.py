@@ -30,26 +30,40 @@ class WorkflowExecutor:
         self.name = name
         self.steps = steps
         self.resolve_output = resolve_output
+        # Progress payloads are the same for every call: built once here, never per call.
+        # (Event data is read-only for listeners, so sharing these dicts is safe.)
+        total = len(steps)
+        self._prepared = {"stage": "prepared", "message": f"workflow {name!r} prepared: {total} steps", "workflow": name, "steps": total}
+        self._done = {"stage": "done", "message": f"workflow {name!r} done", "workflow": name}
+        self._started = [
+            {"stage": "step_started", "message": f"step {k} of {total} started: {step.id}", "step": k, "of": total, "step_id": step.id}
+            for k, step in enumerate(steps, 1)
+        ]
+        self._finished = [f"step {k} of {total} finished: {step.id}" for k, step in enumerate(steps, 1)]
 
     async def execute(self, args: dict[str, Any], run: RunContext) -> Any:
+        emit = run.events.emit
+        call_id = run.tool_call_id
         total = len(self.steps)
-        run.tool_progress("prepared", f"workflow {self.name!r} prepared: {total} steps", workflow=self.name, steps=total)
+        emit("tool_progress_delta", self._prepared, tool_call_id=call_id)
         outputs: dict[str, Any] = {}
         output: Any = None
-        for number, step in enumerate(self.steps, 1):
+        for index, step in enumerate(self.steps):
             started = time.perf_counter()
-            run.tool_progress(
-                "step_started", f"step {number} of {total} started: {step.id}", step=number, of=total, step_id=step.id
-            )
+            emit("tool_progress_delta", self._started[index], tool_call_id=call_id)
             output = await self._run_step(step, args, outputs, run)
             outputs[step.id] = output
-            run.tool_progress(
-                "step_finished",
-                f"step {number} of {total} finished: {step.id}",
-                step=number,
-                of=total,
-                step_id=step.id,
-                duration_ms=round((time.perf_counter() - started) * 1000, 2),
+            emit(
+                "tool_progress_delta",
+                {
+                    "stage": "step_finished",
+                    "message": self._finished[index],
+                    "step": index + 1,
+                    "of": total,
+                    "step_id": step.id,
+                    "duration_ms": round((time.perf_counter() - started) * 1000, 2),
+                },
+                tool_call_id=call_id,
             )
         if self.resolve_output is not None:
             try:
@@ -58,7 +72,7 @@ class WorkflowExecutor:
                 raise StepFailure("execution_error", f"workflow output: {exc}") from None
             if output is MISSING:
                 output = None
-        run.tool_progress("done", f"workflow {self.name!r} done", workflow=self.name)
+        emit("tool_progress_delta", self._done, tool_call_id=call_id)
         return output
 
     async def _run_step(self, step: LinkedStep, args: dict[str, Any], outputs: dict[str, Any], run: RunContext) -> Any:
@@ -90,7 +104,7 @@ class WorkflowExecutor:
         while True:
             started = time.perf_counter()
             emit("skill_start", {"input": value, "attempt": attempt, "kind": skill.kind},
-                 tool_call_id=run.tool_call_id, step_id=step.id, skill=skill.name)
+                 tool_call_id=run.tool_call_id, step_id=step.id, skill=skill.name, clean=skill.input_clean)
             try:
                 output = await self._invoke(step, value, SkillContext(run, step.id, skill.name, attempt))
             except StepFailure as failure:
@@ -102,7 +116,7 @@ class WorkflowExecutor:
                 error = StepFailure("execution_error", f"skill {skill.name!r} raised {type(exc).__name__}: {exc}", retryable=True)
             else:
                 emit("skill_result", {"output": output, "duration_ms": round((time.perf_counter() - started) * 1000, 2)},
-                     tool_call_id=run.tool_call_id, step_id=step.id, skill=skill.name)
+                     tool_call_id=run.tool_call_id, step_id=step.id, skill=skill.name, clean=skill.output_clean)
                 return output
             will_retry = attempt <= step.retries and error.retryable
             emit("skill_error",

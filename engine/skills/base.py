@@ -20,6 +20,10 @@ class Skill(ABC):
         self.output_schema_raw = output_schema
         self.input_schema = CompiledSchema(input_schema)
         self.output_schema = CompiledSchema(output_schema) if output_schema is not None else None
+        # Set by the Project from its redaction settings: True when the schema proves that
+        # no sensitive key can appear, so events need not walk the value (see Redactor.schema_is_clean).
+        self.input_clean = False
+        self.output_clean = False
 
     @property
     def produces(self) -> dict[str, Any] | None:

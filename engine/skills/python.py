@@ -10,6 +10,9 @@ from ..context import SkillContext
 from .base import Skill
 
 
+_PLAIN = frozenset({dict, list, str, int, float, bool, type(None)})
+
+
 class PythonSkill(Skill):
     kind = "python"
 
@@ -35,7 +38,7 @@ class PythonSkill(Skill):
             output = await asyncio.to_thread(self.function, *args)
         else:
             output = self.function(*args)
-        if inspect.isawaitable(output):  # an object with `async def __call__`, a wrapped coroutine function
+        if type(output) not in _PLAIN and inspect.isawaitable(output):  # e.g. `async def __call__`, a wrapped coroutine
             output = await output
         return output
 
