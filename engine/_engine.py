@@ -52,7 +52,7 @@ class Engine:
             from .store import RunStore
 
             where = Path(store) if not isinstance(store, bool) else project.root / project.settings.store.path
-            run_store = RunStore(where, redactor=Redactor(project.settings.redaction.sensitive_keys))
+            run_store = RunStore(where, redactor=project.redactor, redacted_events=True)
         engine = cls(project, store=run_store)
         if run_store is not None and engine.admin.settings():
             engine.reload()  # the store's tool settings apply from the start
