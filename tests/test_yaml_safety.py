@@ -214,7 +214,9 @@ def test_ten_thousand_levels_of_flow_nesting(write_yaml_project) -> None:
     started = time.perf_counter()
     issue = load_issue(write_yaml_project, deep)
     assert time.perf_counter() - started < 2.0
-    assert at(issue) == "skills.yaml:1:72"  # level 1 is the mapping; the 64th "[" is level 65
+    # Level 1 is the mapping, so our own check stops at the 64th "[" (column 72); a libyaml
+    # build with its own nesting limit (≥ 0.2.5) may stop first, further on the same line.
+    assert at(issue) in ("skills.yaml:1:72", "skills.yaml:1:1008")
     assert "nesting is deeper than 64 levels" in issue.message
 
 
