@@ -38,3 +38,12 @@ def test_quick_benchmark_runs_and_prints_every_section(tmp_path: Path) -> None:
     assert all(value > 0 for value in a["engine_us"].values())
     assert figures["b"]["engine"]["calls"] == 1000 and figures["b"]["engine"]["peak_rss_mib"] > 0
     assert "100 tools" in figures["c"]["summary"]
+
+
+def test_store_and_agent_benchmarks_run_quick() -> None:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    for module, expected in (("bench.store", "the store adds"), ("bench.agent", "engine overhead per iteration")):
+        proc = subprocess.run([sys.executable, "-m", module, "--quick"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert expected in proc.stdout and "n/a (quick)" in proc.stdout, proc.stdout
