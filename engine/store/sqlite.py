@@ -78,6 +78,10 @@ def _loads(text: str | None) -> Any:
     return None if text is None else json.loads(text)
 
 
+# Event types that add or change rows besides their own event row.
+_IMPLY_ROWS = frozenset({"agent_start", "agent_done", "tool_call_start", "tool_call_result", "tool_call_error", "model_exchange"})
+
+
 def _dumps(value: Any) -> str:
     try:  # orjson: the same compact JSON several times faster, so the writer holds the GIL less
         return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
@@ -250,12 +254,15 @@ class RunStore:
         assert db is not None
         db.execute("BEGIN IMMEDIATE")
         try:
+            # One executemany for the event rows (fewer trips through the GIL), then the rows
+            # that events imply (runs, tool logs, model exchanges), in the same order.
+            db.executemany(
+                "INSERT OR IGNORE INTO events (run_id, seq, type, ts, tool_call_id, step_id, skill, data) VALUES (?,?,?,?,?,?,?,?)",
+                [(e.run_id, e.seq, e.type, e.ts, e.tool_call_id, e.step_id, e.skill, _dumps(data)) for e, data in rows],
+            )
             for event, data in rows:
-                db.execute(
-                    "INSERT OR IGNORE INTO events (run_id, seq, type, ts, tool_call_id, step_id, skill, data) VALUES (?,?,?,?,?,?,?,?)",
-                    (event.run_id, event.seq, event.type, event.ts, event.tool_call_id, event.step_id, event.skill, _dumps(data)),
-                )
-                self._apply(db, event, data)
+                if event.type in _IMPLY_ROWS:
+                    self._apply(db, event, data)
             db.execute("COMMIT")
         except BaseException:
             if db.in_transaction:
