@@ -19,7 +19,9 @@ from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Iterator, Sequence
+
+import pytest
 
 
 @dataclass
@@ -463,3 +465,20 @@ def call(call_id: str, name: str, arguments: dict[str, Any] | str) -> Call:
 def seq_gap_free(events: Iterable[Any]) -> bool:
     seqs = [e.seq for e in events]
     return seqs == list(range(1, len(seqs) + 1))
+
+
+# ─── shared fixtures (import them into a test module to use them) ──────────────────────
+
+
+@pytest.fixture(scope="module")
+def module_server() -> Iterator[FakeServer]:
+    """One loopback server per test module."""
+    with FakeServer() as server:
+        yield server
+
+
+@pytest.fixture
+def server(module_server: FakeServer) -> FakeServer:
+    """The module's server with its script and recorded requests cleared."""
+    module_server.reset()
+    return module_server

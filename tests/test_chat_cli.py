@@ -16,13 +16,13 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
 from engine.cli import chat as chat_module
 from engine.cli.main import main
-from fake_llm_servers import FakeServer, OpenAIWire, call, write_project
+from fake_llm_servers import FakeServer, OpenAIWire, call, write_project, module_server, server  # noqa: F401 - shared fixtures
 
 WIRE = OpenAIWire()
 KEY_VAR = "SKILLYARD_TEST_LLM_KEY"
@@ -31,18 +31,6 @@ KEY_VAR = "SKILLYARD_TEST_LLM_KEY"
 def skillyard() -> list[str]:
     script = Path(sys.executable).with_name("skillyard")
     return [str(script)] if script.exists() else [sys.executable, "-m", "engine.cli.main"]
-
-
-@pytest.fixture(scope="module")
-def module_server() -> Iterator[FakeServer]:
-    with FakeServer() as server:
-        yield server
-
-
-@pytest.fixture
-def server(module_server: FakeServer) -> FakeServer:
-    module_server.reset()
-    return module_server
 
 
 @pytest.fixture

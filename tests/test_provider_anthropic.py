@@ -7,7 +7,7 @@ import json
 import socket
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -15,23 +15,11 @@ from engine import Engine
 from engine.providers.anthropic import AnthropicProvider
 from engine.providers.base import ChatMessage, ModelRequest, ProviderError, known_providers, provider_factory
 from engine.spec.models import ModelSpec
-from fake_llm_servers import AnthropicWire, FakeServer, Reply, call
+from fake_llm_servers import AnthropicWire, FakeServer, Reply, call, module_server, server  # noqa: F401 - shared fixtures
 
 WIRE = AnthropicWire()
 ECHO = {"name": "echo", "description": "Echo.", "parameters": {"type": "object", "properties": {"x": {"type": "string"}}}}
 HELLO = ModelRequest((ChatMessage("system", "Be kind."), ChatMessage("user", "hi")))
-
-
-@pytest.fixture(scope="module")
-def module_server() -> Iterator[FakeServer]:
-    with FakeServer() as server:
-        yield server
-
-
-@pytest.fixture
-def server(module_server: FakeServer) -> FakeServer:
-    module_server.reset()
-    return module_server
 
 
 def provider(server: FakeServer, **entry: Any) -> AnthropicProvider:

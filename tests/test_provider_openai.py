@@ -4,31 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
 from engine.providers.base import ChatMessage, ModelRequest, ProviderError
 from engine.providers.openai import OpenAIProvider
 from engine.spec.models import ModelSpec
-from fake_llm_servers import FakeServer, OpenAIWire, Reply, call
+from fake_llm_servers import FakeServer, OpenAIWire, Reply, call, module_server, server  # noqa: F401 - shared fixtures
 
 WIRE = OpenAIWire()
 ECHO = {"name": "echo", "description": "Echo.", "parameters": {"type": "object", "properties": {"x": {"type": "string"}}}}
 HELLO = ModelRequest((ChatMessage("user", "hi"),))
 PLAN = {"type": "object", "properties": {"title": {"type": "string"}}, "required": ["title"]}
-
-
-@pytest.fixture(scope="module")
-def module_server() -> Iterator[FakeServer]:
-    with FakeServer() as server:
-        yield server
-
-
-@pytest.fixture
-def server(module_server: FakeServer) -> FakeServer:
-    module_server.reset()
-    return module_server
 
 
 def provider(server: FakeServer, **entry: Any) -> OpenAIProvider:
