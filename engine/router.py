@@ -13,6 +13,7 @@ import time
 from typing import Any, Awaitable, Callable, Collection
 
 from .context import RunContext
+from .deadlines import deadline
 from .errors import StepFailure
 from .logging import logger
 from .project import LinkedTool
@@ -57,7 +58,7 @@ async def route_call(
         if tool.confirm:
             await _confirm(run, tool, args, approve)
         limit = tool.timeout if timeout is None else min(timeout, tool.timeout)
-        async with asyncio.timeout(limit):
+        async with deadline(limit):
             data = await tool.executor.execute(args, run)
     except StepFailure as failure:
         return _finish(run, started, error=ToolError(failure.code, failure.message, failure.details))
