@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -11,6 +12,9 @@ from ..context import RunContext, SkillContext
 from ..errors import StepFailure
 from ..mapping import MISSING, MappingError, Resolver
 from ..skills.base import Skill
+
+
+_PLAIN = frozenset({dict, list, str, int, float, bool, type(None)})
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +91,7 @@ class WorkflowExecutor:
             raise failure from None
         if value is MISSING:
             value = {}
-        violations = skill.input_schema.check(value)
+        violations = [] if skill.input_schema.is_valid(value) else skill.input_schema.check(value)
         if violations:
             failure = StepFailure(
                 "execution_error",
@@ -98,7 +102,8 @@ class WorkflowExecutor:
             emit("skill_error", {"code": failure.code, "message": failure.message, "attempt": 1},
                  tool_call_id=run.tool_call_id, step_id=step.id, skill=skill.name)
             raise failure
-        value = skill.input_schema.with_defaults(value)
+        if skill.input_schema.has_defaults:
+            value = skill.input_schema.with_defaults(value)
         attempt = 1
         delay = step.retry_delay
         while True:
@@ -132,18 +137,24 @@ class WorkflowExecutor:
     @staticmethod
     async def _invoke(step: LinkedStep, value: dict[str, Any], ctx: SkillContext) -> Any:
         skill = step.skill
+        call_sync = skill.call_sync
         if step.timeout is None:
-            output = await skill.run(value, ctx)
+            if call_sync is not None:  # a plain function: no coroutine frame per step
+                output = call_sync(value, ctx)
+                if type(output) not in _PLAIN and inspect.isawaitable(output):
+                    output = await output
+            else:
+                output = await skill.run(value, ctx)
         else:
             async with asyncio.timeout(step.timeout):
                 output = await skill.run(value, ctx)
-        if skill.output_schema is not None:
-            violations = skill.output_schema.check(output)
-            if violations:
-                raise StepFailure(
-                    "execution_error",
-                    f"skill {skill.name!r} returned output that does not match its output schema: "
-                    + "; ".join(f"{v.pointer or '/'}: {v.message}" for v in violations[:5]),
-                    {"errors": [v.as_dict() for v in violations]},
-                )
+        schema = skill.output_schema
+        if schema is not None and not schema.is_valid(output):
+            violations = schema.check(output)
+            raise StepFailure(
+                "execution_error",
+                f"skill {skill.name!r} returned output that does not match its output schema: "
+                + "; ".join(f"{v.pointer or '/'}: {v.message}" for v in violations[:5]),
+                {"errors": [v.as_dict() for v in violations]},
+            )
         return output

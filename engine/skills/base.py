@@ -24,6 +24,9 @@ class Skill(ABC):
         # no sensitive key can appear, so events need not walk the value (see Redactor.schema_is_clean).
         self.input_clean = False
         self.output_clean = False
+        # A plain synchronous callable (input, ctx) -> output when the skill is one, so the
+        # executor can skip a coroutine per step; None: always `await run(...)`.
+        self.call_sync: Any = None
 
     @property
     def produces(self) -> dict[str, Any] | None:

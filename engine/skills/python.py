@@ -29,6 +29,14 @@ class PythonSkill(Skill):
         self.is_async = inspect.iscoroutinefunction(function)
         self.wants_context = accepts_context(function)
         self.threaded = threaded and not self.is_async
+        if not self.is_async and not self.threaded:
+            self.call_sync = self._call_with_context if self.wants_context else self._call_plain
+
+    def _call_plain(self, input: dict[str, Any], ctx: SkillContext) -> Any:
+        return self.function(input)
+
+    def _call_with_context(self, input: dict[str, Any], ctx: SkillContext) -> Any:
+        return self.function(input, ctx)
 
     async def run(self, input: dict[str, Any], ctx: SkillContext) -> Any:
         args = (input, ctx) if self.wants_context else (input,)
