@@ -43,6 +43,7 @@ async def route_call(
         tool_call_id=run.tool_call_id,
     )
     tool = project.tools.get(name)
+    limit: float | None = None
     try:
         if tool is None:
             available = [n for n, t in project.tools.items() if t.enabled and project.policy.permits(n)]
@@ -63,6 +64,8 @@ async def route_call(
     except StepFailure as failure:
         return _finish(run, started, error=ToolError(failure.code, failure.message, failure.details))
     except TimeoutError:
+        if limit is None:  # raised before the tool ran, e.g. by an approval callback
+            return _finish(run, started, error=ToolError("execution_error", "the call timed out before it could run"))
         return _finish(run, started, error=ToolError("timeout", f"tool {name!r} took longer than {limit:g}s"))
     except asyncio.CancelledError:
         _finish(run, started, error=ToolError("cancelled", f"call of {name!r} was cancelled"))
