@@ -371,3 +371,11 @@ def test_errors_inside_anchors_point_at_the_anchored_text(write_yaml_project) ->
         ("skills.yaml:10:7", "template syntax error in skill 'base' (template, template line 2)"),
         ("skills.yaml:10:7", "template syntax error in skill 'merged' (template, template line 2)"),
     }
+
+
+def test_keys_are_names_not_yaml_1_1_booleans(write_yaml_project) -> None:
+    # `off:` as a tool name stays "off" (YAML 1.1 would make it the boolean false)
+    root = write_yaml_project({"tools.yaml": "tools:\n  off: {description: x, workflow: w}\n"})
+    with pytest.raises(ConfigError) as caught:
+        engine.load_project(root)
+    assert any("'off'" in issue.message for issue in caught.value.issues)

@@ -426,6 +426,8 @@ class _Builder:
             value: Any = event.value
         elif tag == _MERGE:
             value = _MERGE_KEY
+        elif self._expects_key():
+            value = event.value  # a key is a name: `off:` stays "off", not YAML 1.1's false
         else:
             value = _CONSTRUCT[tag](_CONSTRUCTOR, yaml.ScalarNode(tag, event.value))
         if event.anchor is not None:
@@ -435,6 +437,13 @@ class _Builder:
         if event.anchor is not None:
             self.anchors[event.anchor] = _Anchor(value, path if path is not None else (), mark, 1, 0)
             self.open_anchors.discard(event.anchor)
+
+    def _expects_key(self) -> bool:
+        """Is the next scalar a mapping key (not a value, an item or the document)?"""
+        if not self.stack:
+            return False
+        frame = self.stack[-1]
+        return type(frame.value) is not list and frame.key is _MISSING
 
     def _start(self, event: Any, is_map: bool) -> None:
         mark = _mark(event)
