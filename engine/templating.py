@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import jinja2
-from jinja2 import meta
+from jinja2 import nodes
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 ENV = ImmutableSandboxedEnvironment(
@@ -41,7 +41,21 @@ def check_template(source: str) -> tuple[list[TemplateProblem], frozenset[str]]:
         ast = ENV.parse(source)
     except jinja2.TemplateSyntaxError as exc:
         return [TemplateProblem(exc.lineno or 1, exc.message or "syntax error")], frozenset()
-    return [], frozenset(meta.find_undeclared_variables(ast)) - BUILTIN_NAMES
+    return [], read_variables(ast) - BUILTIN_NAMES
+
+
+def read_variables(ast: nodes.Template) -> frozenset[str]:
+    """Names the template reads and never assigns (`set`, `for`, macro parameters…).
+
+    A plain walk of the parsed tree, ~20× cheaper than jinja2.meta (which runs the code
+    generator). A name assigned anywhere counts as defined everywhere: it can miss an
+    undeclared variable read before its `set`, never report a declared one.
+    """
+    loads: set[str] = set()
+    stores: set[str] = set()
+    for node in ast.find_all(nodes.Name):
+        (loads if node.ctx == "load" else stores).add(node.name)
+    return frozenset(loads - stores)
 
 
 class LazyTemplate:
