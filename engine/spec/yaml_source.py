@@ -339,11 +339,21 @@ _MISSING: Any = object()
 
 def _resolve_scalar(value: str, implicit: tuple[bool, bool]) -> str:
     """The tag of an untagged scalar, as PyYAML's resolver decides it (plain → int, bool…)."""
-    if implicit[0]:
-        for tag, regexp in _RESOLVERS.get(value[:1], ()) if value else _RESOLVERS.get("", ()):
+    if not implicit[0]:
+        return _STR
+    tag = _RESOLVED.get(value)
+    if tag is None:
+        tag = _STR
+        for candidate, regexp in _RESOLVERS.get(value[:1], ()) if value else _RESOLVERS.get("", ()):
             if regexp.match(value):
-                return tag
-    return _STR
+                tag = candidate
+                break
+        if len(_RESOLVED) < 100_000 and len(value) < 64:
+            _RESOLVED[value] = tag  # project files repeat the same words (type, string, object…)
+    return tag
+
+
+_RESOLVED: dict[str, str] = {}
 
 
 @dataclass(slots=True)
