@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from .errors import IssueCollector, Location
 from .executors.base import ToolType, known_tool_types, tool_type
 from .executors.workflow import LinkedStep, WorkflowExecutor
-from .mapping import MappingSyntaxError, Reference, compile_mapping, is_reference, parse_reference
+from .mapping import MappingSyntaxError, Reference, compile_mapping, is_reference, iter_references, parse_reference
 from .project import LinkedTool, Project, ToolPolicy
 from .providers.base import known_providers, provider_factory
 from .schema import CompiledSchema, SchemaReader, describe_types_article, literal_types, schema_problem_details, types_fit
@@ -261,7 +261,7 @@ class _Linker:
             return compile_mapping(mapping)
         except MappingSyntaxError:
             pass  # report each malformed reference at its own position
-        for sub, text in _all_references(mapping):
+        for sub, text in iter_references(mapping):
             try:
                 parse_reference(text)
             except MappingSyntaxError as exc:
@@ -517,20 +517,6 @@ def _declared_properties(schema: Any) -> set[str] | None:
     if schema.get("additionalProperties") not in (None, False) and not schema.get("properties"):
         return None  # an open object: any name may arrive
     return set((schema.get("properties") or {}).keys())
-
-
-def _all_references(mapping: Any) -> list[tuple[YamlPath, str]]:
-    found: list[tuple[YamlPath, str]] = []
-    stack: list[tuple[Any, YamlPath]] = [(mapping, ())]
-    while stack:
-        value, path = stack.pop()
-        if isinstance(value, str) and is_reference(value):
-            found.append((path, value))
-        elif isinstance(value, dict):
-            stack.extend((v, path + (k,)) for k, v in value.items())
-        elif isinstance(value, list):
-            stack.extend((v, path + (i,)) for i, v in enumerate(value))
-    return found
 
 
 def _suggest(name: str, known: Any) -> str:
