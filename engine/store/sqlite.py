@@ -362,19 +362,10 @@ class RunStore:
 
     def runs(self, *, tool: str | None = None, status: str | None = None, since_ms: int | None = None, limit: int = 20) -> list[RunRecord]:
         """Recent runs, newest first. `since_ms` is an absolute time in ms since the epoch."""
-        where, params = ["1=1"], []
-        if tool:
-            where.append("name = ?")
-            params.append(tool)
-        if status:
-            where.append("status = ?")
-            params.append(status)
-        if since_ms is not None:
-            where.append("started_at >= ?")
-            params.append(since_ms)
+        where, params = _where({"name = ?": tool, "status = ?": status, "started_at >= ?": since_ms})
         with self._read() as db:
             rows = db.execute(
-                f"SELECT {_RUN_COLUMNS} FROM runs WHERE {' AND '.join(where)} ORDER BY started_at DESC, rowid DESC LIMIT ?",
+                f"SELECT {_RUN_COLUMNS} FROM runs WHERE {where} ORDER BY started_at DESC, rowid DESC LIMIT ?",
                 (*params, limit),
             ).fetchall()
         return [_run(row) for row in rows]
@@ -432,20 +423,11 @@ class RunStore:
     def tool_logs(self, *, tool: str | None = None, status: str | None = None, run_id: str | None = None,
                   limit: int = 50) -> list[dict[str, Any]]:
         """Tool execution logs, newest first (status success | error | timeout)."""
-        where, params = ["1=1"], []
-        if tool:
-            where.append("tool = ?")
-            params.append(tool)
-        if status:
-            where.append("status = ?")
-            params.append(status)
-        if run_id:
-            where.append("run_id = ?")
-            params.append(run_id)
+        where, params = _where({"tool = ?": tool, "status = ?": status, "run_id = ?": run_id})
         with self._read() as db:
             rows = db.execute(
                 f"SELECT id, run_id, tool_call_id, tool, input, output, status, error_message, duration_ms, created_at "
-                f"FROM tool_logs WHERE {' AND '.join(where)} ORDER BY id DESC LIMIT ?",
+                f"FROM tool_logs WHERE {where} ORDER BY id DESC LIMIT ?",
                 (*params, limit),
             ).fetchall()
         keys = ("id", "run_id", "tool_call_id", "tool", "input", "output", "status", "error_message", "duration_ms", "created_at")
@@ -470,6 +452,12 @@ class RunStore:
                     db.execute("ROLLBACK")
                 raise
         return count
+
+
+def _where(conditions: dict[str, Any]) -> tuple[str, list[Any]]:
+    """`{"name = ?": value}` → an SQL condition and its parameters; empty values (None, "") are skipped."""
+    used = [(clause, value) for clause, value in conditions.items() if value is not None and value != ""]
+    return " AND ".join(clause for clause, _ in used) or "1=1", [value for _, value in used]
 
 
 def _run(row: Iterable[Any]) -> RunRecord:
