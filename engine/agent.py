@@ -145,9 +145,9 @@ class _Loop:
         self.result = AgentResult(events.run_id, "answer", "", self.messages)
         self.corrections: dict[str, int] = {}
         self.recent_calls: list[str] = []
-        self.tool_specs = tuple(
-            {"name": s["name"], "description": s["description"], "parameters": s["input_schema"]}
-            for s in self.project.tool_schemas("anthropic", agent.tools)
+        self.tool_specs = tuple(  # the provider-neutral form of ModelRequest.tools
+            {"name": t.name, "description": t.description, "parameters": t.parameters}
+            for t in self.project.callable_tools(agent.tools)
         )
         self.allowed = {s["name"] for s in self.tool_specs}
 

@@ -130,9 +130,13 @@ class Project:
     def tool_schemas(
         self, format: Literal["openai", "anthropic", "mcp"] = "openai", allowed_tools: Iterable[str] | None = None
     ) -> list[dict[str, Any]]:
+        return [tool.schema(format) for tool in self.callable_tools(allowed_tools)]
+
+    def callable_tools(self, allowed_tools: Iterable[str] | None = None) -> list[LinkedTool]:
+        """The tools a model may be offered: enabled, allowed by the policy, in the subset."""
         subset = set(allowed_tools) if allowed_tools is not None else None
         return [
-            tool.schema(format)
+            tool
             for name, tool in self.tools.items()
             if tool.enabled and self.policy.permits(name) and (subset is None or name in subset)
         ]
