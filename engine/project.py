@@ -6,6 +6,7 @@ Hot reload builds a new Project and swaps it in; calls in flight keep the one th
 from __future__ import annotations
 
 import fnmatch
+import functools
 import os
 import re
 import threading
@@ -34,6 +35,11 @@ class LinkedTool:
     executor: ToolExecutor
     source: str  # file:line where it is declared
     config: dict[str, Any] = field(default_factory=dict)  # the tool type's validated config
+
+    @functools.cached_property
+    def matched_progress(self) -> dict[str, Any]:
+        """The router's "matched" progress payload: the same for every call, built once."""
+        return {"stage": "matched", "message": f"tool {self.name!r} matched, arguments valid", "executor": self.executor.kind}
 
     def schema(self, format: Literal["openai", "anthropic", "mcp"]) -> dict[str, Any]:
         if format == "openai":

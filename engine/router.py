@@ -35,8 +35,9 @@ async def route_call(
     started = time.perf_counter()
     name = run.tool
     project = run.project
+    problem = None
     if isinstance(arguments, (str, bytes)):
-        arguments = _decode_json(arguments)  # listeners (and redaction) see the object, not the text
+        arguments, problem = _decode_json(arguments)  # listeners (and redaction) see the object, not the text
     run.events.emit(
         "tool_call_start",
         {"tool": name, "arguments": arguments if arguments is not None else {}},
@@ -52,10 +53,10 @@ async def route_call(
             raise StepFailure("not_allowed", f"tool {name!r} is not allowed here")
         if not tool.enabled:
             raise StepFailure("tool_disabled", f"tool {name!r} is disabled")
-        args = _parse_arguments(arguments, tool)
+        args = _parse_arguments(arguments, problem, tool)
         if project.settings.redaction.arguments == "refuse":
             _refuse_sensitive(args, project.redactor)
-        run.tool_progress("matched", f"tool {name!r} matched, arguments valid", executor=tool.executor.kind)
+        run.events.emit("tool_progress_delta", tool.matched_progress, tool_call_id=run.tool_call_id)
         if tool.confirm:
             await _confirm(run, tool, args, approve)
         limit = tool.timeout if timeout is None else min(timeout, tool.timeout)
@@ -76,60 +77,47 @@ async def route_call(
     return _finish(run, started, data=data)
 
 
-class _BadJson(str):
-    """Argument text that is not JSON, kept with the parser's complaint."""
-
-    problem: str = ""
-
-
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
-def _decode_json(text: str | bytes) -> Any:
-    """Model-written argument text → a value, or a _BadJson that says what is wrong with it."""
-    problem = None
+def _decode_json(text: str | bytes) -> tuple[Any, str | None]:
+    """Model-written argument text → (value, None), or (the text, what is wrong with it)."""
+    if not text.strip():
+        return {}, None
     try:
-        if not text.strip():
-            return {}
         value = json.loads(text, parse_constant=_reject_constant)
-        if value is None:
-            problem = "arguments must be a JSON object, not null"
     except json.JSONDecodeError as exc:
         problem = f"{exc.msg} at line {exc.lineno} column {exc.colno}"
     except (UnicodeDecodeError, ValueError) as exc:
         problem = str(exc)
-    if problem is None:
-        return value
-    bad = _BadJson(text.decode("utf-8", "replace") if isinstance(text, bytes) else text)
-    bad.problem = problem
-    return bad
+    else:
+        if value is not None:
+            return value, None
+        problem = "arguments must be a JSON object, not null"
+    return (text.decode("utf-8", "replace") if isinstance(text, bytes) else text), problem
 
 
-def _parse_arguments(arguments: Any, tool: LinkedTool) -> dict[str, Any]:
+def _parse_arguments(arguments: Any, problem: str | None, tool: LinkedTool) -> dict[str, Any]:
+    if problem is not None:
+        raise StepFailure("invalid_arguments", f"arguments are not valid JSON: {problem}", {"schema": tool.parameters})
     if arguments is None:
         arguments = {}
-    if isinstance(arguments, _BadJson):
-        raise StepFailure(
-            "invalid_arguments",
-            f"arguments are not valid JSON: {arguments.problem}",
-            {"schema": tool.parameters},
-        )
     if not isinstance(arguments, dict):
         raise StepFailure(
             "invalid_arguments",
             f"arguments must be a JSON object, not {type(arguments).__name__}",
             {"schema": tool.parameters},
         )
+    if tool.validator.is_valid(arguments):
+        return tool.validator.with_defaults(arguments) if tool.validator.has_defaults else arguments
     violations = tool.validator.check(arguments)
-    if violations:
-        summary = "; ".join(f"{v.pointer or '/'}: {v.message}" for v in violations[:5])
-        raise StepFailure(
-            "invalid_arguments",
-            f"{len(violations)} argument error(s): {summary}",
-            {"errors": [v.as_dict() for v in violations], "schema": tool.parameters},
-        )
-    return tool.validator.with_defaults(arguments)
+    summary = "; ".join(f"{v.pointer or '/'}: {v.message}" for v in violations[:5])
+    raise StepFailure(
+        "invalid_arguments",
+        f"{len(violations)} argument error(s): {summary}",
+        {"errors": [v.as_dict() for v in violations], "schema": tool.parameters},
+    )
 
 
 def _refuse_sensitive(args: dict[str, Any], redactor: Redactor) -> None:
