@@ -110,31 +110,12 @@ class FetchConfig(BaseModel):
     @field_validator("allowed_domains", "blocked_domains", mode="before")
     @classmethod
     def _domains(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            value = [value]
-        if not isinstance(value, (list, tuple)):
-            return value
-        out = []
-        for item in value:
-            if not isinstance(item, str):
-                raise ValueError(f"{item!r} is not a domain pattern")
-            out.append(normalise_domain(item))
-        return tuple(dict.fromkeys(out))
+        return _each(value, _domain_pattern)
 
     @field_validator("allow_private_networks", mode="before")
     @classmethod
     def _networks(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            value = [value]
-        if not isinstance(value, (list, tuple)):
-            return value
-        out = []
-        for item in value:
-            try:
-                out.append(str(ipaddress.ip_network(str(item).strip(), strict=True)))
-            except ValueError as exc:
-                raise ValueError(f"{item!r} is not a network in CIDR form such as 10.0.0.0/8 ({exc})") from None
-        return tuple(out)
+        return _each(value, _cidr)
 
     @field_validator("default_headers")
     @classmethod
@@ -203,3 +184,25 @@ def description(config: FetchConfig, yaml_description: str) -> str:
     )
     notes.append(f"Responses are cut off after {human_size(config.max_response_size)}.")
     return " ".join([yaml_description.rstrip(), *notes])
+
+
+def _each(value: Any, normalise: Any) -> Any:
+    """One string or a list of them → a tuple of normalised, de-duplicated items (else: as is)."""
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, (list, tuple)):
+        return value  # pydantic reports the wrong type
+    return tuple(dict.fromkeys(normalise(item) for item in value))
+
+
+def _domain_pattern(item: Any) -> str:
+    if not isinstance(item, str):
+        raise ValueError(f"{item!r} is not a domain pattern")
+    return normalise_domain(item)
+
+
+def _cidr(item: Any) -> str:
+    try:
+        return str(ipaddress.ip_network(str(item).strip(), strict=True))
+    except ValueError as exc:
+        raise ValueError(f"{item!r} is not a network in CIDR form such as 10.0.0.0/8 ({exc})") from None
