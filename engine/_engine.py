@@ -48,7 +48,6 @@ class Engine:
     def from_project(cls, project: Project, *, store: bool | str | Path = False) -> "Engine":
         run_store = None
         if store is not False:
-            from .redaction import Redactor
             from .store import RunStore
 
             where = Path(store) if not isinstance(store, bool) else project.root / project.settings.store.path

@@ -15,7 +15,6 @@ from typing import Any, Callable
 from .._engine import Engine
 from ..errors import ConfigError, UsageError
 from ..link import load_project
-from ..redaction import Redactor
 from ..store import RunRecord, RunStore, StoreError
 from ..store.replay import REPLAY_MODEL, ReplayProvider, replay_project
 from .timeline import Timeline
@@ -103,7 +102,7 @@ def open_store(directory: str) -> RunStore:
     if not path.exists():
         raise UsageError(f"no runs recorded yet ({path} does not exist); run a tool first")
     try:
-        return RunStore(path, redactor=Redactor(project.settings.redaction.sensitive_keys))
+        return RunStore(path, redactor=project.redactor)
     except StoreError as exc:
         raise UsageError(str(exc)) from None
 
