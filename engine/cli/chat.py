@@ -10,39 +10,14 @@ import argparse
 import asyncio
 import json
 import sys
-import threading
 from typing import Any
 
 from ..agent import AgentLimits
 from ..errors import ConfigError, UsageError
 from ..events import Event
 from ..logging import configure_logging
+from .approval import terminal_approver
 from .timeline import Timeline
-
-
-async def _ask(question: str) -> str:
-    """input() on a daemon thread: Ctrl-C while a question waits must not wait for Enter
-    (asyncio.run joins its default executor's threads on the way out; not this one)."""
-    loop = asyncio.get_running_loop()
-    answer: asyncio.Future[str] = loop.create_future()
-
-    def read() -> None:
-        try:
-            text = input(question)
-        except Exception:  # noqa: BLE001 - no answer (EOF, closed terminal…) means no approval
-            text = ""
-
-        def deliver() -> None:
-            if not answer.done():
-                answer.set_result(text)
-
-        try:
-            loop.call_soon_threadsafe(deliver)
-        except RuntimeError:  # the loop is gone: nobody waits for this answer any more
-            pass
-
-    threading.Thread(target=read, name="skillyard-approval", daemon=True).start()
-    return await answer
 
 
 def add_chat_parser(commands: Any, run_handler: Any) -> None:
@@ -106,17 +81,7 @@ def run_chat(ns: argparse.Namespace) -> int:
         if timeline is not None:
             timeline(event)
 
-    terminal = asyncio.Lock()  # one question at a time: parallel calls must not share a prompt line
-
-    async def approve(tool: Any, args: dict[str, Any], tool_call_id: str) -> bool:
-        if ns.yes:
-            return True
-        if not sys.stdin.isatty() or ns.prompt == "-":
-            print(f"  {tool.name} ({tool_call_id}) needs confirmation; no terminal and no --yes: denied", file=sys.stderr)
-            return False
-        async with terminal:  # each answer is read right after its own question, so it reaches its own call
-            answer = await _ask(f"Allow {tool.name} ({tool_call_id}) with {json.dumps(args)[:200]}? [y/N] ")
-        return answer.strip().lower() in ("y", "yes")
+    approve = terminal_approver(approve_all=ns.yes, stdin_is_input=ns.prompt == "-")
 
     agent = engine.agent(model, tools=tools, limits=limits, tool_choice=ns.tool_choice, approve=approve)
     try:

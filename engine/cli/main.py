@@ -20,6 +20,7 @@ from ..logging import configure_logging
 from ..result import ToolResult
 from ..store import StoreError
 from .arguments import build_arguments
+from .approval import terminal_approver
 from .timeline import Timeline, error_hints
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -93,14 +94,8 @@ def run_call(ns: argparse.Namespace) -> int:
         for listener in listeners:
             listener(event)
 
-    async def approve(tool: Any, args: dict[str, Any], tool_call_id: str) -> bool:
-        if ns.yes:
-            return True
-        if not sys.stdin.isatty():
-            print(f"  {tool.name} needs confirmation; no terminal and no --yes, so it is denied", file=sys.stderr)
-            return False
-        answer = await asyncio.to_thread(input, f"Run {tool.name} with {json.dumps(args)[:200]}? [y/N] ")
-        return answer.strip().lower() in ("y", "yes")
+    stdin_used = ns.args_json == "-" or any(pair.endswith("=-") for pair in ns.arg)
+    approve = terminal_approver(approve_all=ns.yes, stdin_is_input=stdin_used)
 
     try:
         result: ToolResult = asyncio.run(

@@ -1,0 +1,55 @@
+"""Approving `confirm: true` tools from a terminal (run-workflow, skillyard chat)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import threading
+from typing import Any
+
+from ..router import Approver
+
+
+async def _ask(question: str) -> str:
+    """input() on a daemon thread: Ctrl-C while a question waits must not wait for Enter
+    (asyncio.run joins its default executor's threads on the way out; not this one)."""
+    loop = asyncio.get_running_loop()
+    answer: asyncio.Future[str] = loop.create_future()
+
+    def read() -> None:
+        try:
+            text = input(question)
+        except Exception:  # noqa: BLE001 - no answer (EOF, closed terminal…) means no approval
+            text = ""
+
+        def deliver() -> None:
+            if not answer.done():
+                answer.set_result(text)
+
+        try:
+            loop.call_soon_threadsafe(deliver)
+        except RuntimeError:  # the loop is gone: nobody waits for this answer any more
+            pass
+
+    threading.Thread(target=read, name="skillyard-approval", daemon=True).start()
+    return await answer
+
+
+def terminal_approver(*, approve_all: bool, stdin_is_input: bool = False) -> Approver:
+    """`--yes` approves all; without a terminal (or when stdin carries the input) calls are
+    denied; otherwise each call is asked on the terminal, one question at a time, so parallel
+    calls never share a prompt line and each answer reaches its own tool_call_id."""
+    terminal = asyncio.Lock()
+
+    async def approve(tool: Any, args: dict[str, Any], tool_call_id: str) -> bool:
+        if approve_all:
+            return True
+        if stdin_is_input or not sys.stdin.isatty():
+            print(f"  {tool.name} ({tool_call_id}) needs confirmation; no terminal and no --yes: denied", file=sys.stderr)
+            return False
+        async with terminal:
+            answer = await _ask(f"Allow {tool.name} ({tool_call_id}) with {json.dumps(args)[:200]}? [y/N] ")
+        return answer.strip().lower() in ("y", "yes")
+
+    return approve
