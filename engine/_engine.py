@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import secrets
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, AsyncIterator, Collection, Literal
+from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Collection, Literal
 
 from .context import RunContext
 from .errors import UsageError
 from .events import TERMINAL_TOOL_EVENTS, Event, Listener, QueuedListener, RunEvents, prepare_listeners, stream_run
+from .ids import new_id
 from .link import load_project
 from .project import Project
 from .result import ToolResult
@@ -21,8 +21,7 @@ if TYPE_CHECKING:
     from .tool_admin import ToolAdmin
 
 
-def new_id(prefix: str) -> str:
-    return f"{prefix}_{secrets.token_hex(10)}"
+__all__ = ["Engine", "new_id"]
 
 
 class Engine:
@@ -141,7 +140,7 @@ class Engine:
         return RunEvents(run_id, inline, self._project.redactor.for_run()), queued
 
     @staticmethod
-    async def route(
+    def route(
         events: RunEvents,
         project: Project,
         name: str,
@@ -152,10 +151,13 @@ class Engine:
         allowed_tools: Collection[str] | None = None,
         approve: Approver | None = None,
         timeout: float | None = None,
-    ) -> ToolResult:
-        """One call inside an existing run (the agent loop nests its tool calls this way)."""
+    ) -> Awaitable[ToolResult]:
+        """One call inside an existing run (the agent loop nests its tool calls this way).
+
+        Returns the router's coroutine itself (await it), so a call has no extra frame.
+        """
         run = RunContext(events.run_id, tool_call_id or new_id("call"), name, events, project, model)
-        return await route_call(run, args, allowed_tools=allowed_tools, approve=approve, timeout=timeout)
+        return route_call(run, args, allowed_tools=allowed_tools, approve=approve, timeout=timeout)
 
     def agent(
         self,

@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Any
 from .events import RunEvents
 from .providers.base import ModelRequest, ModelResponse, Usage
 
+NO_USAGE = Usage()
+
 if TYPE_CHECKING:
     from .project import Project
 
@@ -31,7 +33,7 @@ class RunContext:
         self.events = events
         self.project = project
         self.model_override = model_override
-        self.usage = Usage()
+        self.usage = NO_USAGE  # Usage is immutable: add_usage replaces it
 
     def tool_progress(self, stage: str, message: str, **data: Any) -> None:
         self.events.emit(

@@ -254,7 +254,7 @@ class _Linker:
             flow.check_value(spec.output, None, ("output",), len(spec.steps), target_required=False)
         if not ok or output_resolver is None and spec.output is not None:
             return None
-        return WorkflowExecutor(entry.name, steps, output_resolver)
+        return WorkflowExecutor(entry.name, steps, output_resolver, spec.output)
 
     def _compile(self, entry: Entry[Any], path: YamlPath, mapping: Any) -> Any:
         try:

@@ -125,6 +125,21 @@ def iter_references(mapping: Any, where: tuple[PathPart, ...] = ()) -> Iterator[
             stack.extend((v, path + (i,)) for i, v in reversed(list(enumerate(value))))
 
 
+def mapping_is_clean(mapping: Any, source_clean: Callable[[Reference], bool], key_ok: Callable[[str], bool]) -> bool:
+    """True when every value the mapping can build is free of sensitive keys.
+
+    `source_clean(reference)` judges where a reference reads from (a clean value's parts are
+    clean too); `key_ok(key)` judges the mapping's own literal keys. Decided at link time.
+    """
+    if isinstance(mapping, str):
+        return source_clean(parse_reference(mapping)) if is_reference(mapping) else True
+    if isinstance(mapping, dict):
+        return all(key_ok(key) and mapping_is_clean(value, source_clean, key_ok) for key, value in mapping.items())
+    if isinstance(mapping, list):
+        return all(mapping_is_clean(value, source_clean, key_ok) for value in mapping)
+    return True
+
+
 # ─── compilation ────────────────────────────────────────────────────────────────────────
 
 

@@ -35,6 +35,10 @@ class LinkedTool:
     executor: ToolExecutor
     source: str  # file:line where it is declared
     config: dict[str, Any] = field(default_factory=dict)  # the tool type's validated config
+    # Set by the Project from its redaction settings: True when closed schemas prove that the
+    # (valid) arguments / the result data hold no sensitive key, so events skip the walk.
+    arguments_clean: bool = field(default=False, init=False, compare=False)
+    result_clean: bool = field(default=False, init=False, compare=False)
 
     @functools.cached_property
     def matched_progress(self) -> dict[str, Any]:
@@ -52,6 +56,15 @@ class LinkedTool:
         if format == "mcp":
             return {"name": self.name, "description": self.description, "inputSchema": self.parameters}
         raise ValueError(f"unknown tool schema format {format!r}; use openai, anthropic or mcp")
+
+
+# The keys the engine itself puts around arguments, inputs, outputs and results in events.
+_EVENT_ENVELOPE_KEYS = ("tool", "arguments", "input", "attempt", "kind", "output", "duration_ms", "ok", "data",
+                        "metadata", "usage", "input_tokens", "output_tokens")
+
+
+def _harmless_key(redactor: Redactor, key: str) -> bool:
+    return not redactor.is_sensitive(key)
 
 
 class ToolPolicy:
@@ -105,10 +118,23 @@ class Project:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def __post_init__(self) -> None:
-        self.redactor = Redactor(self.settings.redaction.sensitive_keys)
+        self.redactor = redactor = Redactor(self.settings.redaction.sensitive_keys)
+        self._mark_clean(redactor)
+
+    def _mark_clean(self, redactor: Redactor) -> None:
+        """Decide once which event payloads can skip redaction (see Redactor.schema_is_clean)."""
+        key_ok = functools.partial(_harmless_key, redactor)
+        if not all(map(key_ok, _EVENT_ENVELOPE_KEYS)):  # someone made "input" or "data" a sensitive word
+            return
         for skill in self.skills.values():
-            skill.input_clean = self.redactor.schema_is_clean(skill.input_schema_raw)
-            skill.output_clean = skill.output_schema is not None and self.redactor.schema_is_clean(skill.output_schema_raw)
+            skill.input_clean = redactor.schema_is_clean(skill.input_schema_raw)
+            skill.output_clean = skill.output_schema is not None and redactor.schema_is_clean(skill.output_schema_raw)
+        for tool in self.tools.values():
+            arguments_clean = redactor.schema_is_clean(tool.parameters)
+            output_clean = getattr(tool.executor, "output_clean", None)
+            result_clean = callable(output_clean) and bool(output_clean(arguments_clean, key_ok))
+            object.__setattr__(tool, "arguments_clean", arguments_clean)  # frozen: set once, before any call
+            object.__setattr__(tool, "result_clean", result_clean)
 
     def provider(self, model_name: str) -> tuple[Provider, ModelSpec]:
         """The provider for a model name, created on first use (so a missing key fails only then)."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from typing import Any, Awaitable, Callable, Collection
 
 from .context import RunContext
@@ -19,6 +18,7 @@ from .logging import logger
 from .project import LinkedTool
 from .redaction import Redactor
 from .result import ToolError, ToolResult
+from .timing import PLAIN_TYPES, elapsed_ms, perf_counter_ns
 
 Approver = Callable[[LinkedTool, dict[str, Any], str], Awaitable[bool]]
 
@@ -32,18 +32,21 @@ async def route_call(
     timeout: float | None = None,
 ) -> ToolResult:
     """Check and run one call; emits tool_call_start … tool_call_result / tool_call_error."""
-    started = time.perf_counter()
+    started = perf_counter_ns()
     name = run.tool
     project = run.project
     problem = None
     if isinstance(arguments, (str, bytes)):
         arguments, problem = _decode_json(arguments)  # listeners (and redaction) see the object, not the text
+    tool = project.tools.get(name)
+    # Validated first (a pure check), so that valid arguments of a closed schema skip redaction.
+    valid = tool is not None and type(arguments) is dict and tool.validator.is_valid(arguments)
+    call_id = run.tool_call_id
     run.events.emit(
         "tool_call_start",
         {"tool": name, "arguments": arguments if arguments is not None else {}},
-        tool_call_id=run.tool_call_id,
+        call_id, None, None, None, valid and tool.arguments_clean,  # type: ignore[union-attr]
     )
-    tool = project.tools.get(name)
     limit: float | None = None
     try:
         if tool is None:
@@ -53,14 +56,14 @@ async def route_call(
             raise StepFailure("not_allowed", f"tool {name!r} is not allowed here")
         if not tool.enabled:
             raise StepFailure("tool_disabled", f"tool {name!r} is disabled")
-        args = _parse_arguments(arguments, problem, tool)
+        args = _parse_arguments(arguments, problem, tool, valid)
         if project.settings.redaction.arguments == "refuse":
             _refuse_sensitive(args, project.redactor)
-        run.events.emit("tool_progress_delta", tool.matched_progress, tool_call_id=run.tool_call_id)
+        run.events.emit("tool_progress_delta", tool.matched_progress, call_id)
         if tool.confirm:
             await _confirm(run, tool, args, approve)
         limit = tool.timeout if timeout is None else min(timeout, tool.timeout)
-        async with deadline(limit):
+        with deadline(limit):
             data = await tool.executor.execute(args, run)
     except StepFailure as failure:
         return _finish(run, started, error=ToolError(failure.code, failure.message, failure.details))
@@ -74,7 +77,7 @@ async def route_call(
     except Exception as exc:  # noqa: BLE001 - the translation boundary: never raise to the caller
         logger.exception("tool execution failed", tool=name, run_id=run.run_id)
         return _finish(run, started, error=ToolError("execution_error", f"{type(exc).__name__}: {exc}"))
-    return _finish(run, started, data=data)
+    return _finish(run, started, data=data, clean=tool.result_clean)
 
 
 def _reject_constant(name: str) -> Any:
@@ -98,7 +101,7 @@ def _decode_json(text: str | bytes) -> tuple[Any, str | None]:
     return (text.decode("utf-8", "replace") if isinstance(text, bytes) else text), problem
 
 
-def _parse_arguments(arguments: Any, problem: str | None, tool: LinkedTool) -> dict[str, Any]:
+def _parse_arguments(arguments: Any, problem: str | None, tool: LinkedTool, valid: bool) -> dict[str, Any]:
     if problem is not None:
         raise StepFailure("invalid_arguments", f"arguments are not valid JSON: {problem}", {"schema": tool.parameters})
     if arguments is None:
@@ -109,7 +112,7 @@ def _parse_arguments(arguments: Any, problem: str | None, tool: LinkedTool) -> d
             f"arguments must be a JSON object, not {type(arguments).__name__}",
             {"schema": tool.parameters},
         )
-    if tool.validator.is_valid(arguments):
+    if valid or tool.validator.is_valid(arguments):  # `valid`: the router already checked this object
         return tool.validator.with_defaults(arguments) if tool.validator.has_defaults else arguments
     violations = tool.validator.check(arguments)
     summary = "; ".join(f"{v.pointer or '/'}: {v.message}" for v in violations[:5])
@@ -139,19 +142,19 @@ async def _confirm(run: RunContext, tool: LinkedTool, args: dict[str, Any], appr
         raise StepFailure("confirmation_denied", f"the user declined the call of {tool.name!r}")
 
 
-def _finish(run: RunContext, started: float, *, data: Any = None, error: ToolError | None = None) -> ToolResult:
-    metadata: dict[str, Any] = {"duration_ms": round((time.perf_counter() - started) * 1000, 2)}
-    extra = getattr(data, "result_metadata", None)
-    if callable(extra):  # executors whose data carries facts about the call (fetch: status, bytes…)
-        metadata.update(extra())
+def _finish(run: RunContext, started: int, *, data: Any = None, error: ToolError | None = None, clean: bool = False) -> ToolResult:
+    """The ToolResult and its terminal event; `clean`: the tool's result data is proven free of sensitive keys."""
+    metadata: dict[str, Any] = {"duration_ms": elapsed_ms(started)}
+    if type(data) not in PLAIN_TYPES:
+        extra = getattr(data, "result_metadata", None)
+        if callable(extra):  # executors whose data carries facts about the call (fetch: status, bytes…)
+            metadata.update(extra())
     usage = run.usage
     if usage.input_tokens or usage.output_tokens:
         metadata["usage"] = {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens}
     result = ToolResult(error is None, run.tool, run.run_id, run.tool_call_id, data, error, metadata)
     if error is None:
-        run.events.emit(
-            "tool_call_result", {"ok": True, "data": data, "metadata": metadata}, tool_call_id=run.tool_call_id, result=result
-        )
+        run.events.emit("tool_call_result", {"ok": True, "data": data, "metadata": metadata}, run.tool_call_id, None, None, result, clean)
     else:
         run.events.emit(
             "tool_call_error", {"ok": False, "error": error.to_dict(), "metadata": metadata}, tool_call_id=run.tool_call_id, result=result

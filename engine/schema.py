@@ -185,7 +185,10 @@ class CompiledSchema:
         self._defaults = _compile_defaults(schema)
 
     def is_valid(self, value: Any) -> bool:
-        return self._fast.is_valid(value)
+        try:
+            return self._fast.is_valid(value)
+        except ValueError:  # not JSON data (a Python object in a dict): check() says so
+            return False
 
     def violations(self, value: Any) -> list[Violation]:
         """Every error, best first within each location, sorted by JSON Pointer."""
@@ -196,8 +199,11 @@ class CompiledSchema:
 
     def check(self, value: Any) -> list[Violation]:
         """Empty list when valid; otherwise the reference validator's errors."""
-        if self._fast.is_valid(value):
-            return []
+        try:
+            if self._fast.is_valid(value):
+                return []
+        except ValueError as exc:
+            return [Violation("", f"the value is not JSON data: {exc}", "type")]
         found = self.violations(value)
         return found or [Violation("", "value does not match the schema", "schema")]
 

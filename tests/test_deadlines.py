@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
+import weakref
 
 import pytest
 
@@ -20,7 +22,7 @@ def test_watchdog_limit_raises_timeout_error_within_a_tick(watchdog_for_everythi
     async def main() -> float:
         started = time.perf_counter()
         with pytest.raises(TimeoutError):
-            async with deadline(0.2):
+            with deadline(0.2):
                 await asyncio.sleep(5)
         return time.perf_counter() - started
 
@@ -30,7 +32,7 @@ def test_watchdog_limit_raises_timeout_error_within_a_tick(watchdog_for_everythi
 def test_finishing_in_time_leaves_nothing_scheduled(watchdog_for_everything: None) -> None:
     async def main() -> int:
         for _ in range(100):
-            async with deadline(30):
+            with deadline(30):
                 await asyncio.sleep(0)
         return len(deadlines._WATCHDOGS[asyncio.get_running_loop()].active)
 
@@ -40,7 +42,7 @@ def test_finishing_in_time_leaves_nothing_scheduled(watchdog_for_everything: Non
 def test_an_outside_cancel_stays_a_cancel(watchdog_for_everything: None) -> None:
     async def main() -> None:
         async def victim() -> None:
-            async with deadline(30):
+            with deadline(30):
                 await asyncio.sleep(5)
 
         task = asyncio.create_task(victim())
@@ -55,7 +57,7 @@ def test_an_outside_cancel_stays_a_cancel(watchdog_for_everything: None) -> None
 def test_many_concurrent_limits_expire_independently(watchdog_for_everything: None) -> None:
     async def one(seconds: float, sleep: float) -> str:
         try:
-            async with deadline(seconds):
+            with deadline(seconds):
                 await asyncio.sleep(sleep)
             return "done"
         except TimeoutError:
@@ -67,12 +69,29 @@ def test_many_concurrent_limits_expire_independently(watchdog_for_everything: No
     assert asyncio.run(main()) == ["timeout", "done"] * 25
 
 
-def test_short_limits_use_asyncio_timeout_exactly() -> None:
+def test_short_limits_get_their_own_exact_timer() -> None:
     async def main() -> float:
         started = time.perf_counter()
         with pytest.raises(TimeoutError):
-            async with deadline(0.05):
+            with deadline(0.05):
                 await asyncio.sleep(5)
         return time.perf_counter() - started
 
     assert asyncio.run(main()) < 0.5
+
+
+def test_a_finished_event_loop_is_not_kept_alive(watchdog_for_everything: None) -> None:
+    async def main() -> "weakref.ref[asyncio.AbstractEventLoop]":
+        with deadline(30):
+            await asyncio.sleep(0)
+        return weakref.ref(asyncio.get_running_loop())
+
+    loop = asyncio.run(main())
+    gc.collect()
+    assert loop() is None
+
+
+def test_outside_a_task_is_a_clear_error() -> None:
+    with pytest.raises(RuntimeError, match="inside a task|no running event loop"):
+        with deadline(30):
+            pass

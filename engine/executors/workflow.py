@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from ..context import RunContext, SkillContext
+from ..deadlines import deadline
 from ..errors import StepFailure
-from ..mapping import MISSING, MappingError, Resolver
+from ..mapping import MISSING, MappingError, Reference, Resolver, mapping_is_clean
+from ..schema import Violation
 from ..skills.base import Skill
-
-
-_PLAIN = frozenset({dict, list, str, int, float, bool, type(None)})
+from ..timing import PLAIN_TYPES, elapsed_ms, perf_counter_ns
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,10 +29,11 @@ class LinkedStep:
 class WorkflowExecutor:
     kind = "workflow"
 
-    def __init__(self, name: str, steps: list[LinkedStep], resolve_output: Resolver | None):
+    def __init__(self, name: str, steps: list[LinkedStep], resolve_output: Resolver | None, output_mapping: Any = None):
         self.name = name
         self.steps = steps
         self.resolve_output = resolve_output
+        self.output_mapping = output_mapping  # as written; resolve_output is its compiled form
         # Progress payloads are the same for every call: built once here, never per call.
         # (Event data is read-only for listeners, so sharing these dicts is safe.)
         total = len(steps)
@@ -45,17 +45,70 @@ class WorkflowExecutor:
         ]
         self._finished = [f"step {k} of {total} finished: {step.id}" for k, step in enumerate(steps, 1)]
 
+    def output_clean(self, arguments_clean: bool, key_ok: Callable[[str], bool]) -> bool:
+        """Whether the data of every call is provably free of sensitive keys (see Project)."""
+        if self.resolve_output is None:
+            return not self.steps or self.steps[-1].skill.output_clean
+        skills = {step.id: step.skill for step in self.steps}
+
+        def source_clean(ref: Reference) -> bool:
+            if ref.source == "toolArgs":
+                return arguments_clean
+            skill = skills.get(ref.step_id or "")
+            return skill is not None and skill.output_clean
+
+        return mapping_is_clean(self.output_mapping, source_clean, key_ok)
+
     async def execute(self, args: dict[str, Any], run: RunContext) -> Any:
+        # One frame for the whole workflow: steps, attempts and the skill call are inlined
+        # here, so a step costs no extra coroutine (and an awaiting skill no extra frames).
         emit = run.events.emit
         call_id = run.tool_call_id
         total = len(self.steps)
-        emit("tool_progress_delta", self._prepared, tool_call_id=call_id)
+        emit("tool_progress_delta", self._prepared, call_id)
         outputs: dict[str, Any] = {}
         output: Any = None
         for index, step in enumerate(self.steps):
-            started = time.perf_counter()
-            emit("tool_progress_delta", self._started[index], tool_call_id=call_id)
-            output = await self._run_step(step, args, outputs, run)
+            step_started = perf_counter_ns()
+            emit("tool_progress_delta", self._started[index], call_id)
+            skill = step.skill
+            value = _step_input(step, args, outputs, run)
+            attempt = 1
+            delay = step.retry_delay
+            while True:
+                started = perf_counter_ns()
+                emit("skill_start", {"input": value, "attempt": attempt, "kind": skill.kind},
+                     call_id, step.id, skill.name, None, skill.input_clean)
+                ctx = SkillContext(run, step.id, skill.name, attempt) if skill.needs_context else None
+                try:
+                    if step.timeout is None:
+                        output = skill.call(value, ctx)
+                        if type(output) not in PLAIN_TYPES and inspect.isawaitable(output):
+                            output = await output
+                    else:
+                        with deadline(step.timeout):
+                            output = skill.call(value, ctx)
+                            if type(output) not in PLAIN_TYPES and inspect.isawaitable(output):
+                                output = await output
+                    schema = skill.output_schema
+                    if schema is not None and not schema.is_valid(output):
+                        raise _invalid_output(skill, schema.check(output))
+                except Exception as exc:  # noqa: BLE001 - a skill's failure becomes an error event, not a crash
+                    error = _step_failure(step, exc)
+                else:
+                    emit("skill_result", {"output": output, "duration_ms": elapsed_ms(started)},
+                         call_id, step.id, skill.name, None, skill.output_clean)
+                    break
+                will_retry = attempt <= step.retries and error.retryable
+                emit("skill_error",
+                     {"code": error.code, "message": error.message, "attempt": attempt, "will_retry": will_retry,
+                      "duration_ms": elapsed_ms(started)},
+                     call_id, step.id, skill.name)
+                if not will_retry:
+                    raise error
+                await asyncio.sleep(delay)
+                delay *= 2
+                attempt += 1
             outputs[step.id] = output
             emit(
                 "tool_progress_delta",
@@ -65,9 +118,9 @@ class WorkflowExecutor:
                     "step": index + 1,
                     "of": total,
                     "step_id": step.id,
-                    "duration_ms": round((time.perf_counter() - started) * 1000, 2),
+                    "duration_ms": elapsed_ms(step_started),
                 },
-                tool_call_id=call_id,
+                call_id,
             )
         if self.resolve_output is not None:
             try:
@@ -76,85 +129,48 @@ class WorkflowExecutor:
                 raise StepFailure("execution_error", f"workflow output: {exc}") from None
             if output is MISSING:
                 output = None
-        emit("tool_progress_delta", self._done, tool_call_id=call_id)
+        emit("tool_progress_delta", self._done, call_id)
         return output
 
-    async def _run_step(self, step: LinkedStep, args: dict[str, Any], outputs: dict[str, Any], run: RunContext) -> Any:
-        skill = step.skill
-        emit = run.events.emit
-        try:
-            value = step.resolve_input(args, outputs)
-        except MappingError as exc:
-            failure = StepFailure("execution_error", f"step {step.id!r} input: {exc}")
-            emit("skill_error", {"code": failure.code, "message": failure.message, "attempt": 1},
-                 tool_call_id=run.tool_call_id, step_id=step.id, skill=skill.name)
-            raise failure from None
+
+def _step_input(step: LinkedStep, args: dict[str, Any], outputs: dict[str, Any], run: RunContext) -> Any:
+    """The step's mapped input, validated, with the skill's defaults filled in."""
+    skill = step.skill
+    try:
+        value = step.resolve_input(args, outputs)
+    except MappingError as exc:
+        failure = StepFailure("execution_error", f"step {step.id!r} input: {exc}")
+    else:
         if value is MISSING:
             value = {}
-        violations = [] if skill.input_schema.is_valid(value) else skill.input_schema.check(value)
-        if violations:
-            failure = StepFailure(
-                "execution_error",
-                f"step {step.id!r} gave skill {skill.name!r} an invalid input: "
-                + "; ".join(f"{v.pointer or '/'}: {v.message}" for v in violations[:5]),
-                {"step_id": step.id, "errors": [v.as_dict() for v in violations]},
-            )
-            emit("skill_error", {"code": failure.code, "message": failure.message, "attempt": 1},
-                 tool_call_id=run.tool_call_id, step_id=step.id, skill=skill.name)
-            raise failure
-        if skill.input_schema.has_defaults:
-            value = skill.input_schema.with_defaults(value)
-        attempt = 1
-        delay = step.retry_delay
-        while True:
-            started = time.perf_counter()
-            emit("skill_start", {"input": value, "attempt": attempt, "kind": skill.kind},
-                 tool_call_id=run.tool_call_id, step_id=step.id, skill=skill.name, clean=skill.input_clean)
-            try:
-                output = await self._invoke(step, value, SkillContext(run, step.id, skill.name, attempt))
-            except StepFailure as failure:
-                error = failure
-            except (TimeoutError, asyncio.TimeoutError):
-                limit = f"longer than {step.timeout:g}s" if step.timeout is not None else "too long (the skill raised TimeoutError)"
-                error = StepFailure("timeout", f"step {step.id!r} took {limit}", retryable=True)
-            except Exception as exc:  # noqa: BLE001 - a skill's bug becomes an error event, not a crash
-                error = StepFailure("execution_error", f"skill {skill.name!r} raised {type(exc).__name__}: {exc}", retryable=True)
-            else:
-                emit("skill_result", {"output": output, "duration_ms": round((time.perf_counter() - started) * 1000, 2)},
-                     tool_call_id=run.tool_call_id, step_id=step.id, skill=skill.name, clean=skill.output_clean)
-                return output
-            will_retry = attempt <= step.retries and error.retryable
-            emit("skill_error",
-                 {"code": error.code, "message": error.message, "attempt": attempt, "will_retry": will_retry,
-                  "duration_ms": round((time.perf_counter() - started) * 1000, 2)},
-                 tool_call_id=run.tool_call_id, step_id=step.id, skill=skill.name)
-            if not will_retry:
-                raise error
-            await asyncio.sleep(delay)
-            delay *= 2
-            attempt += 1
+        if skill.input_schema.is_valid(value):
+            return skill.input_schema.with_defaults(value) if skill.input_schema.has_defaults else value
+        violations = skill.input_schema.check(value)
+        failure = StepFailure(
+            "execution_error",
+            f"step {step.id!r} gave skill {skill.name!r} an invalid input: "
+            + "; ".join(f"{v.pointer or '/'}: {v.message}" for v in violations[:5]),
+            {"step_id": step.id, "errors": [v.as_dict() for v in violations]},
+        )
+    run.events.emit("skill_error", {"code": failure.code, "message": failure.message, "attempt": 1},
+                    run.tool_call_id, step.id, skill.name)
+    raise failure
 
-    @staticmethod
-    async def _invoke(step: LinkedStep, value: dict[str, Any], ctx: SkillContext) -> Any:
-        skill = step.skill
-        call_sync = skill.call_sync
-        if step.timeout is None:
-            if call_sync is not None:  # a plain function: no coroutine frame per step
-                output = call_sync(value, ctx)
-                if type(output) not in _PLAIN and inspect.isawaitable(output):
-                    output = await output
-            else:
-                output = await skill.run(value, ctx)
-        else:
-            async with asyncio.timeout(step.timeout):
-                output = await skill.run(value, ctx)
-        schema = skill.output_schema
-        if schema is not None and not schema.is_valid(output):
-            violations = schema.check(output)
-            raise StepFailure(
-                "execution_error",
-                f"skill {skill.name!r} returned output that does not match its output schema: "
-                + "; ".join(f"{v.pointer or '/'}: {v.message}" for v in violations[:5]),
-                {"errors": [v.as_dict() for v in violations]},
-            )
-        return output
+
+def _invalid_output(skill: Skill, violations: list[Violation]) -> StepFailure:
+    return StepFailure(
+        "execution_error",
+        f"skill {skill.name!r} returned output that does not match its output schema: "
+        + "; ".join(f"{v.pointer or '/'}: {v.message}" for v in violations[:5]),
+        {"errors": [v.as_dict() for v in violations]},
+    )
+
+
+def _step_failure(step: LinkedStep, exc: Exception) -> StepFailure:
+    """What a failed attempt means: the skill's own StepFailure, a timeout, or a bug (both retryable)."""
+    if isinstance(exc, StepFailure):
+        return exc
+    if isinstance(exc, TimeoutError):
+        limit = f"longer than {step.timeout:g}s" if step.timeout is not None else "too long (the skill raised TimeoutError)"
+        return StepFailure("timeout", f"step {step.id!r} took {limit}", retryable=True)
+    return StepFailure("execution_error", f"skill {step.skill.name!r} raised {type(exc).__name__}: {exc}", retryable=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import Any, Callable
 
 from ..context import SkillContext
 from ..schema import CompiledSchema
@@ -24,9 +24,11 @@ class Skill(ABC):
         # no sensitive key can appear, so events need not walk the value (see Redactor.schema_is_clean).
         self.input_clean = False
         self.output_clean = False
-        # A plain synchronous callable (input, ctx) -> output when the skill is one, so the
-        # executor can skip a coroutine per step; None: always `await run(...)`.
-        self.call_sync: Any = None
+        # How the executor calls the skill: `call(input, ctx)` returns the output or an
+        # awaitable of it. Kinds that can, point it straight at the user's function, so a
+        # step costs no wrapper coroutine. `needs_context=False`: `ctx` may be None.
+        self.call: Callable[[dict[str, Any], SkillContext | None], Any] = self.run
+        self.needs_context = True
 
     @property
     def produces(self) -> dict[str, Any] | None:

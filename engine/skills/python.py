@@ -7,10 +7,8 @@ import inspect
 from typing import Any, Callable
 
 from ..context import SkillContext
+from ..timing import PLAIN_TYPES
 from .base import Skill
-
-
-_PLAIN = frozenset({dict, list, str, int, float, bool, type(None)})
 
 
 class PythonSkill(Skill):
@@ -29,16 +27,14 @@ class PythonSkill(Skill):
         self.is_async = inspect.iscoroutinefunction(function)
         self.wants_context = accepts_context(function)
         self.threaded = threaded and not self.is_async
-        if not self.is_async and not self.threaded:
-            self.call_sync = self._call_with_context if self.wants_context else self._call_plain
+        self.needs_context = self.wants_context
+        if not self.threaded:  # sync or async, the function itself is the call (see Skill.call)
+            self.call = function if self.wants_context else self._call_plain
 
-    def _call_plain(self, input: dict[str, Any], ctx: SkillContext) -> Any:
+    def _call_plain(self, input: dict[str, Any], ctx: SkillContext | None) -> Any:
         return self.function(input)
 
-    def _call_with_context(self, input: dict[str, Any], ctx: SkillContext) -> Any:
-        return self.function(input, ctx)
-
-    async def run(self, input: dict[str, Any], ctx: SkillContext) -> Any:
+    async def run(self, input: dict[str, Any], ctx: SkillContext | None) -> Any:
         args = (input, ctx) if self.wants_context else (input,)
         if self.is_async:
             return await self.function(*args)
@@ -46,7 +42,7 @@ class PythonSkill(Skill):
             output = await asyncio.to_thread(self.function, *args)
         else:
             output = self.function(*args)
-        if type(output) not in _PLAIN and inspect.isawaitable(output):  # e.g. `async def __call__`, a wrapped coroutine
+        if type(output) not in PLAIN_TYPES and inspect.isawaitable(output):  # e.g. `async def __call__`, a wrapped coroutine
             output = await output
         return output
 
