@@ -191,6 +191,9 @@ def _compile_reference(ref: Reference) -> Resolver:
                     return MISSING  # an optional argument that was not given
             return node
 
+        if len(path) == 1 and isinstance(path[0], str):  # the common `$toolArgs.name`: one lookup
+            key = path[0]
+            return lambda args, outputs: args.get(key, MISSING) if type(args) is dict else from_args(args, outputs)
         return from_args
 
     step_id = ref.step_id
@@ -207,6 +210,18 @@ def _compile_reference(ref: Reference) -> Resolver:
             node = child
         return node
 
+    if len(path) == 1 and isinstance(path[0], str):  # the common `$steps.a.output.key`: two lookups
+
+        def from_step_key(args: dict[str, Any], outputs: dict[str, Any]) -> Any:
+            node = outputs.get(step_id)
+            if type(node) is dict:
+                value = node.get(key, MISSING)
+                if value is not MISSING:
+                    return value
+            return from_step(args, outputs)  # the general walk explains what is missing
+
+        key = path[0]
+        return from_step_key
     return from_step
 
 
