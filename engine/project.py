@@ -73,9 +73,15 @@ class ToolPolicy:
     def __init__(self, allow: Iterable[str], deny: Iterable[str]):
         self._allow = _glob_regex(allow)
         self._deny = _glob_regex(deny)
+        self._verdicts: dict[str, bool] = {}  # per tool name; bounded below
 
     def permits(self, name: str) -> bool:
-        return bool(self._allow and self._allow.match(name)) and not (self._deny and self._deny.match(name))
+        verdict = self._verdicts.get(name)
+        if verdict is None:
+            verdict = bool(self._allow and self._allow.match(name)) and not (self._deny and self._deny.match(name))
+            if len(self._verdicts) < 10_000:  # names come from callers (models): do not grow without end
+                self._verdicts[name] = verdict
+        return verdict
 
 
 def _glob_regex(patterns: Iterable[str]) -> re.Pattern[str] | None:

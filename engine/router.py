@@ -11,7 +11,7 @@ import asyncio
 import json
 from typing import Any, Awaitable, Callable, Collection
 
-from .context import RunContext
+from .context import NO_USAGE, RunContext
 from .deadlines import deadline
 from .errors import StepFailure
 from .logging import logger
@@ -150,7 +150,7 @@ def _finish(run: RunContext, started: int, *, data: Any = None, error: ToolError
         if callable(extra):  # executors whose data carries facts about the call (fetch: status, bytes…)
             metadata.update(extra())
     usage = run.usage
-    if usage.input_tokens or usage.output_tokens:
+    if usage is not NO_USAGE and (usage.input_tokens or usage.output_tokens):
         metadata["usage"] = {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens}
     result = ToolResult(error is None, run.tool, run.run_id, run.tool_call_id, data, error, metadata)
     if error is None:

@@ -176,13 +176,14 @@ def _compiled(schema: Any) -> Any:
 class CompiledSchema:
     """A schema compiled once: fast verdicts, detailed errors on demand, defaults applied."""
 
-    __slots__ = ("schema", "_fast", "_reference", "_defaults")
+    __slots__ = ("schema", "_fast", "_reference", "_defaults", "has_defaults")
 
     def __init__(self, schema: dict[str, Any] | bool):
         self.schema = schema
         self._fast = _compiled(schema)
         self._reference: Any = None  # built on first failure: it is rarely needed
         self._defaults = _compile_defaults(schema)
+        self.has_defaults = bool(self._defaults)  # a plain attribute: read on every call
 
     def is_valid(self, value: Any) -> bool:
         try:
@@ -206,10 +207,6 @@ class CompiledSchema:
             return [Violation("", f"the value is not JSON data: {exc}", "type")]
         found = self.violations(value)
         return found or [Violation("", "value does not match the schema", "schema")]
-
-    @property
-    def has_defaults(self) -> bool:
-        return bool(self._defaults)
 
     def with_defaults(self, value: Any) -> Any:
         """A copy of `value` with declared `default`s filled in (the input is never mutated)."""
