@@ -1,4 +1,9 @@
-"""The engine's own structured log (structlog). Configured by the front door, never at import."""
+"""The engine's own structured log (structlog). Configured by the front door, never at import.
+
+structlog is imported on the first log line or `configure_logging`, not with `import engine`:
+with `rich` installed it pulls in ~11,000 objects (~250 ms of import, and every full garbage
+collection of an embedding service walks them), while a healthy call path never logs.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +11,26 @@ import logging
 import sys
 from typing import Any, Literal
 
-import structlog
-
 from .redaction import Redactor
 
-logger = structlog.get_logger("skillyard")
+
+class _Logger:
+    """`logger.error("...", key=value)` etc.: structlog's logger "skillyard", bound on first use."""
+
+    __slots__ = ("_bound",)
+
+    def __init__(self) -> None:
+        self._bound: Any = None
+
+    def __getattr__(self, method: str) -> Any:
+        if self._bound is None:
+            import structlog
+
+            self._bound = structlog.get_logger("skillyard")
+        return getattr(self._bound, method)
+
+
+logger: Any = _Logger()
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 
@@ -33,6 +53,8 @@ def configure_logging(
     format: Literal["console", "json"] = "console", level: str = "warning", redactor: Redactor | None = None
 ) -> None:
     """Send the engine's log to stderr as console lines or JSON lines, sensitive values redacted."""
+    import structlog
+
     redactor = redactor or Redactor()
 
     def redact(logger: Any, method: str, event_dict: dict[str, Any]) -> dict[str, Any]:
