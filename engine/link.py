@@ -68,6 +68,10 @@ class _Linker:
         self.issues = issues
         self.skills: dict[str, Skill] = {}
         self.workflows: dict[str, WorkflowExecutor] = {}
+        self.references: dict[str, Reference] = {}  # parsed reference strings, by text
+        # Per workflow: its `$toolArgs` references with what they map into, in walk order,
+        # recorded by the workflow's own check so a tool's check does not walk it again.
+        self.tool_arg_sites: dict[str, list[tuple[Reference, Any, YamlPath, int, bool]]] = {}
 
     def link(self) -> Project | None:
         models = self._models()
@@ -233,6 +237,7 @@ class _Linker:
                 self.issues.add(entry.loc("steps", index, "skill"), f"step {step.id!r} uses unknown skill {step.skill!r}", _suggest(step.skill, self.specs.skills))
                 ok = False
         flow = _DataFlow(self, entry, tool_parameters=None)
+        flow.sites = []
         steps: list[LinkedStep] = []
         for index, step in enumerate(spec.steps):
             skill = self.skills.get(step.skill)
@@ -240,6 +245,7 @@ class _Linker:
             resolver = self._compile(entry, path, step.input)
             if skill is None or resolver is None:
                 ok = False  # the skill's own errors are already reported
+                flow.sites = None  # this walk differs from a tool's: tools walk on their own
                 if resolver is not None:  # still check which steps it reads, and when
                     flow.check_value(step.input, None, path, index, target_required=False)
                 continue
@@ -252,6 +258,8 @@ class _Linker:
         if spec.output is not None:
             output_resolver = self._compile(entry, ("output",), spec.output)
             flow.check_value(spec.output, None, ("output",), len(spec.steps), target_required=False)
+        if flow.sites is not None:
+            self.tool_arg_sites[entry.name] = flow.sites
         if not ok or output_resolver is None and spec.output is not None:
             return None
         return WorkflowExecutor(entry.name, steps, output_resolver, spec.output)
@@ -356,6 +364,8 @@ class _DataFlow:
         for index, step in enumerate(entry.spec.steps):
             self.order.setdefault(step.id, index)
         self.ok = True
+        # When a list: the workflow's check records its `$toolArgs` references here.
+        self.sites: list[tuple[Reference, Any, YamlPath, int, bool]] | None = None
 
     def error(self, path: YamlPath, message: str, hint: str = "") -> None:
         self.linker.issues.add(self.entry.loc(*path), message, hint)
@@ -363,6 +373,11 @@ class _DataFlow:
 
     def check_tool_args(self) -> bool:
         """Only `$toolArgs` references, against the calling tool's parameters."""
+        sites = self.linker.tool_arg_sites.get(self.entry.name)
+        if sites is not None:  # found by the workflow's check, which walked the same way
+            for ref, target, path, index, target_required in sites:
+                self._check_reference(ref, target, SchemaReader(target), path, index, target_required)
+            return self.ok
         spec = self.entry.spec
         for index, step in enumerate(spec.steps):
             skill = self.linker.skills.get(step.skill)
@@ -393,11 +408,16 @@ class _DataFlow:
     ) -> None:
         reader = SchemaReader(target)
         if isinstance(value, str) and is_reference(value):
-            try:
-                ref = parse_reference(value)
-            except MappingSyntaxError:
-                return  # reported by the compiler
+            ref = self.linker.references.get(value)
+            if ref is None:
+                try:
+                    ref = parse_reference(value)
+                except MappingSyntaxError:
+                    return  # reported by the compiler
+                self.linker.references[value] = ref
             if only_args != (ref.source == "toolArgs"):
+                if self.sites is not None and not only_args:
+                    self.sites.append((ref, target, path, index, target_required))
                 return
             self._check_reference(ref, target, reader, path, index, target_required)
             return

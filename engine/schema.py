@@ -60,7 +60,7 @@ def schema_problem_details(schema: Any) -> list[SchemaProblem]:
     """
     if not isinstance(schema, (dict, bool)):
         return [SchemaProblem((), "a JSON Schema must be a mapping (or true/false)")]
-    problems = _ref_problems(schema)
+    problems = _ref_problems(schema) if type(schema) is dict and _mentions_ref(schema) else []  # most have none: skip the walk
     if not problems:
         try:
             if jsonschema_rs.meta.is_valid(schema):
@@ -82,6 +82,23 @@ def schema_problem_details(schema: Any) -> list[SchemaProblem]:
         message = str(getattr(exc, "message", None) or exc).splitlines()[0]
         problems.append(SchemaProblem(tuple(getattr(exc, "instance_path", None) or ()), message))
     return problems
+
+
+def _mentions_ref(schema: Any) -> bool:
+    """Does any mapping in the schema, data values included, have a `$ref` key? (No paths kept.)"""
+    stack = [schema]
+    pop, push = stack.pop, stack.append
+    while stack:
+        node = pop()
+        if type(node) is dict:
+            if "$ref" in node:
+                return True
+            node = node.values()
+        for value in node:
+            kind = type(value)
+            if kind is dict or kind is list:
+                push(value)
+    return False
 
 
 _DATA_KEYWORDS = frozenset({"const", "enum", "default", "examples"})  # values, not schemas

@@ -16,6 +16,7 @@ from typing import Any
 
 import jinja2
 from jinja2 import nodes
+from jinja2.parser import Parser
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 ENV = ImmutableSandboxedEnvironment(
@@ -35,13 +36,46 @@ class TemplateProblem:
     message: str
 
 
+# What makes text more than literal data for this environment: without any of these, a
+# template parses to its text and reads no variable (no need to run the parser).
+_MARKERS = tuple(
+    marker
+    for marker in (
+        ENV.block_start_string,
+        ENV.variable_start_string,
+        ENV.comment_start_string,
+        ENV.line_statement_prefix,
+        ENV.line_comment_prefix,
+    )
+    if marker
+)
+# check_template's answers by source text: a project repeats templates (system prompts),
+# and a reload re-checks the same ones. The environment is fixed, so the answer is too.
+_CHECKED: dict[str, tuple[tuple[TemplateProblem, ...], frozenset[str]]] = {}
+_CHECKED_MAX = 8192
+
+
 def check_template(source: str) -> tuple[list[TemplateProblem], frozenset[str]]:
     """Parse without compiling: syntax problems, and the variables the template reads."""
+    if not any(marker in source for marker in _MARKERS):
+        return [], frozenset()
+    found = _CHECKED.get(source)
+    if found is None:
+        found = _check(source)
+        if len(_CHECKED) >= _CHECKED_MAX:
+            _CHECKED.clear()
+        _CHECKED[source] = found
+    return list(found[0]), found[1]
+
+
+def _check(source: str) -> tuple[tuple[TemplateProblem, ...], frozenset[str]]:
     try:
-        ast = ENV.parse(source)
+        # What ENV.parse does, less two things a check does not need: rewriting the
+        # traceback of a syntax error, and tagging every node with the environment.
+        body = Parser(ENV, source).subparse()
     except jinja2.TemplateSyntaxError as exc:
-        return [TemplateProblem(exc.lineno or 1, exc.message or "syntax error")], frozenset()
-    return [], read_variables(ast) - BUILTIN_NAMES
+        return (TemplateProblem(exc.lineno or 1, exc.message or "syntax error"),), frozenset()
+    return (), _read_names(body) - BUILTIN_NAMES
 
 
 def read_variables(ast: nodes.Template) -> frozenset[str]:
@@ -51,10 +85,26 @@ def read_variables(ast: nodes.Template) -> frozenset[str]:
     generator). A name assigned anywhere counts as defined everywhere: it can miss an
     undeclared variable read before its `set`, never report a declared one.
     """
+    return _read_names(ast.body)
+
+
+def _read_names(body: list[nodes.Node]) -> frozenset[str]:
     loads: set[str] = set()
     stores: set[str] = set()
-    for node in ast.find_all(nodes.Name):
-        (loads if node.ctx == "load" else stores).add(node.name)
+    name_type, node_type = nodes.Name, nodes.Node
+    stack: list[Any] = list(body)
+    pop, push, extend = stack.pop, stack.append, stack.extend
+    while stack:
+        node = pop()
+        if isinstance(node, name_type):
+            (loads if node.ctx == "load" else stores).add(node.name)
+            continue
+        for field in node.fields:
+            value = getattr(node, field, None)
+            if isinstance(value, node_type):
+                push(value)
+            elif isinstance(value, list):
+                extend(item for item in value if isinstance(item, node_type))
     return frozenset(loads - stores)
 
 
