@@ -68,7 +68,6 @@ class _Linker:
         self.issues = issues
         self.skills: dict[str, Skill] = {}
         self.workflows: dict[str, WorkflowExecutor] = {}
-        self.references: dict[str, Reference] = {}  # parsed reference strings, by text
         # Per workflow: its `$toolArgs` references with what they map into, in walk order,
         # recorded by the workflow's own check so a tool's check does not walk it again.
         self.tool_arg_sites: dict[str, list[tuple[Reference, Any, YamlPath, int, bool]]] = {}
@@ -408,13 +407,10 @@ class _DataFlow:
     ) -> None:
         reader = SchemaReader(target)
         if isinstance(value, str) and is_reference(value):
-            ref = self.linker.references.get(value)
-            if ref is None:
-                try:
-                    ref = parse_reference(value)
-                except MappingSyntaxError:
-                    return  # reported by the compiler
-                self.linker.references[value] = ref
+            try:
+                ref = parse_reference(value)
+            except MappingSyntaxError:
+                return  # reported by the compiler
             if only_args != (ref.source == "toolArgs"):
                 if self.sites is not None and not only_args:
                     self.sites.append((ref, target, path, index, target_required))

@@ -11,6 +11,7 @@ key; a reference that cannot resolve at run time raises `MappingError`.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass
@@ -81,8 +82,12 @@ def parse_path(text: str, start: int, whole: str) -> tuple[PathPart, ...]:
     return tuple(parts)
 
 
+@functools.lru_cache(maxsize=8192)
 def parse_reference(text: str) -> Reference:
-    """Parse a reference string; raises MappingSyntaxError with advice when it is malformed."""
+    """Parse a reference string; raises MappingSyntaxError with advice when it is malformed.
+
+    Cached by text (a Reference is immutable): link reads each reference several times.
+    """
     if text.startswith("$toolArgs"):
         rest = text[len("$toolArgs") :]
         if rest and rest[0] not in ".[":
