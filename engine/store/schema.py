@@ -127,3 +127,79 @@ def migrate(connection: sqlite3.Connection) -> int:
             connection.execute("ROLLBACK")
         raise
     return len(MIGRATIONS)
+
+
+TOOL_LOG_OUTPUT_CHARS = 10_000
+
+# The writer's statements. A batch of events is one JSON array of rows
+# [run_id, seq, type, ts, tool_call_id, step_id, skill, data], made by C calls only (sqlite.py),
+# which SQLite unpacks without the GIL. json_extract and json_quote, not -> and ->>, which need
+# SQLite 3.38 (some Linux distributions still ship older ones).
+_COLUMNS = ", ".join(f"json_extract(value, '$[{i}]') AS {name}" for i, name in enumerate(
+    ("run_id", "seq", "type", "ts", "call", "step", "skill")
+)) + ", json_quote(json_extract(value, '$[7]')) AS data"
+INSERT_EVENTS = (
+    "INSERT OR IGNORE INTO events (run_id, seq, type, ts, tool_call_id, step_id, skill, data) "
+    f"SELECT {_COLUMNS} FROM json_each(CAST(? AS TEXT))"
+)
+
+# The rows that events imply (a run, its end, a tool log, a model exchange), written in the
+# same transaction as the events, from a second, small array that holds only the events of
+# those types (IMPLYING_TYPES). Parameters: :rows that array, :pid and :host the writing process.
+#
+# A tool call's run is the call whose `tool_call_start` is the run's event 1; its terminal
+# event ends the run. A tool log's input is the arguments of the call's `tool_call_start`,
+# looked up in `events` (inserted just before, or by an earlier batch).
+_IMPLIED = f"(SELECT {_COLUMNS} FROM json_each(CAST(:rows AS TEXT)))"
+_START_OF_CALL = (
+    "(SELECT s.data FROM events AS s WHERE s.run_id = e.run_id AND s.seq < e.seq AND s.type = 'tool_call_start' "
+    "AND s.tool_call_id IS e.call ORDER BY s.seq DESC LIMIT 1)"
+)
+IMPLIED_ROWS: list[tuple[frozenset[str], str]] = [
+    (frozenset({"tool_call_start"}), f"""
+        INSERT OR IGNORE INTO runs (id, kind, name, status, started_at, input, pid, host)
+        SELECT run_id, 'tool', coalesce(json_extract(data, '$.tool'), '?'), 'running', ts, coalesce(json_quote(json_extract(data, '$.arguments')), 'null'), :pid, :host
+        FROM {_IMPLIED} WHERE type = 'tool_call_start' AND seq = 1"""),
+    (frozenset({"agent_start"}), f"""
+        INSERT OR IGNORE INTO runs (id, kind, name, status, started_at, input, pid, host)
+        SELECT run_id, 'agent', coalesce(json_extract(data, '$.model'), '?'), 'running', ts, coalesce(json_quote(json_extract(data, '$.input')), 'null'), :pid, :host
+        FROM {_IMPLIED} WHERE type = 'agent_start'"""),
+    (frozenset({"agent_done"}), f"""
+        UPDATE runs SET
+            status = CASE json_extract(e.data, '$.stop_reason') WHEN 'answer' THEN 'ok' WHEN 'cancelled' THEN 'cancelled' ELSE 'error' END,
+            finished_at = e.ts,
+            output = coalesce(json_quote(json_extract(e.data, '$.answer')), 'null'),
+            error = CASE WHEN json_extract(e.data, '$.stop_reason') IS 'answer' THEN NULL
+                         ELSE json_object('code', json_extract(e.data, '$.stop_reason'), 'message', json_extract(e.data, '$.error')) END,
+            usage = coalesce(json_quote(json_extract(e.data, '$.usage')), 'null')
+        FROM {_IMPLIED} AS e WHERE e.type = 'agent_done' AND runs.id = e.run_id"""),
+    (frozenset({"tool_call_result", "tool_call_error"}), f"""
+        INSERT INTO tool_logs (run_id, tool_call_id, tool, input, output, status, error_message, duration_ms, created_at)
+        SELECT e.run_id, coalesce(e.call, ''), coalesce(json_extract({_START_OF_CALL}, '$.tool'), '?'),
+               coalesce(json_quote(json_extract({_START_OF_CALL}, '$.arguments')), 'null'),
+               CASE WHEN e.type = 'tool_call_result' THEN substr(coalesce(json_quote(json_extract(e.data, '$.data')), 'null'), 1, {TOOL_LOG_OUTPUT_CHARS}) END,
+               CASE WHEN e.type = 'tool_call_result' THEN 'success'
+                    WHEN json_extract(e.data, '$.error.code') IS 'timeout' THEN 'timeout' ELSE 'error' END,
+               CASE WHEN e.type = 'tool_call_error'
+                    THEN coalesce(json_extract(e.data, '$.error.code'), 'None') || ': ' || coalesce(json_extract(e.data, '$.error.message'), 'None') END,
+               json_extract(e.data, '$.metadata.duration_ms'), e.ts
+        FROM {_IMPLIED} AS e WHERE e.type IN ('tool_call_result', 'tool_call_error')"""),
+    (frozenset({"tool_call_result", "tool_call_error"}), f"""
+        UPDATE runs SET
+            status = CASE WHEN e.type = 'tool_call_result' THEN 'ok'
+                          WHEN json_extract(e.data, '$.error.code') IS 'cancelled' THEN 'cancelled' ELSE 'error' END,
+            finished_at = e.ts,
+            output = CASE WHEN e.type = 'tool_call_result' THEN coalesce(json_quote(json_extract(e.data, '$.data')), 'null') END,
+            error = CASE WHEN e.type = 'tool_call_error' THEN coalesce(nullif(json_quote(json_extract(e.data, '$.error')), 'null'), '{{}}') END,
+            usage = coalesce(json_quote(json_extract(e.data, '$.metadata.usage')), 'null')
+        FROM {_IMPLIED} AS e
+        WHERE e.type IN ('tool_call_result', 'tool_call_error') AND runs.id = e.run_id AND EXISTS (
+            SELECT 1 FROM events AS s
+            WHERE s.run_id = e.run_id AND s.seq = 1 AND s.type = 'tool_call_start' AND s.tool_call_id IS e.call)"""),
+    (frozenset({"model_exchange"}), f"""
+        INSERT OR IGNORE INTO model_exchanges (run_id, seq, tool_call_id, step_id, skill, model, attempt, messages, response)
+        SELECT run_id, seq, call, step, skill, json_extract(data, '$.model'), json_extract(data, '$.attempt'), coalesce(json_quote(json_extract(data, '$.messages')), 'null'),
+               coalesce(json_extract(data, '$.response'), '')
+        FROM {_IMPLIED} WHERE type = 'model_exchange'"""),
+]
+IMPLYING_TYPES = frozenset().union(*(types for types, _ in IMPLIED_ROWS))

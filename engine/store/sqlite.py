@@ -1,9 +1,15 @@
 """The embedded run store: SQLite in WAL mode, written off the hot path.
 
-`RunStore.listener` is an event listener that only appends the event to a queue (well under
-a microsecond). A writer thread turns events into rows in batches, one transaction per
-batch, in arrival order, so a run's events are stored in `seq` order even when it fails or
-is cancelled. Many processes may share one database file (WAL + busy timeout). A run that was
+`RunStore.listener` appends the event to a list. Every SPILL_EVENTS events it "spills" the
+list: the events become one JSON text, made by C calls only (no Python per event), and the
+event objects can die. Holding them longer would make the garbage collector run (they are
+allocations that are not freed) and promote them to its oldest generation, whose growth
+sets off full collections: pauses of tens or hundreds of ms on the event loop. A writer
+thread wakes every 50 ms, spills what is left, and hands the texts to SQLite, which unpacks
+them without the GIL: one transaction per batch, a handful of calls into SQLite whatever its
+size (each call lets go of the GIL and must win it back from a busy event loop). Events are
+stored in arrival order, so a run's events are in `seq` order even when it fails or is
+cancelled. Many processes may share one database file (WAL + busy timeout). A run that was
 `running` when its process died is marked `interrupted` the next time the store opens.
 """
 
@@ -12,6 +18,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import json
+import operator
 import os
 import socket
 import sqlite3
@@ -20,8 +27,9 @@ import time
 import weakref
 from collections import deque
 from dataclasses import dataclass
+from itertools import compress
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import orjson
 
@@ -29,10 +37,12 @@ from ..errors import SkillyardError
 from ..events import Event
 from ..logging import logger
 from ..redaction import Redactor, RunScrubber
-from .schema import MIGRATIONS, SchemaTooNew, migrate
+from .schema import IMPLIED_ROWS, IMPLYING_TYPES, INSERT_EVENTS, MIGRATIONS, SchemaTooNew, migrate
+from .schema import TOOL_LOG_OUTPUT_CHARS  # noqa: F401 - where it used to be defined
 
-TOOL_LOG_OUTPUT_CHARS = 10_000
-FLUSH_INTERVAL_S = 0.05
+FLUSH_INTERVAL_S = 0.05  # the writer wakes this often: what was queued by then is committed
+SPILL_EVENTS = 256  # the listener spills the queue at this length (~550 objects: no collection is set off)
+STATEMENT_EVENTS = 2_000  # events per INSERT (one transaction): the write lock is held for one of them
 BUSY_TIMEOUT_MS = 10_000
 WRITE_ATTEMPTS = 4  # a batch that fails with a transient error (database locked…) is retried, in order
 _HOST = socket.gethostname()
@@ -66,11 +76,12 @@ class RunRecord:
 
 
 class _Barrier:
-    """Queued by flush(): set by the writer once everything queued before it is committed."""
+    """Made by flush(): set by the writer once the first `count` events queued are written."""
 
-    __slots__ = ("done",)
+    __slots__ = ("count", "done")
 
-    def __init__(self) -> None:
+    def __init__(self, count: int) -> None:
+        self.count = count
         self.done = threading.Event()
 
 
@@ -78,15 +89,33 @@ def _loads(text: str | None) -> Any:
     return None if text is None else json.loads(text)
 
 
-# Event types that add or change rows besides their own event row.
-_IMPLY_ROWS = frozenset({"agent_start", "agent_done", "tool_call_start", "tool_call_result", "tool_call_error", "model_exchange"})
+# An event as the row that INSERT_EVENTS reads: C calls, no Python frame per event.
+_ROW = operator.attrgetter("run_id", "seq", "type", "ts", "tool_call_id", "step_id", "skill", "data")
+_TYPE = operator.itemgetter(2)
+_IMPLIES = IMPLYING_TYPES.__contains__
+_RUN_ENDS = frozenset({"tool_call_result", "tool_call_error", "agent_done"})
 
 
 def _dumps(value: Any) -> str:
     try:  # orjson: the same compact JSON several times faster, so the writer holds the GIL less
         return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
     except (TypeError, orjson.JSONEncodeError):  # e.g. integers beyond 64 bits
-        return json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":"))
+        try:
+            return json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":"), allow_nan=False)
+        except ValueError:  # NaN or infinity next to such an integer: keep its text
+            return json.dumps(repr(value), ensure_ascii=False)
+
+
+def _rows_json(rows: list[tuple[Any, ...]]) -> bytes:
+    """The rows as one JSON array, in one C call (data as `_dumps` writes it)."""
+    try:
+        return orjson.dumps(rows, default=str)
+    except (TypeError, orjson.JSONEncodeError):
+        pass
+    try:  # keys that are not strings (ints, enums…) cost orjson more: only when there are some
+        return orjson.dumps(rows, default=str, option=orjson.OPT_NON_STR_KEYS)
+    except (TypeError, orjson.JSONEncodeError):  # integers beyond 64 bits: row by row
+        return ("[" + ",".join(_dumps(list(row)) for row in rows) + "]").encode()
 
 
 def connect(path: Path) -> sqlite3.Connection:
@@ -113,6 +142,9 @@ def _close_open_stores() -> None:
 
 
 class RunStore:
+    listener: Callable[[Event], None]
+    """The engine calls this for every event (see `_make_listener`)."""
+
     def __init__(self, path: str | Path, *, redactor: Redactor | None = None, redacted_events: bool = False):
         """`redacted_events=True`: the events arrive already redacted by this same redactor
         (an Engine's own runs), so the writer does not walk them a second time."""
@@ -138,33 +170,53 @@ class RunStore:
                 f"cannot open the run store {self.path}: {exc} — check that the directory is writable and the file "
                 "is a skillyard store (move it away to start a new one), or run with --no-store"
             ) from None
-        self._queue: deque[Event | _Barrier] = deque()
-        self._wake = threading.Event()
+        self._queue: list[Event] = []
+        self._lock = threading.Lock()  # taking from the queue (a spill) vs flush()'s count; never per event
+        self._taken = 0  # events taken from the queue so far (under _lock)
+        self._written = 0  # of those, how many are committed, or failed and reported (writer thread)
+        # Spilled, not yet written, in order: (JSON array of the rows, of the rows that imply
+        # other rows, the types of those, how many events)
+        self._spilled: deque[tuple[bytes, bytes, tuple[str, ...], int]] = deque()
+        self._barriers: list[_Barrier] = []
+        self._wake = threading.Lock()  # released to wake the writer (flush, close)
+        self._wake.acquire()
         self._stop = False
         self._closed = False
-        self._pending_calls: dict[tuple[str, str], dict[str, Any]] = {}  # (run, call) → input, start
-        self._run_tools: dict[str, str] = {}  # run_id → tool_call_id that owns the run (tool runs)
         self._scrubbers: dict[str, RunScrubber] = {}  # run_id → its redaction state, until the run ends
-        self._ended: list[str] = []  # runs whose last event is in the batch being written
+        self._run_tools: dict[str, str | None] = {}  # run_id → the call that owns it (to know when it ends)
         self._failed: BaseException | None = None
+        self.listener = self._make_listener()
         self._writer = threading.Thread(target=self._write_loop, name="skillyard-store", daemon=True)
         self._writer.start()
         _OPEN_STORES.add(self)
 
     # ─── writing ──────────────────────────────────────────────────────────────────────
 
-    def listener(self, event: Event) -> None:
-        """The engine calls this for every event: O(1), never blocks the event loop."""
-        self._queue.append(event)
-        if event.type in ("tool_call_result", "tool_call_error", "agent_done"):
-            self._wake.set()
+    def _make_listener(self) -> Callable[[Event], None]:
+        """An append, and every SPILL_EVENTS events a spill (about 0.3 ms; never waits: if the
+        writer is spilling at that moment, a later event spills)."""
+        queue = self._queue
+        append = queue.append
+        spill = self._spill
+
+        def listener(event: Event) -> None:
+            append(event)
+            if len(queue) >= SPILL_EVENTS:
+                spill(blocking=False)
+
+        return listener
+
+    def _poke(self) -> None:
+        with contextlib.suppress(RuntimeError):  # already awake
+            self._wake.release()
 
     def flush(self, timeout: float = 30.0) -> None:
         """Wait until everything queued so far is committed; StoreError if writing failed."""
         if not self._closed:
-            barrier = _Barrier()
-            self._queue.append(barrier)
-            self._wake.set()
+            with self._lock:
+                barrier = _Barrier(self._taken + len(self._queue))
+                self._barriers.append(barrier)
+            self._poke()
             if not barrier.done.wait(timeout):
                 raise StoreError(f"the run store {self.path} did not finish writing within {timeout:g}s")
         failed, self._failed = self._failed, None  # reported once; later batches may well succeed
@@ -184,7 +236,7 @@ class RunStore:
             logger.error("run store: some events were not recorded", error=str(exc))
         self._closed = True
         self._stop = True
-        self._wake.set()
+        self._poke()
         self._writer.join(timeout=10)
         self._close_connection()
         _OPEN_STORES.discard(self)
@@ -202,40 +254,123 @@ class RunStore:
             self._write = None
 
     def _write_loop(self) -> None:
+        """Every FLUSH_INTERVAL_S (at once for flush() and close()): spill, then commit."""
         while True:
-            self._wake.wait(FLUSH_INTERVAL_S)
-            self._wake.clear()
-            batch: list[Event | _Barrier] = []
-            queue = self._queue
-            while queue:
-                batch.append(queue.popleft())
-            events = [item for item in batch if type(item) is not _Barrier]
-            if events:
-                try:
-                    self._write_with_retries(events)
-                except Exception as exc:  # noqa: BLE001 - reported by flush()/close(); the engine keeps running
-                    self._failed = exc
-            for item in batch:
-                if type(item) is _Barrier:
-                    item.done.set()  # type: ignore[union-attr]
-            if self._stop and not queue:
+            self._wake.acquire(timeout=FLUSH_INTERVAL_S)
+            stop = self._stop
+            self._spill()
+            self._commit()
+            if stop and not self._queue and not self._spilled:
                 return
 
-    def _write_with_retries(self, events: list[Event]) -> None:
-        rows = [(event, event.data if self.redacted_events else self._redact(event)) for event in events]
-        for attempt in range(1, WRITE_ATTEMPTS + 1):
-            pending, owners = dict(self._pending_calls), dict(self._run_tools)
-            self._ended = []
+    def _spill(self, *, blocking: bool = True) -> int:
+        """Take what the listener queued and turn it into JSON: C calls only, no Python per event
+        (unless the events still need redacting). Two arrays: every event as a row, and the
+        rows of the events that imply other rows (IMPLYING_TYPES), with their types.
+
+        Runs on the listener's thread and on the writer's; holding the lock keeps the spilled
+        texts in queue order.
+        """
+        if not self._lock.acquire(blocking):
+            return 0
+        try:
+            queue = self._queue
+            count = len(queue)
+            if not count:
+                return 0
+            if self._write is None:  # closed: nobody writes them any more, let them go
+                del queue[:count]
+                return 0
+            batch = queue[:count]
+            del queue[:count]  # the listener only appends: what arrives meanwhile stays queued
+            self._taken += count
             try:
-                self._write_batch(rows)
-                break
-            except sqlite3.OperationalError:  # locked beyond the busy timeout, disk I/O: try again, same order
-                self._pending_calls, self._run_tools = pending, owners
+                rows = list(map(_ROW, batch)) if self.redacted_events else self._redacted_rows(batch)
+                del batch  # the events can go now
+                for start in range(0, count, STATEMENT_EVENTS):
+                    part = rows[start : start + STATEMENT_EVENTS] if count > STATEMENT_EVENTS else rows
+                    implying = list(compress(part, map(_IMPLIES, map(_TYPE, part))))
+                    kinds = tuple(set(map(_TYPE, implying)))
+                    self._spilled.append((_rows_json(part), _rows_json(implying), kinds, len(part)))
+            except Exception as exc:  # noqa: BLE001 - reported by flush()/close(); the engine keeps running
+                self._failed = exc
+                self._spilled.append((b"", b"", (), count))  # nothing to write, but counted, in order
+            return count
+        finally:
+            self._lock.release()
+
+    def _commit(self) -> None:
+        """Write the spilled texts, in order, up to STATEMENT_EVENTS events per transaction (the
+        write lock is held for one, so other processes wait little)."""
+        spilled = self._spilled
+        while spilled:
+            texts: list[memoryview] = []
+            implying: list[memoryview] = []
+            types: set[str] = set()
+            count = 0
+            while spilled and (not count or count + spilled[0][3] <= STATEMENT_EVENTS):
+                text, implied, kinds, events = spilled.popleft()
+                if len(text) > 2:
+                    texts.append(memoryview(text)[1:-1])  # the array's items
+                if len(implied) > 2:
+                    implying.append(memoryview(implied)[1:-1])
+                types.update(kinds)
+                count += events
+            if texts:
+                try:
+                    self._write_rows(b"[" + b",".join(texts) + b"]", b"[" + b",".join(implying) + b"]", types)
+                except Exception as exc:  # noqa: BLE001 - reported by flush()/close(); the engine keeps running
+                    self._failed = exc
+            self._written += count
+            self._release_barriers()  # a flush() waits for its own events only
+        self._release_barriers()  # also a flush() with nothing (left) to write
+
+    def _release_barriers(self) -> None:
+        if self._barriers:
+            with self._lock:
+                ready = [b for b in self._barriers if b.count <= self._written]
+                self._barriers = [b for b in self._barriers if b.count > self._written]
+            for barrier in ready:
+                barrier.done.set()
+
+    def _write_rows(self, rows: bytes, implying: bytes, types: set[str]) -> None:
+        """One transaction: the events, then the rows they imply (schema.py), only the statements
+        that this batch needs (each call into SQLite is a trip back to a busy GIL)."""
+        db = self._write
+        assert db is not None
+        statements = [sql for kinds, sql in IMPLIED_ROWS if not kinds.isdisjoint(types)]
+        implied = {"rows": implying, "pid": os.getpid(), "host": _HOST}
+        for attempt in range(1, WRITE_ATTEMPTS + 1):
+            try:
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    db.execute(INSERT_EVENTS, (rows,))
+                    for sql in statements:
+                        db.execute(sql, implied)
+                    db.execute("COMMIT")
+                except BaseException:
+                    if db.in_transaction:
+                        db.execute("ROLLBACK")
+                    raise
+                return
+            except sqlite3.OperationalError:  # locked beyond the busy timeout, disk I/O: again, same order
                 if attempt == WRITE_ATTEMPTS:
                     raise
                 time.sleep(0.05 * 4**attempt)
-        for run_id in self._ended:  # those runs are over: forget their redaction state
-            self._scrubbers.pop(run_id, None)
+
+    def _redacted_rows(self, batch: list[Event]) -> list[tuple[Any, ...]]:
+        """Rows for events that the engine did not redact (a RunStore fed by hand)."""
+        rows = []
+        for event in batch:
+            rows.append((event.run_id, event.seq, event.type, event.ts, event.tool_call_id, event.step_id, event.skill,
+                         self._redact(event)))
+            kind = event.type
+            if kind == "tool_call_start" and event.seq == 1:
+                self._run_tools[event.run_id] = event.tool_call_id
+            elif kind in _RUN_ENDS and (kind == "agent_done" or self._run_tools.get(event.run_id, "") == event.tool_call_id):
+                self._run_tools.pop(event.run_id, None)  # the run is over: forget its redaction state
+                self._scrubbers.pop(event.run_id, None)
+        return rows
 
     def _redact(self, event: Event) -> dict[str, Any]:
         data = event.data
@@ -248,82 +383,6 @@ class RunStore:
         if scrub is None:
             scrub = self._scrubbers[event.run_id] = self.redactor.for_run()
         return scrub(data)  # type: ignore[no-any-return]
-
-    def _write_batch(self, rows: list[tuple[Event, dict[str, Any]]]) -> None:
-        db = self._write
-        assert db is not None
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            # One executemany for the event rows (fewer trips through the GIL), then the rows
-            # that events imply (runs, tool logs, model exchanges), in the same order.
-            db.executemany(
-                "INSERT OR IGNORE INTO events (run_id, seq, type, ts, tool_call_id, step_id, skill, data) VALUES (?,?,?,?,?,?,?,?)",
-                [(e.run_id, e.seq, e.type, e.ts, e.tool_call_id, e.step_id, e.skill, _dumps(data)) for e, data in rows],
-            )
-            for event, data in rows:
-                if event.type in _IMPLY_ROWS:
-                    self._apply(db, event, data)
-            db.execute("COMMIT")
-        except BaseException:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
-            raise
-
-    def _apply(self, db: sqlite3.Connection, event: Event, data: dict[str, Any]) -> None:
-        kind = event.type
-        if kind == "agent_start":
-            db.execute(
-                "INSERT OR IGNORE INTO runs (id, kind, name, status, started_at, input, pid, host) VALUES (?,?,?,?,?,?,?,?)",
-                (event.run_id, "agent", data.get("model", "?"), "running", event.ts, _dumps(data.get("input")), os.getpid(), _HOST),
-            )
-        elif kind == "agent_done":
-            status = {"answer": "ok", "cancelled": "cancelled"}.get(data.get("stop_reason", ""), "error")
-            error = None if status == "ok" else {"code": data.get("stop_reason"), "message": data.get("error")}
-            db.execute(
-                "UPDATE runs SET status=?, finished_at=?, output=?, error=?, usage=? WHERE id=?",
-                (status, event.ts, _dumps(data.get("answer")), _dumps(error) if error else None, _dumps(data.get("usage")), event.run_id),
-            )
-            self._ended.append(event.run_id)
-        elif kind == "tool_call_start":
-            self._pending_calls[(event.run_id, event.tool_call_id or "")] = {"input": data.get("arguments"), "ts": event.ts}
-            if event.seq == 1:
-                self._run_tools[event.run_id] = event.tool_call_id or ""
-                db.execute(
-                    "INSERT OR IGNORE INTO runs (id, kind, name, status, started_at, input, pid, host) VALUES (?,?,?,?,?,?,?,?)",
-                    (event.run_id, "tool", data.get("tool", "?"), "running", event.ts, _dumps(data.get("arguments")), os.getpid(), _HOST),
-                )
-        elif kind in ("tool_call_result", "tool_call_error"):
-            self._finish_call(db, event, data)
-        elif kind == "model_exchange":
-            db.execute(
-                "INSERT OR IGNORE INTO model_exchanges (run_id, seq, tool_call_id, step_id, skill, model, attempt, messages, response) VALUES (?,?,?,?,?,?,?,?,?)",
-                (event.run_id, event.seq, event.tool_call_id, event.step_id, event.skill, data.get("model"),
-                 data.get("attempt"), _dumps(data.get("messages")), data.get("response") or ""),
-            )
-
-    def _finish_call(self, db: sqlite3.Connection, event: Event, data: dict[str, Any]) -> None:
-        started = self._pending_calls.pop((event.run_id, event.tool_call_id or ""), {})
-        ok = event.type == "tool_call_result"
-        error = data.get("error") or {}
-        status = "success" if ok else ("timeout" if error.get("code") == "timeout" else "error")
-        output = _dumps(data.get("data")) if ok else None
-        tool = event.result.tool if event.result is not None else "?"
-        db.execute(
-            "INSERT INTO tool_logs (run_id, tool_call_id, tool, input, output, status, error_message, duration_ms, created_at) VALUES (?,?,?,?,?,?,?,?,?)",
-            (event.run_id, event.tool_call_id, tool, _dumps(started.get("input")),
-             output[:TOOL_LOG_OUTPUT_CHARS] if output is not None else None, status,
-             None if ok else f"{error.get('code')}: {error.get('message')}",
-             (data.get("metadata") or {}).get("duration_ms"), event.ts),
-        )
-        if self._run_tools.get(event.run_id) == (event.tool_call_id or ""):
-            del self._run_tools[event.run_id]
-            self._ended.append(event.run_id)
-            code = error.get("code")
-            db.execute(
-                "UPDATE runs SET status=?, finished_at=?, output=?, error=?, usage=? WHERE id=?",
-                ("ok" if ok else ("cancelled" if code == "cancelled" else "error"), event.ts, output,
-                 None if ok else _dumps(error), _dumps((data.get("metadata") or {}).get("usage")), event.run_id),
-            )
 
     def _mark_interrupted(self) -> int:
         """Runs left `running` by a process that is gone (same host) become `interrupted`.
