@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import importlib
 import json
 import os
@@ -68,6 +69,9 @@ class CallCounter:
 
     def __call__(self, event: Any) -> None:
         self.events += 1
+
+
+SLICES = 20  # turns per round in case (a); see _per_call
 
 
 def per_call(work: Path, budget: Budget, *, with_langgraph: bool, log: Callable[[str], None]) -> dict[str, Any]:
@@ -152,15 +156,24 @@ async def _per_call(engine: Any, functions: list[Callable[..., Any]], budget: Bu
             sample_sync(runner, max(5, calls // 10), warm)
     listener.events = 0
     engine_calls = 0
+    # Each round is cut into SLICES and the variants take turns slice by slice (a few ms
+    # each), so every variant samples the machine's fast and slow spells alike: on a shared
+    # VM the speed changes every few hundred ms, and a variant timed in one block could
+    # land in a single spell, which skews its ratio to the others.
     for round_no in range(budget.rounds):
         log(f"  (a/d) round {round_no + 1}/{budget.rounds}")
-        for samples, runner, calls, is_async in variants:
-            if is_async:
-                await sample_async(runner, calls, samples)
-            else:
-                sample_sync(runner, calls, samples)
-            if samples.name.startswith("engine."):
-                engine_calls += calls
+        gc.collect()  # once per round: a full collection per slice would dominate the run
+        for part in range(SLICES):
+            for samples, runner, calls, is_async in variants:
+                share = calls // SLICES + (1 if part < calls % SLICES else 0)
+                if not share:
+                    continue
+                if is_async:
+                    await sample_async(runner, share, samples)
+                else:
+                    sample_sync(runner, share, samples)
+                if samples.name.startswith("engine."):
+                    engine_calls += share
 
     by_name = {samples.name: samples for samples, *_ in variants}
     figures: dict[str, Any] = {"variants": {name: s.as_dict() for name, s in by_name.items()}}
