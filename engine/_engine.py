@@ -124,19 +124,17 @@ class Engine:
         """Route one call. Never raises for a bad call: the ToolResult carries the error."""
         project = self._project  # pinned: a reload mid-call does not affect this call
         events, queued = self.open_run(run_id or new_id("run"), on_event)
+        run = RunContext(events.run_id, tool_call_id or new_id("call"), name, events, project, model)
         try:
-            return await self.route(events, project, name, args, tool_call_id=tool_call_id, model=model,
-                                    allowed_tools=allowed_tools, approve=approve)
+            return await route_call(run, args, allowed_tools=allowed_tools, approve=approve)
         finally:
             for listener in queued:
                 await listener.close()
 
     def open_run(self, run_id: str, on_event: Listener | None) -> tuple[RunEvents, list[QueuedListener]]:
         """The event stream of a new run: the engine's subscribers plus `on_event`."""
-        listeners = list(self._listeners)
-        if on_event is not None:
-            listeners.append(on_event)
-        inline, queued = prepare_listeners(listeners)
+        listeners = self._listeners if on_event is None else [*self._listeners, on_event]
+        inline, queued = prepare_listeners(listeners)  # new lists: a later subscribe() does not reach this run
         return RunEvents(run_id, inline, self._project.redactor.for_run()), queued
 
     @staticmethod

@@ -160,6 +160,9 @@ class Redactor:
                 found.add(text)
 
 
+_NO_SECRETS: frozenset[str] = frozenset()
+
+
 class RunScrubber:
     """Redaction for the events of one run, in order.
 
@@ -172,7 +175,7 @@ class RunScrubber:
 
     def __init__(self, redactor: Redactor):
         self.redactor = redactor
-        self.secrets: set[str] = set()
+        self.secrets: frozenset[str] = _NO_SECRETS  # replaced, never mutated: most runs see none
         self._regex: re.Pattern[str] | None = None
 
     def known_secrets(self, value: Any) -> Any:
@@ -185,7 +188,7 @@ class RunScrubber:
             found: set[str] = set()
             redactor._collect(value, found)
             if not found <= self.secrets:
-                self.secrets |= found
+                self.secrets = self.secrets | found
                 ordered = sorted(self.secrets, key=len, reverse=True)  # the longest value wins
                 self._regex = re.compile("|".join(re.escape(s) for s in ordered))
             value = redactor._copy(value)
