@@ -133,7 +133,7 @@ def test_positions_built_on_demand_are_the_full_builders(text: str) -> None:
     data, lazy = load_yaml_text(text, "f.yaml")
     full, eager = _full(text)
     assert _strict(data) == _strict(full)
-    assert lazy._values is None  # nothing built until asked
+    assert lazy._positions is None  # nothing built until asked
     assert lazy.values == eager.values
     assert lazy.keys == eager.keys
     assert lazy.aliases == eager.aliases
@@ -154,9 +154,9 @@ def test_entry_name_positions_need_no_full_build() -> None:
     text = "tools:\n  a:\n    description: x\n  b:\n    description: y\n"
     _, source = load_yaml_text(text, "tools.yaml")
     assert str(source.locate(("tools", "b"), key=True)) == "tools.yaml:4:3"
-    assert source._values is None
+    assert source._positions is None
     assert str(source.locate(("tools", "b", "description"))) == "tools.yaml:5:18"
-    assert source._values is not None
+    assert source._positions is not None
 
 
 def test_errors_are_the_full_builders() -> None:

@@ -65,6 +65,9 @@ class Mark(NamedTuple):
     end_line: int = 0  # 1-based line where the value ends (0: unknown)
 
 
+_Positions = tuple[dict[YamlPath, Mark], dict[YamlPath, Mark], dict[YamlPath, YamlPath]]
+
+
 class SourceMap:
     """Positions of values (and of the keys that name them) in one YAML file.
 
@@ -73,68 +76,50 @@ class SourceMap:
     full map of positions is built from the text the first time anything else is asked.
     """
 
-    __slots__ = ("file", "_values", "_keys", "_lines", "_aliases", "_text", "_eager_keys", "_lock")
+    __slots__ = ("file", "_lines", "_text", "_eager_keys", "_positions", "_lock")
 
     def __init__(
         self,
         file: str,
-        values: dict[YamlPath, Mark] | None = None,
-        keys: dict[YamlPath, Mark] | None = None,
         lines: list[str] | None = None,
-        aliases: dict[YamlPath, YamlPath] | None = None,
         *,
         text: str | None = None,
         eager_keys: dict[YamlPath, Mark] | None = None,
     ):
         self.file = file
-        self._text = text  # set: positions are built from it on first use
-        self._values = values if values is not None else ({} if text is None else None)
-        self._keys = keys if keys is not None else ({} if text is None else None)
-        self._aliases = aliases if aliases is not None else ({} if text is None else None)
         self._lines = lines
+        self._text = text  # given: the positions are built from it on first use
         self._eager_keys = eager_keys or {}
+        # (values, keys, aliases). `aliases`: where the content of an alias copy (or a
+        # `<<`-merged key) was written, path → path.
+        self._positions: _Positions | None = None if text is not None else ({}, {}, {})
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"SourceMap(file={self.file!r})"
 
-    @property
-    def values(self) -> dict[YamlPath, Mark]:
-        if self._values is None:
-            self._materialize()
-        return self._values  # type: ignore[return-value]
+    def _built(self) -> "_Positions":
+        """The positions, built from the text by the full builder the first time they are needed."""
+        if self._positions is None:
+            with self._lock:
+                if self._positions is None:
+                    full = SourceMap(self.file)
+                    try:
+                        _Builder(full, _raise_load_error(self.file)).build(_events(self._text or ""))
+                    except (YamlLoadError, yaml.YAMLError):  # pragma: no cover - the file loaded once already
+                        pass
+                    self._positions = full._positions
+        return self._positions  # type: ignore[return-value]
 
-    @property
-    def keys(self) -> dict[YamlPath, Mark]:
-        if self._keys is None:
-            self._materialize()
-        return self._keys  # type: ignore[return-value]
-
-    @property
-    def aliases(self) -> dict[YamlPath, YamlPath]:
-        if self._aliases is None:
-            self._materialize()
-        return self._aliases  # type: ignore[return-value]
+    values = property(lambda self: self._built()[0], doc="value path → Mark")
+    keys = property(lambda self: self._built()[1], doc="key path → Mark (where the key naming the value is)")
+    aliases = property(lambda self: self._built()[2], doc="alias copy path → anchored path")
 
     @property
     def lines(self) -> list[str]:
         if self._lines is None:
             self._lines = self._text.splitlines() if self._text is not None else []
         return self._lines
-
-    def _materialize(self) -> None:
-        """Build every position from the text (the same builder that checked the file)."""
-        with self._lock:
-            if self._values is not None:
-                return
-            full = SourceMap(self.file)
-            try:
-                _Builder(full, _raise_load_error(self.file)).build(_events(self._text or ""))
-            except (YamlLoadError, yaml.YAMLError):  # pragma: no cover - the file loaded once already
-                pass
-            self._keys = full._keys
-            self._aliases = full._aliases
-            self._values = full._values
 
     def find(self, path: YamlPath, *, key: bool = False) -> Mark | None:
         """The position of exactly `path`, following aliases back to the anchored text."""
