@@ -196,10 +196,20 @@ def _compile_reference(ref: Reference) -> Resolver:
                     return MISSING  # an optional argument that was not given
             return node
 
-        if len(path) == 1 and isinstance(path[0], str):  # the common `$toolArgs.name`: one lookup
-            key = path[0]
-            return lambda args, outputs: args.get(key, MISSING) if type(args) is dict else from_args(args, outputs)
-        return from_args
+        if not all(isinstance(part, str) for part in path):
+            return from_args
+
+        def from_args_keys(args: dict[str, Any], outputs: dict[str, Any]) -> Any:
+            node: Any = args
+            for key in path:  # keys through plain dicts: lookups, no call per part
+                if type(node) is not dict:
+                    return from_args(args, outputs)
+                node = node.get(key, MISSING)
+                if node is MISSING:
+                    return MISSING
+            return node
+
+        return from_args_keys
 
     step_id = ref.step_id
 
@@ -215,19 +225,20 @@ def _compile_reference(ref: Reference) -> Resolver:
             node = child
         return node
 
-    if len(path) == 1 and isinstance(path[0], str):  # the common `$steps.a.output.key`: two lookups
+    if not path or not all(isinstance(part, str) for part in path):
+        return from_step
 
-        def from_step_key(args: dict[str, Any], outputs: dict[str, Any]) -> Any:
-            node = outputs.get(step_id)
-            if type(node) is dict:
-                value = node.get(key, MISSING)
-                if value is not MISSING:
-                    return value
-            return from_step(args, outputs)  # the general walk explains what is missing
+    def from_step_keys(args: dict[str, Any], outputs: dict[str, Any]) -> Any:
+        node = outputs.get(step_id)
+        for key in path:  # keys through plain dicts: lookups, no call per part
+            if type(node) is not dict:
+                return from_step(args, outputs)  # the general walk explains what is missing
+            node = node.get(key, MISSING)
+            if node is MISSING:
+                return from_step(args, outputs)
+        return node
 
-        key = path[0]
-        return from_step_key
-    return from_step
+    return from_step_keys
 
 
 def _child(node: Any, part: PathPart) -> Any:
