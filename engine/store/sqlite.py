@@ -38,7 +38,6 @@ from ..events import Event
 from ..logging import logger
 from ..redaction import Redactor, RunScrubber
 from .schema import IMPLIED_ROWS, IMPLYING_TYPES, INSERT_EVENTS, MIGRATIONS, SchemaTooNew, migrate
-from .schema import TOOL_LOG_OUTPUT_CHARS  # noqa: F401 - where it used to be defined
 
 FLUSH_INTERVAL_S = 0.05  # the writer wakes this often: what was queued by then is committed
 SPILL_EVENTS = 256  # the listener spills the queue at this length (~550 objects: no collection is set off)
