@@ -383,67 +383,66 @@ def _fast_build(text: str, eager_keys: dict[YamlPath, Mark]) -> Any:
             if kind is scalar_event:
                 if event.anchor is not None or event.tag is not None:
                     return _SLOW
-                count += 1
                 text_value = event.value
                 style = event.style
                 if not style:  # plain (untagged): resolved like PyYAML (int, bool, null…)
                     value = (plain_cache.get(text_value) or _plain(text_value))[1]
-                    if value is _SLOW:
+                    if value is _SLOW:  # `<<` and other scalars only the full builder handles
                         return _SLOW
                 else:  # quoted or a block: a string
                     value = text_value
-                if is_map:
-                    if key is missing:  # a key: its text, as written (`off:` stays "off")
-                        if text_value in current:
-                            return _SLOW
-                        key = text_value
-                        if depth <= 2:
-                            if depth == 1:
-                                top_key = key
-                                path: YamlPath = (key,)
-                            else:
-                                path = (top_key, key)
-                            start = event.start_mark
-                            eager_keys[path] = Mark(start.line + 1, start.column + 1, style or None, event.end_mark.line + 1)
-                        continue
-                    current[key] = value
-                    key = missing
-                elif current is not None:
-                    current.append(value)
-                else:
-                    root = value
-                if count > MAX_NODES:
-                    return _SLOW
+                if is_map and key is missing:  # a key: its text, as written (`off:` stays "off")
+                    count += 1
+                    if text_value in current:
+                        return _SLOW
+                    key = text_value
+                    if depth <= 2:
+                        if depth == 1:
+                            top_key = key
+                            path: YamlPath = (key,)
+                        else:
+                            path = (top_key, key)
+                        start = event.start_mark
+                        eager_keys[path] = Mark(start.line + 1, start.column + 1, style or None, event.end_mark.line + 1)
+                    continue
+                opens = None
             elif kind is mapping_end or kind is sequence_end:
                 current, is_map = pop()
                 depth -= 1
+                continue
             elif kind is mapping_start or kind is sequence_start:
                 if event.anchor is not None or event.tag is not None or depth >= MAX_DEPTH:
                     return _SLOW
-                count += 1
-                child: Any = {} if kind is mapping_start else []
-                if is_map:
-                    if key is missing:  # a collection as a key
-                        return _SLOW
-                    current[key] = child
-                    key = missing
-                elif current is not None:
-                    current.append(child)
-                else:
-                    root = child
-                push((current, is_map))
-                depth += 1
-                current, is_map = child, kind is mapping_start
-                if count > MAX_NODES:
+                if is_map and key is missing:  # a collection as a key
                     return _SLOW
+                opens = kind is mapping_start
+                value = {} if opens else []
             elif kind is yaml.AliasEvent:
                 return _SLOW
             elif kind is yaml.DocumentStartEvent:
                 documents += 1
                 if documents > 1:
                     return _SLOW
+                continue
             elif event is None or kind is yaml.StreamEndEvent:
                 break
+            else:  # stream start, document end: nothing to build
+                continue
+            # A value (a scalar, or a collection that opens): put it where it belongs.
+            count += 1
+            if count > MAX_NODES:
+                return _SLOW
+            if is_map:
+                current[key] = value
+                key = missing
+            elif current is not None:
+                current.append(value)
+            else:
+                root = value
+            if opens is not None:
+                push((current, is_map))
+                depth += 1
+                current, is_map = value, opens
     except yaml.YAMLError:
         return _SLOW
     finally:
