@@ -194,10 +194,7 @@ class RunEvents:
         self._seq = seq = self._seq + 1
         redact = self._redact
         if redact is not None and type not in _ENGINE_WRITTEN:
-            if not clean:
-                data = redact(data)
-            elif redact._regex is not None:  # clean data can still hold a secret value seen earlier
-                data = redact.known_secrets(data)
+            data = redact.known_secrets(data) if clean else redact(data)  # clean: may still hold a value seen earlier
         event = _new_event(Event, (type, self.run_id, seq, _now_ns() // 1_000_000, tool_call_id, step_id, skill, data, result))
         for listener in self._listeners:
             try:

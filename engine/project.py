@@ -63,10 +63,6 @@ _EVENT_ENVELOPE_KEYS = ("tool", "arguments", "input", "attempt", "kind", "output
                         "metadata", "usage", "input_tokens", "output_tokens")
 
 
-def _harmless_key(redactor: Redactor, key: str) -> bool:
-    return not redactor.is_sensitive(key)
-
-
 class ToolPolicy:
     """`router.allow` / `router.deny` glob patterns, compiled once."""
 
@@ -129,7 +125,9 @@ class Project:
 
     def _mark_clean(self, redactor: Redactor) -> None:
         """Decide once which event payloads can skip redaction (see Redactor.schema_is_clean)."""
-        key_ok = functools.partial(_harmless_key, redactor)
+        def key_ok(key: str) -> bool:
+            return not redactor.is_sensitive(key)
+
         if not all(map(key_ok, _EVENT_ENVELOPE_KEYS)):  # someone made "input" or "data" a sensitive word
             return
         for skill in self.skills.values():
