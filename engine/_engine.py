@@ -124,9 +124,9 @@ class Engine:
         """Route one call. Never raises for a bad call: the ToolResult carries the error."""
         project = self._project  # pinned: a reload mid-call does not affect this call
         events, queued = self.open_run(run_id or new_id("run"), on_event)
-        run = RunContext(events.run_id, tool_call_id or new_id("call"), name, events, project, model)
         try:
-            return await route_call(run, args, allowed_tools=allowed_tools, approve=approve)
+            return await self.route(events, project, name, args, tool_call_id=tool_call_id, model=model,
+                                    allowed_tools=allowed_tools, approve=approve)
         finally:
             for listener in queued:
                 await listener.close()
