@@ -1,0 +1,57 @@
+"""`/mcp` on the HTTP service: the MCP SDK's streamable-HTTP app, started on first use."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from starlette.types import Receive, Scope, Send
+
+from .._engine import Engine
+
+
+class LazyMCP:
+    """`/mcp`: the MCP SDK is imported (in a worker thread: it takes seconds) and its session
+    manager started on the first MCP request, so a service nobody reaches over MCP pays nothing."""
+
+    def __init__(self, engine: Engine, *, loopback_only: bool):
+        self.engine = engine
+        self.loopback_only = loopback_only
+        self._app: Any = None
+        self._lock = asyncio.Lock()
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self._app is None:
+            async with self._lock:
+                if self._app is None:
+                    await self._start()
+        await self._app(scope, receive, send)
+
+    async def _start(self) -> None:
+        from . import mcp_server
+
+        await asyncio.to_thread(mcp_server.preload)
+        app, manager = mcp_server.streamable_http_app(self.engine, loopback_only=self.loopback_only)
+        started = asyncio.Event()
+
+        async def run() -> None:
+            async with manager.run():
+                started.set()
+                await self._stop.wait()
+
+        self._task = asyncio.get_running_loop().create_task(run(), name="skillyard-mcp")
+        waiter = asyncio.ensure_future(started.wait())
+        await asyncio.wait((waiter, self._task), return_when=asyncio.FIRST_COMPLETED)
+        if not started.is_set():
+            waiter.cancel()
+            self._task.result()  # raises what went wrong
+        self._app = app
+
+    async def stop(self) -> None:
+        self._stop.set()
+        if self._task is not None:
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.wait_for(self._task, 5)
