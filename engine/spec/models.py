@@ -235,6 +235,10 @@ class RedactionSettings(_Spec):
 
 
 class ApiKeySpec(_Spec):
+    name: str | None = Field(
+        default=None, pattern=r"^[A-Za-z0-9_.@-]{1,64}$",
+        description="Who holds the key: runs record it, and a caller sees only the runs of its own key name.",
+    )
     role: Literal["admin", "caller"]
     key: str | None = Field(default=None, description="The key, best as ${ENV_VAR}; never commit keys.")
     key_sha256: str | None = Field(default=None, pattern=r"^[0-9a-fA-F]{64}$", description="Or its SHA-256 digest.")
@@ -242,8 +246,21 @@ class ApiKeySpec(_Spec):
 
 class ServerSettings(_Spec):
     api_keys: list[ApiKeySpec] = Field(
-        default_factory=list, description="Keys of `skillyard serve`, besides SKILLYARD_API_KEYS (admin:K1,caller:K2)."
+        default_factory=list,
+        description="Keys of `skillyard serve`, besides SKILLYARD_API_KEYS (name:admin:K1,name2:caller:K2).",
     )
+    allow_code_tools: bool = Field(
+        default=False,
+        description="Let the admin API (and `skillyard tools add|set`) create or reconfigure tools of types that run "
+        "code on this host (python, and third-party types that do not declare otherwise). "
+        "true means: an admin key = code execution on this host.",
+    )
+    max_body_bytes: int = Field(default=1 << 20, ge=1024, description="Largest request body (bytes); larger gets 413.")
+    max_prompt_chars: int = Field(
+        default=200_000, ge=1, description="Largest agent prompt: the characters of all messages and the system text."
+    )
+    max_live_runs: int = Field(default=1000, ge=1, description="Runs live at once in one service process; more gets 429.")
+    max_live_runs_per_key: int = Field(default=100, ge=1, description="Runs live at once per API key name; more gets 429.")
 
 
 class EngineSettings(_Spec):
