@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigError, ToolAdminError
-from .executors.base import known_tool_types
+from .executors.base import known_tool_types, tool_type
 from .spec.models import TOOL_NAME_RE
 from .store.tool_settings import ToolSetting, delete_setting, read_settings, write_setting
 
@@ -74,6 +74,8 @@ class ToolAdmin:
         merged_config = {**base.config, **(config or {})}
         if config and self.engine.project.tools[name].executor.kind == "workflow":
             raise ToolAdminError("invalid_config", f"tool {name!r} runs a workflow and has no config to override")
+        if config:
+            self._check_code_type(self.engine.project.tools[name].executor.kind, name)
         after = ToolSetting(name, base.type, base.description, base.enabled if enabled is None else enabled, merged_config)
         self._apply(after, before)
         return self.view(name)
@@ -86,8 +88,21 @@ class ToolAdmin:
         if type == "workflow" or type not in known_tool_types():
             usable = [t for t in known_tool_types() if t != "workflow"]
             raise ToolAdminError("invalid_config", f"unknown tool type {type!r}; use one of: {', '.join(usable)}")
+        self._check_code_type(type, name)
         self._apply(ToolSetting(name, type, description, enabled, dict(config)), None)
         return self.view(name)
+
+    def _check_code_type(self, type_name: str, name: str) -> None:
+        """Creating or reconfiguring a tool that runs code is code execution on this host: opt-in only."""
+        kind = tool_type(type_name)
+        if kind is None or not kind.runs_code or self.engine.project.settings.server.allow_code_tools:
+            return
+        raise ToolAdminError(
+            "code_tools_disabled",
+            f"tool {name!r} is of type {type_name!r}, which runs code on this host; creating or reconfiguring it "
+            "through the admin API is off. Declare it in tools.yaml, or set `server.allow_code_tools: true` in "
+            "config/engine.yaml (then an admin key means code execution on this host)",
+        )
 
     def delete(self, name: str) -> None:
         stored = self.settings().get(name)

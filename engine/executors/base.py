@@ -36,6 +36,10 @@ class ToolType:
     # The shape of what `execute` returns, when known: lets a workflow map paths out of a
     # `kind: tool` step with link-time checks. None: anything.
     output_schema: Callable[[Any], dict[str, Any]] | None = None
+    # Whether a tool's config can make this type run code of the caller's choosing (python's
+    # `function: os:system`). Such tools are refused by the admin API unless the project sets
+    # `server.allow_code_tools`. True by default: a third-party type must declare itself safe.
+    runs_code: bool = True
 
 
 _TYPES: dict[str, ToolType] = {}

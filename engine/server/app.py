@@ -61,7 +61,7 @@ STATUS_OF_CODE: dict[str, int] = {
     "fetch_timeout": 504,
     "cancelled": 409,
 }
-ADMIN_STATUS: dict[str, int] = {"unknown_tool": 404, "read_only": 403, "invalid_config": 422, "exists": 409, "no_store": 409}
+ADMIN_STATUS: dict[str, int] = {"unknown_tool": 404, "read_only": 403, "code_tools_disabled": 403, "invalid_config": 422, "exists": 409, "no_store": 409}
 
 
 class ApiError(Exception):

@@ -46,6 +46,7 @@ FETCH = ToolType(
     description=description,
     create=FetchExecutor,
     output_schema=lambda config: OUTPUT_SCHEMA,
+    runs_code=False,
 )
 
 __all__ = [
