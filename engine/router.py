@@ -19,6 +19,7 @@ from .project import LinkedTool
 from .redaction import Redactor
 from .result import ToolError, ToolResult
 from .timing import PLAIN_TYPES, elapsed_ms, perf_counter_ns
+from .untrusted import Problem, arguments_problem, find_problem, loads, replace_lone_surrogates, text_may_hide_problem
 
 Approver = Callable[[LinkedTool, dict[str, Any], str], Awaitable[bool]]
 
@@ -35,9 +36,13 @@ async def route_call(
     started = perf_counter_ns()
     name = run.tool
     project = run.project
-    problem = None
+    problem: str | Problem | None = None
     if isinstance(arguments, (str, bytes)):
         arguments, problem = _decode_json(arguments)  # listeners (and redaction) see the object, not the text
+    elif arguments is not None:
+        problem = arguments_problem(arguments)  # C speed unless something is odd
+        if problem is not None:  # too deep, a lone surrogate…: no listener could take it
+            arguments = f"(not shown: {problem})"
     tool = project.tools.get(name)
     # Validated first (a pure check), so that valid arguments of a closed schema skip redaction.
     valid = tool is not None and type(arguments) is dict and tool.validator.is_valid(arguments)
@@ -80,28 +85,41 @@ async def route_call(
     return _finish(run, started, data=data, clean=tool.result_clean)
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
+def _decode_json(text: str | bytes) -> tuple[Any, str | Problem | None]:
+    """Model-written argument text → (value, None), or (the text, what is wrong with it).
 
-
-def _decode_json(text: str | bytes) -> tuple[Any, str | None]:
-    """Model-written argument text → (value, None), or (the text, what is wrong with it)."""
+    The text is checked at C speed (`text_may_hide_problem`); the decoded value is walked only
+    when the text could hide too deep nesting or a lone surrogate.
+    """
+    if isinstance(text, bytes):
+        try:  # as json.loads reads bytes (UTF-8/16/32); 'surrogatepass' lets the check below name the place
+            text = text.decode(json.detect_encoding(text), "surrogatepass")
+        except UnicodeDecodeError as exc:
+            return text.decode("utf-8", "replace"), f"{exc.reason} at byte {exc.start}"
     if not text.strip():
         return {}, None
+    problem: str | Problem | None
     try:
-        value = json.loads(text, parse_constant=_reject_constant)
+        value = loads(text)
     except json.JSONDecodeError as exc:
         problem = f"{exc.msg} at line {exc.lineno} column {exc.colno}"
-    except (UnicodeDecodeError, ValueError) as exc:
+    except ValueError as exc:  # NaN, a huge number, absurd nesting (untrusted.loads)
         problem = str(exc)
     else:
-        if value is not None:
+        if value is None:
+            problem = "arguments must be a JSON object, not null"
+        elif not text_may_hide_problem(text) or (problem := find_problem(value)) is None:
             return value, None
-        problem = "arguments must be a JSON object, not null"
-    return (text.decode("utf-8", "replace") if isinstance(text, bytes) else text), problem
+    return replace_lone_surrogates(text), problem  # the text as listeners see it: no lone surrogate
 
 
-def _parse_arguments(arguments: Any, problem: str | None, tool: LinkedTool, valid: bool) -> dict[str, Any]:
+def _parse_arguments(arguments: Any, problem: str | Problem | None, tool: LinkedTool, valid: bool) -> dict[str, Any]:
+    if isinstance(problem, Problem):
+        raise StepFailure(
+            "invalid_arguments",
+            f"arguments cannot be accepted: {problem}",
+            {"errors": [problem.as_dict()], "schema": tool.parameters},
+        )
     if problem is not None:
         raise StepFailure("invalid_arguments", f"arguments are not valid JSON: {problem}", {"schema": tool.parameters})
     if arguments is None:
