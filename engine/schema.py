@@ -11,11 +11,15 @@ Formats are annotations in both (Draft 2020-12's default), so their verdicts agr
 from __future__ import annotations
 
 import copy
+import re
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
 import jsonschema
 import jsonschema_rs
+
+from .schema_refs import find_refs, ref_problem, resolve_in_document
 
 Draft = jsonschema.Draft202012Validator
 
@@ -56,11 +60,15 @@ def schema_problem_details(schema: Any) -> list[SchemaProblem]:
     """Like `schema_problems`, with each problem's path inside the schema.
 
     `$ref`s are checked here first: only local ones (`#/$defs/…`, `#anchor`) are allowed, so
-    compiling a schema never reaches out to the network for a remote document.
+    compiling a schema never reaches out to the network for a remote document. Regexes are
+    checked by both validators here, so none fails at call time.
     """
     if not isinstance(schema, (dict, bool)):
         return [SchemaProblem((), "a JSON Schema must be a mapping (or true/false)")]
-    problems = _ref_problems(schema) if type(schema) is dict and _mentions_ref(schema) else []  # most have none: skip the walk
+    mentioned = _mentions(schema) if type(schema) is dict else frozenset()  # most mention neither: skip the walks
+    problems = _ref_problems(schema) if mentioned & _REF_KEYS else []
+    if mentioned & _PATTERN_KEYS:
+        problems += _pattern_problems(schema)
     if not problems:
         try:
             if jsonschema_rs.meta.is_valid(schema):
@@ -69,7 +77,6 @@ def schema_problem_details(schema: Any) -> list[SchemaProblem]:
         except Exception:  # noqa: BLE001 - rs refuses some inputs the reference can judge
             pass
     meta = Draft(Draft.META_SCHEMA)
-    problems += _pattern_problems(schema)
     problems += [
         SchemaProblem(tuple(error.path), _meta_message(error))
         for error in sorted(meta.iter_errors(schema), key=lambda e: [str(p) for p in e.path])
@@ -84,21 +91,26 @@ def schema_problem_details(schema: Any) -> list[SchemaProblem]:
     return problems
 
 
-def _mentions_ref(schema: Any) -> bool:
-    """Does any mapping in the schema, data values included, have a `$ref` key? (No paths kept.)"""
+_REF_KEYS = frozenset({"$ref", "$dynamicRef"})
+_PATTERN_KEYS = frozenset({"pattern", "patternProperties"})
+_SCANNED = _REF_KEYS | _PATTERN_KEYS
+
+
+def _mentions(schema: Any) -> frozenset[str]:
+    """Which of the `_SCANNED` keys any mapping in the schema has, data values included. (No paths kept.)"""
+    found: set[str] = set()
     stack = [schema]
     pop, push = stack.pop, stack.append
     while stack:
         node = pop()
         if type(node) is dict:
-            if "$ref" in node:
-                return True
+            found.update(_SCANNED.intersection(node))
             node = node.values()
         for value in node:
             kind = type(value)
             if kind is dict or kind is list:
                 push(value)
-    return False
+    return frozenset(found)
 
 
 _DATA_KEYWORDS = frozenset({"const", "enum", "default", "examples"})  # values, not schemas
@@ -119,40 +131,80 @@ def _walk_schemas(schema: Any) -> list[tuple[tuple[str | int, ...], dict[str, An
 
 
 def _pattern_problems(schema: Any) -> list[SchemaProblem]:
-    """Regexes the validator cannot compile (judged by jsonschema-rs, the one that runs them)."""
+    """Regexes that not both validators can compile: jsonschema-rs runs them on every call,
+    Python's `re` (inside `jsonschema`) runs them again to explain a failed call."""
     problems = []
     for path, node in _walk_schemas(schema):
         patterns = [(("pattern",), node.get("pattern"))]
         if isinstance(node.get("patternProperties"), dict):
             patterns += [(("patternProperties", key), key) for key in node["patternProperties"]]
         for sub, pattern in patterns:
-            if not isinstance(pattern, str):
-                continue
-            try:
-                jsonschema_rs.validator_for({"pattern": pattern})
-            except Exception:  # noqa: BLE001 - rs raises its own ValidationError
-                problems.append(SchemaProblem(path + sub, f"{pattern!r} is not a valid regular expression"))
+            if isinstance(pattern, str):
+                why = regex_problem(pattern)
+                if why:
+                    problems.append(SchemaProblem(path + sub, why))
     return problems
 
 
+def regex_problem(pattern: str) -> str | None:
+    """Why `pattern` cannot be used in a schema here (None: both validators read it alike)."""
+    try:
+        jsonschema_rs.validator_for({"pattern": pattern})
+        rs_error = None
+    except Exception:  # noqa: BLE001 - rs raises its own ValidationError, without a reason
+        rs_error = "jsonschema-rs (ECMA-262 syntax) cannot compile it"
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # FutureWarning about nested sets: not our user's concern
+            re.compile(pattern)
+        py_error = None
+    except re.error as exc:
+        py_error = str(exc)
+    if rs_error is None and py_error is None:
+        return None
+    head = f"{pattern!r} is not a valid regular expression"
+    if rs_error and py_error:
+        return f"{head}: {py_error}"
+    for finder, construct, fix in _CONSTRUCT_HINTS:
+        if finder.search(pattern):
+            return f"{pattern!r} is not a regular expression both validators read: {construct}; {fix}"
+    who = rs_error if rs_error else f"Python's re, which explains failed calls, cannot compile it ({py_error})"
+    return f"{pattern!r} is not a regular expression both validators read: {who}; use ECMA-262 syntax that Python's re also reads"
+
+
+def _unescaped(body: str) -> re.Pattern[str]:
+    """A finder for `body` (regex text starting with a backslash) that is not itself escaped."""
+    return re.compile(r"(?<!\\)(?:\\\\)*" + body)
+
+
+# (finder, the construct, the fix): the usual reasons one validator reads a pattern the other refuses.
+_CONSTRUCT_HINTS: tuple[tuple[re.Pattern[str], str, str], ...] = (
+    (_unescaped(r"\\[pP]\{"), "\\p{…} (a Unicode property escape) is ECMA-262 only and Python's re, which explains failed calls, refuses it",
+     "list the characters as a class instead, e.g. [A-Za-zÀ-ÖØ-öø-ÿ] for Latin letters"),
+    (_unescaped(r"\\u\{"), "\\u{…} (a code point escape) is ECMA-262 only", "write the character itself, or \\uXXXX for one in the BMP"),
+    (_unescaped(r"\\z"), "\\z is not Python syntax", "write $ for the end of the text"),
+    (_unescaped(r"\\Z"), "\\Z is Python syntax, not ECMA-262", "write $ for the end of the text"),
+    (_unescaped(r"\\c[A-Za-z]"), "\\cX (a control escape) is not Python syntax", "write the control character as \\xNN"),
+    (re.compile(r"\(\?<[=!]"), "this look-behind is read by one validator only (Python's re needs a fixed width)",
+     "give the look-behind a fixed width, or match without it"),
+    (re.compile(r"\(\?>"), "(?>…) (an atomic group) is Python syntax, not ECMA-262", "use a plain group (…)"),
+    (re.compile(r"\(\?#"), "(?#…) (a comment) is Python syntax, not ECMA-262", "remove the comment"),
+    (re.compile(r"\{,"), "{,n} is Python syntax, not ECMA-262", "write {0,n}"),
+    (_unescaped(r"\\N\{"), "\\N{name} is Python syntax, not ECMA-262", "write the character itself"),
+    (_unescaped(r"\\[0-9]"), "a back-reference or octal escape is read differently by the two validators",
+     "write a character as \\xNN, and a group reference only after its group"),
+    (_unescaped(r"(?:\{(?![0-9]+(?:,[0-9]*)?\})|\})"), "a bare { or } is a literal only in Python's re", "escape it as \\{ or \\}"),
+)
+
+
 def _ref_problems(schema: Any) -> list[SchemaProblem]:
-    """`$ref`s that point outside the schema, or to nothing inside it."""
-    anchors: set[str] = set()
-    refs: list[tuple[tuple[str | int, ...], str]] = []
-    for path, node in _walk_schemas(schema):
-        if isinstance(node.get("$anchor"), str):
-            anchors.add(node["$anchor"])
-        if isinstance(node.get("$ref"), str):
-            refs.append((path + ("$ref",), node["$ref"]))
+    """`$ref`s and `$dynamicRef`s that point outside the schema, or to nothing inside it."""
     problems = []
-    for path, ref in sorted(refs, key=lambda r: [str(p) for p in r[0]]):
-        if not ref.startswith("#"):
-            problems.append(SchemaProblem(path, f"$ref {ref!r} points outside this schema; only local references are supported"))
-        elif ref.startswith("#/") or ref == "#":
-            if SchemaReader(schema).resolve({"$ref": ref}) is None:
-                problems.append(SchemaProblem(path, f"$ref {ref!r} points to nothing in this schema"))
-        elif ref[1:] not in anchors:
-            problems.append(SchemaProblem(path, f"$ref {ref!r} names no $anchor in this schema"))
+    for found in sorted(find_refs(schema), key=lambda r: [str(p) for p in r.path]):
+        if not found.ref.startswith("#"):
+            problems.append(SchemaProblem(found.path, f"{found.path[-1]} {found.ref!r} points outside this schema; only local references are supported"))
+        elif (why := ref_problem(found)) is not None:
+            problems.append(SchemaProblem(found.path, why))
     return problems
 
 
@@ -209,10 +261,17 @@ class CompiledSchema:
             return False
 
     def violations(self, value: Any) -> list[Violation]:
-        """Every error, best first within each location, sorted by JSON Pointer."""
-        if self._reference is None:
-            self._reference = Draft(self.schema)
-        errors = sorted(self._reference.iter_errors(value), key=lambda e: (list(map(str, e.path)), e.validator))
+        """Every error, best first within each location, sorted by JSON Pointer.
+
+        The reference validator only explains a verdict; whatever it raises (a regex Python
+        cannot run, a float it cannot divide) becomes a violation, never an exception.
+        """
+        try:
+            if self._reference is None:
+                self._reference = Draft(self.schema)
+            errors = sorted(self._reference.iter_errors(value), key=lambda e: (list(map(str, e.path)), e.validator))
+        except Exception as exc:  # noqa: BLE001 - explaining must not fail the call
+            return [Violation("", f"value does not match the schema (no detailed explanation: {type(exc).__name__}: {str(exc)[:200]})", "schema")]
         return [Violation(_pointer(e.path), e.message, str(e.validator)) for e in errors]
 
     def check(self, value: Any) -> list[Violation]:
@@ -278,20 +337,10 @@ class SchemaReader:
         self.root = root
 
     def resolve(self, schema: Any) -> Any:
-        """Follow local `$ref`s (`#/$defs/x`); anything else stays as it is."""
+        """Follow local `$ref`s (`#/$defs/x`, `#anchor`); anything else stays as it is."""
         seen = 0
         while isinstance(schema, dict) and isinstance(schema.get("$ref"), str) and seen < 32:
-            ref = schema["$ref"]
-            if not ref.startswith("#"):
-                return None
-            node: Any = self.root
-            for part in [p for p in ref[1:].split("/") if p]:
-                part = part.replace("~1", "/").replace("~0", "~")
-                if isinstance(node, dict) and part in node:
-                    node = node[part]
-                else:
-                    return None
-            schema = node
+            schema = resolve_in_document(self.root, schema["$ref"])
             seen += 1
         return schema
 
