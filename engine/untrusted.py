@@ -136,11 +136,11 @@ def _pointer(place: Any) -> str:
     return "".join("/" + key for key in keys) or "/"
 
 
-def find_problem(value: Any, limit: int = MAX_DEPTH) -> Problem | None:
+def find_problem(value: Any, limit: int = MAX_DEPTH, *, numbers: bool = True) -> Problem | None:
     """The first thing that makes `value` unfit as JSON data, or None.
 
-    Nested more than `limit` levels, a lone surrogate (in a string or a key), an integer of
-    more than MAX_NUMBER_DIGITS digits, a NaN or infinite float.
+    Nested more than `limit` levels, a lone surrogate (in a string or a key), and with
+    `numbers`: an integer of more than MAX_NUMBER_DIGITS digits, a NaN or infinite float.
     """
     stack: list[tuple[Any, int, Any]] = [(value, 0, None)]
     pop, push = stack.pop, stack.append
@@ -160,6 +160,8 @@ def find_problem(value: Any, limit: int = MAX_DEPTH) -> Problem | None:
             else:
                 for index, sub in enumerate(item):
                     push((sub, depth + 1, (place, index)))
+        elif not numbers:
+            continue
         elif isinstance(item, int):
             if not -_INT_LIMIT < item < _INT_LIMIT:
                 return Problem(_pointer(place), f"the number has more than {MAX_NUMBER_DIGITS} digits")

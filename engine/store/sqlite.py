@@ -11,6 +11,13 @@ size (each call lets go of the GIL and must win it back from a busy event loop).
 stored in arrival order, so a run's events are in `seq` order even when it fails or is
 cancelled. Many processes may share one database file (WAL + busy timeout). A run that was
 `running` when its process died is marked `interrupted` the next time the store opens.
+
+One bad event never costs other runs theirs: when a batch cannot be encoded as a whole (a lone
+surrogate, nesting deeper than JSON readers take), its rows are encoded one by one and only
+the bad row changes (surrogates replaced, or its data replaced by a note saying why). Such
+repairs and lost writes are counted by kind (`RunStore.write_failures`) and logged once per
+kind. The file and its -wal/-shm are readable by their owner only (0600): they hold inputs
+and outputs of every run.
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ from ..errors import SkillyardError
 from ..events import Event
 from ..logging import logger
 from ..redaction import Redactor, RunScrubber
+from ..untrusted import find_problem, scrub_surrogates
 from .schema import IMPLIED_ROWS, IMPLYING_TYPES, INSERT_EVENTS, MIGRATIONS, SchemaTooNew, migrate
 
 FLUSH_INTERVAL_S = 0.05  # the writer wakes this often: what was queued by then is committed
@@ -44,6 +52,8 @@ SPILL_EVENTS = 256  # the listener spills the queue at this length (~550 objects
 STATEMENT_EVENTS = 2_000  # events per INSERT (one transaction): the write lock is held for one of them
 BUSY_TIMEOUT_MS = 10_000
 WRITE_ATTEMPTS = 4  # a batch that fails with a transient error (database locked…) is retried, in order
+FILE_MODE = 0o600  # runs.db, -wal, -shm: the inputs and outputs of every run, for the owner only
+STORED_DEPTH = 200  # data nested deeper is not stored (orjson writes 255 levels, SQLite's JSON reads 1,000)
 _HOST = socket.gethostname()
 _RUN_COLUMNS = "id, kind, name, status, started_at, finished_at, input, output, error, usage, parent_run_id"
 
@@ -114,19 +124,76 @@ def _rows_json(rows: list[tuple[Any, ...]]) -> bytes:
     try:  # keys that are not strings (ints, enums…) cost orjson more: only when there are some
         return orjson.dumps(rows, default=str, option=orjson.OPT_NON_STR_KEYS)
     except (TypeError, orjson.JSONEncodeError):  # integers beyond 64 bits: row by row
+        # UnicodeEncodeError for a lone surrogate, RecursionError for absurd nesting: the caller isolates the row
         return ("[" + ",".join(_dumps(list(row)) for row in rows) + "]").encode()
 
 
+_NOT_RECORDED = "not_recorded"  # the key of the note that replaces data the store cannot write
+
+
+def _repaired_row(row: tuple[Any, ...]) -> tuple[tuple[Any, ...], str | None]:
+    """A row that encodes, and the kind of repair it needed (None: none).
+
+    `lone_surrogate`: its lone surrogates became U+FFFD (the event is kept, text marked);
+    `unencodable`: its data became `{"not_recorded": why}` (too deep, or anything else).
+    """
+    if _encodes(row):
+        return row, None
+    problem = find_problem(row, STORED_DEPTH, numbers=False)
+    if problem is not None and "surrogate" in problem.message:
+        fixed = tuple(scrub_surrogates(row)[0])
+        if _encodes(fixed):
+            return fixed, "lone_surrogate"
+        problem = find_problem(fixed, STORED_DEPTH, numbers=False) or problem
+    why = str(problem) if problem is not None else "it cannot be written as JSON"
+    safe = tuple(scrub_surrogates(part)[0] if isinstance(part, str) else part for part in row[:7])
+    return (*safe, {_NOT_RECORDED: f"this event's data could not be stored: {why}"}), "unencodable"
+
+
+def _encodes(row: tuple[Any, ...]) -> bool:
+    """orjson writes it (so it is at most 255 levels deep: SQLite reads 1,000), or it is no
+    deeper than STORED_DEPTH and the standard library writes it (integers beyond 64 bits)."""
+    try:
+        orjson.dumps(row, default=str, option=orjson.OPT_NON_STR_KEYS)
+        return True
+    except Exception:  # noqa: BLE001 - look closer
+        pass
+    if find_problem(row, STORED_DEPTH, numbers=False) is not None:
+        return False
+    try:
+        _rows_json([row])
+        return True
+    except Exception:  # noqa: BLE001 - the caller replaces the data
+        return False
+
+
 def connect(path: Path) -> sqlite3.Connection:
+    """The writer's connection; the file (made if new) and its -wal/-shm get FILE_MODE."""
+    _own_file(path)
     connection = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
     try:
         connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         connection.execute("PRAGMA journal_mode = WAL")
         connection.execute("PRAGMA synchronous = NORMAL")
+        for suffix in ("-wal", "-shm"):  # SQLite makes them with the file's mode; older ones may be wider
+            _own_file(path.with_name(path.name + suffix), create=False)
     except BaseException:
         connection.close()
         raise
     return connection
+
+
+def _own_file(path: Path, *, create: bool = True) -> None:
+    """Make `path` (0600 whatever the umask) or narrow an existing one to 0600 when it is ours."""
+    if create:
+        with contextlib.suppress(FileExistsError):
+            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, FILE_MODE))
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return
+    if info.st_mode & 0o777 != FILE_MODE and info.st_uid == os.getuid():
+        os.chmod(path, FILE_MODE)  # a new file under an odd umask, or one made by an older skillyard
 
 
 _OPEN_STORES: "weakref.WeakSet[RunStore]" = weakref.WeakSet()
@@ -184,6 +251,7 @@ class RunStore:
         self._scrubbers: dict[str, RunScrubber] = {}  # run_id → its redaction state, until the run ends
         self._run_tools: dict[str, str | None] = {}  # run_id → the call that owns it (to know when it ends)
         self._failed: BaseException | None = None
+        self._failures: dict[str, int] = {}  # kind → how many events (see write_failures)
         self.listener = self._make_listener()
         self._writer = threading.Thread(target=self._write_loop, name="skillyard-store", daemon=True)
         self._writer.start()
@@ -204,6 +272,23 @@ class RunStore:
                 spill(blocking=False)
 
         return listener
+
+    @property
+    def write_failures(self) -> dict[str, int]:
+        """How many events this store could not write as they were, by kind (a copy; empty: none).
+
+        `lone_surrogate`: stored with lone surrogates replaced by U+FFFD; `unencodable`: stored
+        with its data replaced by a `not_recorded` note; `write`: lost (the transaction failed).
+        """
+        return dict(self._failures)
+
+    def _count_failure(self, kind: str, events: int, detail: str) -> None:
+        """Count; log the first of each kind only (a flood of bad rows is one log line)."""
+        first = kind not in self._failures
+        self._failures[kind] = self._failures.get(kind, 0) + events
+        if first:
+            logger.error("run store: events not written as they were", kind=kind, path=str(self.path), detail=detail,
+                         hint="RunStore.write_failures counts them; later ones of this kind are not logged")
 
     def _poke(self) -> None:
         with contextlib.suppress(RuntimeError):  # already awake
@@ -288,11 +373,17 @@ class RunStore:
                 del batch  # the events can go now
                 for start in range(0, count, STATEMENT_EVENTS):
                     part = rows[start : start + STATEMENT_EVENTS] if count > STATEMENT_EVENTS else rows
+                    try:
+                        text = _rows_json(part)  # the whole batch in one C call: the common case
+                    except Exception:  # noqa: BLE001 - one bad row: isolate it, keep the others
+                        part = self._repaired(part)
+                        text = _rows_json(part)
                     implying = list(compress(part, map(_IMPLIES, map(_TYPE, part))))
                     kinds = tuple(set(map(_TYPE, implying)))
-                    self._spilled.append((_rows_json(part), _rows_json(implying), kinds, len(part)))
+                    self._spilled.append((text, _rows_json(implying), kinds, len(part)))
             except Exception as exc:  # noqa: BLE001 - reported by flush()/close(); the engine keeps running
                 self._failed = exc
+                self._count_failure("write", count, f"{type(exc).__name__}: {exc}")
                 self._spilled.append((b"", b"", (), count))  # nothing to write, but counted, in order
             return count
         finally:
@@ -320,6 +411,7 @@ class RunStore:
                     self._write_rows(b"[" + b",".join(texts) + b"]", b"[" + b",".join(implying) + b"]", types)
                 except Exception as exc:  # noqa: BLE001 - reported by flush()/close(); the engine keeps running
                     self._failed = exc
+                    self._count_failure("write", count, f"{type(exc).__name__}: {exc}")
             self._written += count
             self._release_barriers()  # a flush() waits for its own events only
         self._release_barriers()  # also a flush() with nothing (left) to write
@@ -357,12 +449,29 @@ class RunStore:
                     raise
                 time.sleep(0.05 * 4**attempt)
 
+    def _repaired(self, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        """The rows with each one that cannot be encoded repaired (see `_repaired_row`), counted."""
+        out = []
+        for row in rows:
+            fixed, kind = _repaired_row(row)
+            if kind is not None:
+                self._count_failure(kind, 1, f"event {fixed[2]} #{fixed[1]} of run {fixed[0]}")
+                if kind == "unencodable":  # its data is gone: whoever flushes hears of it
+                    self._failed = StoreError(f"an event of run {fixed[0]} could not be stored: {fixed[7][_NOT_RECORDED]}")
+            out.append(fixed)
+        return out
+
     def _redacted_rows(self, batch: list[Event]) -> list[tuple[Any, ...]]:
         """Rows for events that the engine did not redact (a RunStore fed by hand)."""
         rows = []
         for event in batch:
-            rows.append((event.run_id, event.seq, event.type, event.ts, event.tool_call_id, event.step_id, event.skill,
-                         self._redact(event)))
+            try:
+                data = self._redact(event)
+            except Exception as exc:  # noqa: BLE001 - e.g. data nested past the recursion limit: this event only
+                data = {_NOT_RECORDED: f"this event's data could not be redacted: {type(exc).__name__}"}
+                self._count_failure("unencodable", 1, f"event {event.type} #{event.seq} of run {event.run_id}")
+                self._failed = StoreError(f"an event of run {event.run_id} could not be stored: {data[_NOT_RECORDED]}")
+            rows.append((event.run_id, event.seq, event.type, event.ts, event.tool_call_id, event.step_id, event.skill, data))
             kind = event.type
             if kind == "tool_call_start" and event.seq == 1:
                 self._run_tools[event.run_id] = event.tool_call_id
