@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Collection, Literal
 
@@ -12,6 +14,7 @@ from .events import TERMINAL_TOOL_EVENTS, Event, Listener, QueuedListener, RunEv
 from .ids import new_id
 from .link import load_project
 from .project import Project
+from .redaction import enter_run, leave_run
 from .result import ToolResult
 from .router import Approver, route_call
 
@@ -28,6 +31,7 @@ class Engine:
     """Runs tool calls against a project. Safe for many concurrent calls; reloadable."""
 
     def __init__(self, project: Project, *, store: "RunStore | None" = None):
+        _learn_configured_keys(project)
         self._project = project
         self._listeners: list[Listener] = []
         self.store = store
@@ -73,6 +77,7 @@ class Engine:
         """
         settings = self.admin.settings() if self.store is not None else None
         project = load_project(self._project.root, tool_settings=settings)
+        _learn_configured_keys(project)
         self._project = project
         return project
 
@@ -124,10 +129,12 @@ class Engine:
         """Route one call. Never raises for a bad call: the ToolResult carries the error."""
         project = self._project  # pinned: a reload mid-call does not affect this call
         events, queued = self.open_run(run_id or new_id("run"), on_event)
+        token = enter_run(events.scrubber)  # log lines written during the call hide its secrets too
         try:
             return await self.route(events, project, name, args, tool_call_id=tool_call_id, model=model,
                                     allowed_tools=allowed_tools, approve=approve)
         finally:
+            leave_run(token)
             for listener in queued:
                 await listener.close()
 
@@ -188,3 +195,27 @@ class Engine:
         except RuntimeError:
             return asyncio.run(self.call_tool(name, args, **options))
         raise UsageError("call_tool_sync() cannot run inside an event loop; use `await engine.call_tool(...)`")
+
+
+_ENV_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_SERVICE_KEYS_ENV = "SKILLYARD_API_KEYS"
+
+
+def _learn_configured_keys(project: Project) -> None:
+    """Tell the project's redactor every key the engine knows, once per load.
+
+    Model API keys (`config/models.yaml`, `${ENV}` resolved where set) and the service's keys
+    (`server.api_keys`, SKILLYARD_API_KEYS): a provider error that echoes one, a model that
+    repeats one, a log line that holds one shows `[REDACTED]` instead.
+    """
+    keys: set[str] = set()
+    for spec in project.models.values():
+        if spec.api_key:
+            keys.add(_ENV_VAR.sub(lambda m: os.environ.get(m.group(1), ""), spec.api_key))
+    for entry in project.settings.server.api_keys:
+        if entry.key:
+            keys.add(_ENV_VAR.sub(lambda m: os.environ.get(m.group(1), ""), entry.key))
+    for item in os.environ.get(_SERVICE_KEYS_ENV, "").split(","):
+        parts = item.strip().split(":")  # role:key or name:role:key
+        keys.update(":".join(parts[i:]) for i in (1, 2) if len(parts) > i)
+    project.redactor.set_configured(keys)

@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Collection, Literal
 from .errors import StepFailure
 from .events import Event, Listener, RunEvents, stream_run
 from .logging import logger
-from .providers.base import ChatMessage, ModelRequest, ModelResponse, ProviderError, ToolCall, Usage
-from .redaction import Redactor
+from .untrusted import replace_lone_surrogates
+from .providers.base import ChatMessage, ModelRequest, ModelResponse, ProviderError, ToolCall, Usage, clean_response
+from .redaction import Redactor, enter_run, leave_run
 from .result import ToolResult
 
 if TYPE_CHECKING:
@@ -119,9 +120,11 @@ class Agent:
         from ._engine import new_id
 
         events, queued = self.engine.open_run(run_id or new_id("run"), on_event)
+        token = enter_run(events.scrubber)  # log lines written during the run hide its secrets too
         try:
             return await _Loop(self, events, as_messages(messages)).run()
         finally:
+            leave_run(token)
             for listener in queued:
                 await listener.close()
 
@@ -213,17 +216,25 @@ class _Loop:
         request = ModelRequest(tuple(self.messages), model=spec.model, temperature=spec.temperature,
                                max_tokens=spec.max_tokens, tools=tools, tool_choice=choice if tools else "auto")
         self.events.emit("model_call_start", {"step": step, "model": self.agent.model, "messages": len(self.messages)})
+        stream = self.events.text_stream()  # a secret split across two deltas is still caught
 
         def on_text(piece: str) -> None:
-            self.events.emit("model_text_delta", {"text": piece, "step": step})
+            shown = stream.push(replace_lone_surrogates(piece))
+            if shown:
+                self.events.emit("model_text_delta", {"text": shown, "step": step})
 
         try:
             response = await provider.request(request, on_text)
         except ProviderError as exc:
-            raise _Stop("error", f"model {self.agent.model!r} failed: {exc}") from None
+            raise _Stop("error", self.events.scrub_text(f"model {self.agent.model!r} failed: {exc}")) from None
         except Exception as exc:  # noqa: BLE001 - a provider's own bug ends the run with a reason, not a crash
             logger.exception("model provider failed", model=self.agent.model, run_id=self.events.run_id)
-            raise _Stop("error", f"model {self.agent.model!r} failed: {type(exc).__name__}: {exc}") from None
+            raise _Stop("error", self.events.scrub_text(f"model {self.agent.model!r} failed: {type(exc).__name__}: {exc}")) from None
+        finally:
+            rest = stream.flush()
+            if rest:
+                self.events.emit("model_text_delta", {"text": rest, "step": step})
+        response = clean_response(response, self.agent.model)
         self.result.usage = self.result.usage + response.usage
         budget = self.limits.token_budget
         if budget is not None and self.result.usage.input_tokens + self.result.usage.output_tokens > budget:
@@ -261,7 +272,8 @@ class _Loop:
                     self.result.tool_results.append(result)
                 observation = self._observation(call, result, self.project.redactor) if result is not None else (
                     f"[{call.name} failed: cancelled] The call was cancelled before it finished.")
-                self.messages.append(ChatMessage("tool", observation, tool_call_id=call.id, name=call.name))
+                failed = result is None or not result.ok
+                self.messages.append(ChatMessage("tool", observation, tool_call_id=call.id, name=call.name, is_error=failed))
         results = [finished[call.id] for call in calls]
         for call, result in zip(calls, results):
             if result.error is not None and result.error.code in CORRECTABLE:
@@ -274,13 +286,27 @@ class _Loop:
 
     @staticmethod
     def _observation(call: ToolCall, result: ToolResult, redactor: Redactor) -> str:
-        """What the model reads back: sensitive values in the result never reach it."""
+        """What the model reads back: sensitive values in the result never reach it.
+
+        Data that renders its own model text (a fetch result) is rebuilt from the redacted copy,
+        so a fetched `{"token": …}` reads `[REDACTED]` to the model as it does in events.
+        """
         if result.error is not None and result.error.code == "confirmation_denied":
             return f"The user declined the call of {call.name}. Do not call it again unless the user asks."
         redacted = redactor.redact(result.data)
-        if redacted is not result.data and not callable(getattr(result.data, "render_model_text", None)):
-            result = dataclasses.replace(result, data=redacted)
+        if redacted is not result.data:
+            result = dataclasses.replace(result, data=_same_kind(result.data, redacted))
         return result.model_text()
+
+
+def _same_kind(original: Any, redacted: Any) -> Any:
+    """`redacted` as the type of `original` when that type renders model text (else plain data)."""
+    if callable(getattr(original, "render_model_text", None)) and isinstance(original, dict):
+        try:
+            return type(original)(redacted)
+        except Exception:  # noqa: BLE001 - a type that cannot be rebuilt reads as plain JSON
+            return redacted
+    return redacted
 
 
 def _unique_ids(calls: tuple[ToolCall, ...], step: int) -> tuple[ToolCall, ...]:

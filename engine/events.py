@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Liter
 from .logging import logger
 
 if TYPE_CHECKING:
-    from .redaction import RunScrubber
+    from .redaction import RunScrubber, TextStream
     from .result import ToolResult
 
 EventType = Literal[
@@ -46,8 +46,6 @@ EventType = Literal[
 ]
 
 TERMINAL_TOOL_EVENTS = frozenset({"tool_call_result", "tool_call_error"})
-# Events whose data the engine writes itself from counts and names: no redaction needed.
-_ENGINE_WRITTEN = frozenset({"tool_progress_delta", "model_call_start", "model_text_delta", "final_answer_delta"})
 
 
 _EventFields = namedtuple(
@@ -162,8 +160,24 @@ def prepare_listeners(listeners: list[Listener]) -> tuple[list[SyncListener], li
 _now_ns = time.time_ns
 
 
+class _PassThrough:
+    """The TextStream of a run without redaction."""
+
+    @staticmethod
+    def push(piece: str) -> str:
+        return piece
+
+    @staticmethod
+    def flush() -> str:
+        return ""
+
+
 class RunEvents:
-    """Numbers and delivers the events of one run."""
+    """Numbers, redacts and delivers the events of one run.
+
+    Redaction happens here, once, for every event type, before any listener (store, SSE,
+    hub, CLI, an embedder's callback) sees it.
+    """
 
     __slots__ = ("run_id", "_seq", "_listeners", "_redact")
 
@@ -177,6 +191,18 @@ class RunEvents:
     def last_seq(self) -> int:
         return self._seq
 
+    @property
+    def scrubber(self) -> "RunScrubber | None":
+        return self._redact
+
+    def scrub_text(self, text: str) -> str:
+        """Free text (an error message bound for the caller) without the run's known secrets."""
+        return text if self._redact is None else self._redact.text(text)
+
+    def text_stream(self) -> "TextStream | _PassThrough":
+        """For streamed text events: holds back a tail that may be the start of a known secret."""
+        return _PassThrough() if self._redact is None else self._redact.stream()
+
     def emit(
         self,
         type: EventType,
@@ -189,11 +215,13 @@ class RunEvents:
     ) -> Event:
         """`clean=True`: the caller proved (from a closed schema) that `data` holds no sensitive key.
 
-        Hot callers pass everything positionally (cheaper than keywords, 17+ times per call).
+        Every event type passes through the run's redaction here (text deltas included: a
+        model may echo a password). Hot callers pass everything positionally (cheaper than
+        keywords, 17+ times per call).
         """
         self._seq = seq = self._seq + 1
         redact = self._redact
-        if redact is not None and type not in _ENGINE_WRITTEN:
+        if redact is not None:
             data = redact.known_secrets(data) if clean else redact(data)  # clean: may still hold a value seen earlier
         event = _new_event(Event, (type, self.run_id, seq, _now_ns() // 1_000_000, tool_call_id, step_id, skill, data, result))
         for listener in self._listeners:

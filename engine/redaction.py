@@ -1,10 +1,21 @@
-"""Redaction of sensitive values (passwords, tokens, keys…) before they leave the engine."""
+"""Redaction of sensitive values (passwords, tokens, keys…) before they leave the engine.
+
+Three rules, applied to every event (in `RunEvents.emit`) and every log line:
+
+- the value under a sensitive key (`password`, `apiKey`, `X-Api-Key`…) is replaced;
+- in a URL under a URL-ish key (`url`, `final_url`, `location`…), the values of sensitive
+  query parameters (`?api_key=…`, `&token=…`) and a userinfo password are replaced;
+- the values found by the two rules above, and the configured keys the engine knows (model
+  API keys, service keys), are replaced wherever they appear later in the run's text.
+"""
 
 from __future__ import annotations
 
+import contextvars
 import re
 from collections.abc import Mapping
 from typing import Any, Iterable
+from urllib.parse import unquote
 
 DEFAULT_SENSITIVE_KEYS = (
     "password",
@@ -24,10 +35,14 @@ DEFAULT_SENSITIVE_KEYS = (
 REDACTED = "[REDACTED]"
 MAX_SAFE_KEYS = 50_000  # the cache of harmless keys stays bounded whatever data flows through
 MIN_SECRET_CHARS = 4  # shorter sensitive values are redacted under their key but not searched for in text
+MIN_CONFIGURED_KEY_CHARS = 8  # a configured "key" like `ollama` is no secret worth hunting in text
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_URL_KEY = re.compile(r"(?:^|_)(?:url|uri|href|link|location|endpoint)$")
+_QUERY_PARAM = re.compile(r"([?&;])([^=&#;\s]+)=([^&#;\s]*)")
+_USERINFO = re.compile(r"(://[^/?#@:\s]*:)([^/?#@\s]+)(@)")
 
 
 def normalise_key(key: str) -> str:
@@ -46,7 +61,19 @@ class Redactor:
         words = [re.escape(normalise_key(k)) for k in keys if k]
         self._pattern = re.compile(rf"(?:^|_)(?:{'|'.join(words)})(?:_|$)") if words else None
         self._cache: dict[str, bool] = {}
+        self._url_keys: dict[str, bool] = {}
         self._safe_keys: set[Any] = set()  # keys seen and found harmless (bounded by the vocabulary of keys)
+        self.configured: frozenset[str] = _NO_SECRETS  # keys the engine knows (models, service): see set_configured
+        self.configured_regex: re.Pattern[str] | None = None
+
+    def set_configured(self, values: Iterable[str]) -> None:
+        """Secret values known from configuration (API keys): hidden in every run's text from the start.
+
+        Called at load time, never per call; the regex is built here once.
+        """
+        found = frozenset(v for v in values if isinstance(v, str) and len(v) >= MIN_CONFIGURED_KEY_CHARS)
+        self.configured_regex = _secrets_regex(found) if found else None
+        self.configured = found
 
     def is_sensitive(self, key: str) -> bool:
         known = self._cache.get(key)
@@ -55,6 +82,37 @@ class Redactor:
             if len(self._cache) < MAX_SAFE_KEYS:
                 self._cache[key] = known
         return known
+
+    def is_url_key(self, key: str) -> bool:
+        """`url`, `final_url`, `callbackUri`, `location`…: a value that may be a URL with a query."""
+        known = self._url_keys.get(key)
+        if known is None:
+            known = bool(_URL_KEY.search(normalise_key(key)))
+            if len(self._url_keys) < MAX_SAFE_KEYS:
+                self._url_keys[key] = known
+        return known
+
+    def redact_url(self, url: str) -> str:
+        """`url` with the values of sensitive query parameters and any userinfo password replaced."""
+        if self._pattern is None or ("?" not in url and "@" not in url):
+            return url
+
+        def param(match: re.Match[str]) -> str:
+            sep, name, value = match.groups()
+            if value and value != REDACTED and self.is_sensitive(unquote(name)):
+                return f"{sep}{name}={REDACTED}"
+            return match.group(0)
+
+        return _USERINFO.sub(rf"\g<1>{REDACTED}\g<3>", _QUERY_PARAM.sub(param, url))
+
+    def url_secrets(self, url: str) -> list[str]:
+        """The secret values in `url` (sensitive query parameters, a userinfo password), as written."""
+        if self._pattern is None or ("?" not in url and "@" not in url):
+            return []
+        found = [m.group(3) for m in _QUERY_PARAM.finditer(url)
+                 if m.group(3) and m.group(3) != REDACTED and self.is_sensitive(unquote(m.group(2)))]
+        found.extend(m.group(2) for m in _USERINFO.finditer(url) if m.group(2) != REDACTED)
+        return found
 
     def schema_is_clean(self, schema: Any) -> bool:
         """True when every value valid against `schema` is free of sensitive keys.
@@ -78,7 +136,8 @@ class Redactor:
         if kinds == {"object"}:
             properties = schema.get("properties") or {}
             return schema.get("additionalProperties") is False and all(
-                not self.is_sensitive(key) and self.schema_is_clean(sub) for key, sub in properties.items()
+                not self.is_sensitive(key) and not self.is_url_key(key) and self.schema_is_clean(sub)
+                for key, sub in properties.items()
             )
         return False
 
@@ -118,7 +177,10 @@ class Redactor:
                             if item is not None:
                                 return True
                             continue
-                        if len(safe) < MAX_SAFE_KEYS:
+                        if self.is_url_key(key):  # never cached as safe: its value decides
+                            if type(item) is str and self.url_secrets(item):
+                                return True
+                        elif len(safe) < MAX_SAFE_KEYS:
                             safe.add(key)
                 if type(item) not in _SCALARS and self._needs(item):
                     return True
@@ -138,18 +200,26 @@ class Redactor:
 
     def _copy(self, value: Any) -> Any:
         if isinstance(value, Mapping):
-            return {
-                key: REDACTED if isinstance(key, str) and item is not None and self.is_sensitive(key) else self._copy(item)
-                for key, item in value.items()
-            }
+            return {key: self._copy_item(key, item) for key, item in value.items()}
         if isinstance(value, (list, tuple)):
             return [self._copy(item) for item in value]
         return value
+
+    def _copy_item(self, key: Any, item: Any) -> Any:
+        if isinstance(key, str) and item is not None:
+            if self.is_sensitive(key):
+                return REDACTED
+            if type(item) is str and self.is_url_key(key):
+                return self.redact_url(item)
+        return self._copy(item)
 
     def _collect(self, value: Any, found: set[str], sensitive: bool = False) -> None:
         """The values under sensitive keys, as the strings that could show up in text."""
         if isinstance(value, Mapping):
             for key, item in value.items():
+                if not sensitive and isinstance(key, str) and type(item) is str and self.is_url_key(key):
+                    found.update(s for s in self.url_secrets(item) if len(s) >= MIN_SECRET_CHARS)
+                    continue
                 self._collect(item, found, sensitive or (isinstance(key, str) and item is not None and self.is_sensitive(key)))
         elif isinstance(value, (list, tuple)):
             for item in value:
@@ -163,24 +233,39 @@ class Redactor:
 _NO_SECRETS: frozenset[str] = frozenset()
 
 
+def _secrets_regex(secrets: Iterable[str]) -> re.Pattern[str]:
+    ordered = sorted(secrets, key=len, reverse=True)  # the longest value wins
+    return re.compile("|".join(re.escape(s) for s in ordered))
+
+
 class RunScrubber:
     """Redaction for the events of one run, in order.
 
-    Like `Redactor.redact`, and it remembers every value it redacted under a sensitive key, so
-    that the same value is replaced wherever it appears later in the run: a password rendered
-    into a prompt, echoed by a model, or mapped to a step input under a harmless key.
+    Like `Redactor.redact`, and it remembers every value it redacted under a sensitive key (or
+    in a URL's query), so that the same value is replaced wherever it appears later in the run:
+    a password rendered into a prompt, echoed by a model, or mapped to a step input under a
+    harmless key. The configured keys (`Redactor.configured`) are known from the start.
     """
 
-    __slots__ = ("redactor", "secrets", "_regex")
+    __slots__ = ("redactor", "secrets", "regex")
 
     def __init__(self, redactor: Redactor):
         self.redactor = redactor
-        self.secrets: frozenset[str] = _NO_SECRETS  # replaced, never mutated: most runs see none
-        self._regex: re.Pattern[str] | None = None
+        self.secrets: frozenset[str] = redactor.configured  # replaced, never mutated: most runs see none
+        self.regex: re.Pattern[str] | None = redactor.configured_regex  # built only when a run has secrets
 
     def known_secrets(self, value: Any) -> Any:
         """For data proven free of sensitive keys: only hide values already seen in this run."""
-        return value if self._regex is None else _scrub(value, self._regex)
+        return value if self.regex is None else scrub_text(value, self.regex)
+
+    def text(self, text: str) -> str:
+        """Free text (an error message) with the run's known secrets replaced."""
+        regex = self.regex
+        return regex.sub(REDACTED, text) if regex is not None and regex.search(text) else text
+
+    def stream(self) -> "TextStream":
+        """A holdback for streamed text, so that a secret split across two pieces is still caught."""
+        return TextStream(self)
 
     def __call__(self, value: Any) -> Any:
         redactor = self.redactor
@@ -189,19 +274,75 @@ class RunScrubber:
             redactor._collect(value, found)
             if not found <= self.secrets:
                 self.secrets = self.secrets | found
-                ordered = sorted(self.secrets, key=len, reverse=True)  # the longest value wins
-                self._regex = re.compile("|".join(re.escape(s) for s in ordered))
+                self.regex = _secrets_regex(self.secrets)
             value = redactor._copy(value)
-        if self._regex is not None:
-            value = _scrub(value, self._regex)
+        if self.regex is not None:
+            value = scrub_text(value, self.regex)
         return value
 
 
-def _scrub(value: Any, regex: re.Pattern[str]) -> Any:
+class TextStream:
+    """Streamed text (a model's deltas) with the run's known secrets replaced across pieces.
+
+    `push(piece)` returns what may be shown now; the tail that could be the start of a secret
+    is held back until the next piece decides it. `flush()` returns what is still held.
+    Without known secrets nothing is held and each piece passes as it is.
+    """
+
+    __slots__ = ("scrubber", "held")
+
+    def __init__(self, scrubber: RunScrubber):
+        self.scrubber = scrubber
+        self.held = ""
+
+    def push(self, piece: str) -> str:
+        scrubber = self.scrubber
+        if scrubber.regex is None:
+            return piece
+        text = scrubber.text(self.held + piece)
+        keep = _secret_prefix_at_end(text, scrubber.secrets)
+        self.held = text[len(text) - keep:] if keep else ""
+        return text[: len(text) - keep]
+
+    def flush(self) -> str:
+        held, self.held = self.held, ""
+        return held
+
+
+def _secret_prefix_at_end(text: str, secrets: Iterable[str]) -> int:
+    """The length of the longest end of `text` that is the start (not the whole) of a secret."""
+    best = 0
+    for secret in secrets:
+        for length in range(min(len(secret) - 1, len(text)), best, -1):
+            if text.endswith(secret[:length]):
+                best = length
+                break
+    return best
+
+
+_ACTIVE: contextvars.ContextVar[RunScrubber | None] = contextvars.ContextVar("skillyard_active_run", default=None)
+
+
+def active_scrubber() -> RunScrubber | None:
+    """The scrubber of the run this code runs in (for log lines written during a call)."""
+    return _ACTIVE.get()
+
+
+def enter_run(scrubber: RunScrubber | None) -> contextvars.Token[RunScrubber | None]:
+    """Mark the current context as running a run (reset with `leave_run(token)`)."""
+    return _ACTIVE.set(scrubber)
+
+
+def leave_run(token: contextvars.Token[RunScrubber | None]) -> None:
+    _ACTIVE.reset(token)
+
+
+def scrub_text(value: Any, regex: re.Pattern[str]) -> Any:
+    """A copy of `value` with every match of `regex` in its strings replaced."""
     if isinstance(value, str):
         return regex.sub(REDACTED, value) if regex.search(value) else value
     if isinstance(value, Mapping):
-        return {key: _scrub(item, regex) for key, item in value.items()}
+        return {key: scrub_text(item, regex) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_scrub(item, regex) for item in value]
+        return [scrub_text(item, regex) for item in value]
     return value

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Callable, Literal, Protocol
 
 from ..spec.models import ModelSpec
+from ..untrusted import scrub_surrogates
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +29,7 @@ class ChatMessage:
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None  # on role "tool": which call this answers
     name: str | None = None  # on role "tool": the tool's name (Anthropic does not need it; others may)
+    is_error: bool = False  # on role "tool": the call failed (Anthropic's `is_error`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +60,35 @@ class ModelResponse:
     usage: Usage = field(default_factory=Usage)
     finish_reason: str = "stop"
     tool_calls: tuple[ToolCall, ...] = ()
+
+
+def clean_response(response: ModelResponse, model: str) -> ModelResponse:
+    """The response with lone UTF-16 surrogates in its text and tool-call arguments replaced (U+FFFD).
+
+    A model's output is outside data (engine.untrusted): a lone surrogate would break every
+    UTF-8 sink (SQLite, SSE, JSON bodies). A replacement is noted in the log, at info.
+    """
+    text, changed = scrub_surrogates(response.text)
+    calls = response.tool_calls
+    fixed = []
+    for call in calls:
+        name, n_name = scrub_surrogates(call.name)
+        arguments, n_args = scrub_surrogates(call.arguments)
+        changed += n_name + n_args
+        fixed.append(call if not (n_name or n_args) else ToolCall(call.id, name, arguments))
+    if not changed:
+        return response
+    from ..logging import logger
+
+    logger.info("model output held lone UTF-16 surrogates; replaced with U+FFFD", model=model, strings=changed)
+    return ModelResponse(text, response.usage, response.finish_reason, tuple(fixed))
+
+
+def without_key(message: str, key: str | None) -> str:
+    """A provider error text with the model's API key replaced (some endpoints echo it)."""
+    if key and len(key) >= 4 and key in message:
+        return message.replace(key, "[REDACTED]")
+    return message
 
 
 class ProviderError(Exception):

@@ -11,7 +11,7 @@ import jinja2
 
 from ..context import SkillContext
 from ..errors import StepFailure
-from ..providers.base import ChatMessage, ModelRequest, ProviderError
+from ..providers.base import ChatMessage, ModelRequest, ProviderError, clean_response
 from ..templating import LazyTemplate
 from .base import Skill
 
@@ -85,8 +85,10 @@ class PromptSkill(Skill):
             stream = _StreamProgress(ctx)
             try:
                 response = await provider.request(request, stream.on_text)
-            except ProviderError as exc:
-                raise StepFailure("execution_error", f"model {model_name!r} failed: {exc}", retryable=exc.retryable) from None
+            except ProviderError as exc:  # the message may echo a configured key: the run's error never does
+                message = ctx.run.events.scrub_text(f"model {model_name!r} failed: {exc}")
+                raise StepFailure("execution_error", message, retryable=exc.retryable) from None
+            response = clean_response(response, model_name)
             ctx.add_usage(response.usage)
             ctx.model_exchange(model_name, attempt, request, response)
             ctx.progress(

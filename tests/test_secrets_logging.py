@@ -1,0 +1,77 @@
+"""Issue 10, secrets item 1: no log, console or traceback shows local variables or a secret,
+and the engine never writes to an embedding application's stdout.
+
+A python tool raises with a planted password in its arguments (and in its message); every
+sink is grepped: the CLI's stdout and stderr, the run store (database and WAL), `runs
+export`, an embedding script's stdout and stderr, and a real `skillyard serve` process.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from test_secrets_support import LOGIN_TOOL, leaks, plant, python, run_id_of, sink_files, skillyard, write
+
+
+def test_cli_traceback_shows_no_locals_and_no_password(tmp_path: Path) -> None:
+    root = write(tmp_path / "project", LOGIN_TOOL)
+    secret = plant("cli")
+    done = skillyard("call", "login", "--dir", str(root), "--args-json", json.dumps({"user": "bob", "password": secret}), cwd=root)
+    assert done.returncode == 1, done.stderr
+    assert "RuntimeError: login failed for bob with [REDACTED]" in done.stderr  # the traceback is still there, plain
+    assert "locals" not in done.stderr and "kept =" not in done.stderr and "─" not in done.stderr
+    exported = skillyard("runs", "export", run_id_of(done.stderr), "--dir", str(root), cwd=root)
+    assert exported.returncode == 0, exported.stderr
+    files = sink_files(root)
+    assert files, "the CLI records runs by default"
+    assert leaks(secret, [done.stdout, done.stderr, exported.stdout, exported.stderr], files) == []
+
+
+EMBED = """
+    import json, sys
+    {setup}
+    from engine import Engine
+
+    engine = Engine.from_dir({root!r}, store={store!r})
+    result = engine.call_tool_sync("login", {{"user": "bob", "password": {secret!r}}})
+    engine.close()
+    print(json.dumps({{"code": result.error.code, "message": result.error.message}}), file=sys.stderr)
+"""
+
+
+def test_an_embedding_app_that_never_configured_logging_gets_nothing_on_stdout(tmp_path: Path) -> None:
+    root = write(tmp_path / "project", LOGIN_TOOL)
+    secret = plant("embed")
+    done = python(EMBED.format(setup="", root=str(root), store=str(tmp_path / "runs.db"), secret=secret), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""  # structlog's default would print the engine's lines here
+    assert "tool execution failed" in done.stderr and "Traceback (most recent call last)" in done.stderr
+    assert "kept =" not in done.stderr and "locals" not in done.stderr
+    # The caller's own ToolResult carries the message as the tool wrote it; the log does not.
+    log = done.stderr.rsplit("\n{", 1)[0]
+    assert leaks(secret, [done.stdout, log], sink_files(tmp_path)) == []
+
+
+def test_the_applications_structlog_configuration_is_its_own(tmp_path: Path) -> None:
+    """An app that configures structlog globally keeps its setup; the engine keeps its own (stderr, redacted)."""
+    root = write(tmp_path / "project", LOGIN_TOOL)
+    secret = plant("app-structlog")
+    setup = """
+    import structlog
+    structlog.configure(processors=[structlog.processors.JSONRenderer()],
+                        logger_factory=structlog.PrintLoggerFactory(sys.stdout))
+    structlog.get_logger().info("app line", password="app-visible")
+    """
+    done = python(EMBED.format(setup=textwrap_block(setup), root=str(root), store=False, secret=secret), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"event": "app line", "password": "app-visible"}  # untouched by the engine
+    assert "tool execution failed" in done.stderr
+    assert leaks(secret, [done.stdout, done.stderr.rsplit("\n{", 1)[0]]) == []
+
+
+def textwrap_block(code: str) -> str:
+    """Indented lines for the EMBED template (which is dedented as a whole)."""
+    import textwrap
+
+    return textwrap.indent(textwrap.dedent(code).strip(), "    ").lstrip()
