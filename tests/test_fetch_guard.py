@@ -132,7 +132,7 @@ def test_a_name_that_does_not_resolve_fails_without_connecting() -> None:
         ("ftp://example.com/file", "blocked: ftp://example.com/file is refused: the ftp:// scheme is not allowed"),
         ("file:///etc/passwd", "blocked: file:///etc/passwd is refused: the file:// scheme is not allowed"),
         ("gopher://example.com/", "blocked: gopher://example.com/ is refused: the gopher:// scheme is not allowed"),
-        ("http://user:secret@example.com/", "blocked: http://user:secret@example.com/ is refused: URLs with credentials"),
+        ("http://user:secret@example.com/", "blocked: http://user:[REDACTED]@example.com/ is refused: URLs with credentials"),
         ("http://user@example.com/", "blocked: http://user@example.com/ is refused: URLs with credentials"),
         ("/relative/path", "invalid_url: '/relative/path' is not an absolute URL"),
         ("example.com", "invalid_url: 'example.com' is not an absolute URL"),

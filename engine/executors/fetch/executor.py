@@ -6,6 +6,10 @@
 
 Every failure becomes a StepFailure with one of the codes in ERROR_CODES; the router turns
 it into a ToolResult. Proxy environment variables are never read (trust_env=False).
+
+A URL as shown (progress, errors, the result's `url` / `final_url`, the model's header line)
+has the values of sensitive query parameters replaced (`?api_key=[REDACTED]`); the request
+itself goes to the URL as given.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from typing import Any, AsyncIterator
 import httpx
 
 from ...errors import StepFailure
+from ...redaction import Redactor
 from .config import BODY_METHODS, FetchConfig, check_header, human_size
 from .guard import InvalidURL, Refused, Resolver, Target, refusal_reason, system_resolver, vet
 from .parse import (
@@ -82,13 +87,23 @@ class FetchResult(dict):  # type: ignore[type-arg]
         return "\n".join(lines)
 
 
-class _Progress:
-    __slots__ = ("bytes", "url", "stage")
+_PLAIN_REDACTOR = Redactor()
 
-    def __init__(self, url: str):
+
+class _Progress:
+    """Where a call is (for timeout messages), and how it shows URLs."""
+
+    __slots__ = ("bytes", "url", "stage", "redactor")
+
+    def __init__(self, url: str, run: Any):
+        project = getattr(run, "project", None)
+        self.redactor: Redactor = getattr(project, "redactor", None) or _PLAIN_REDACTOR
         self.bytes = 0
-        self.url = url
+        self.url = self.show(url)  # as shown: sensitive query values replaced
         self.stage = "resolving"
+
+    def show(self, url: Any) -> str:
+        return self.redactor.redact_url(str(url))
 
 
 class FetchExecutor:
@@ -123,7 +138,7 @@ class FetchExecutor:
         if not isinstance(url, str):
             raise StepFailure("invalid_arguments", "`url` is required: an absolute http:// or https:// URL")
         started = time.perf_counter()
-        progress = _Progress(str(url))
+        progress = _Progress(str(url), run)
         try:
             async with asyncio.timeout(cfg.timeout):
                 return await self._fetch(str(url), method, headers, content, run, progress, started)
@@ -132,7 +147,7 @@ class FetchExecutor:
                 "fetch_timeout",
                 f"{method} {progress.url}: no complete response within {cfg.timeout:g}s, this tool's total time limit "
                 f"(stopped while {progress.stage}; {progress.bytes:,} bytes had arrived)",
-                {"url": str(url), "final_url": progress.url, "bytes": progress.bytes, "timeout_s": cfg.timeout},
+                {"url": progress.show(url), "final_url": progress.url, "bytes": progress.bytes, "timeout_s": cfg.timeout},
             ) from None
 
     def _request_parts(self, args: dict[str, Any]) -> tuple[str, dict[str, str], bytes | None]:
@@ -177,51 +192,55 @@ class FetchExecutor:
             current: str | httpx.URL = url
             previous: Target | None = None
             for hop in range(cfg.max_redirects + 1):
-                target = await self._vet(current, previous, run)
-                progress.url = str(target.url)
+                target = await self._vet(current, previous, run, progress)
+                progress.url = shown = progress.show(target.url)
                 async with self._send(client, target, method, headers, content, run, progress) as response:
                     location = response.headers.get("location")
                     if response.status_code in _REDIRECTS and location:
                         if hop == cfg.max_redirects:
                             raise StepFailure(
                                 "fetch_failed",
-                                f"{url} redirects more than {cfg.max_redirects} times (last hop: HTTP {response.status_code} to {location})",
-                                {"url": url, "final_url": str(target.url), "status_code": response.status_code},
+                                f"{progress.show(url)} redirects more than {cfg.max_redirects} times "
+                                f"(last hop: HTTP {response.status_code} to {progress.show(location)})",
+                                {"url": progress.show(url), "final_url": shown, "status_code": response.status_code},
                             )
                         try:
                             current = target.url.join(location)
                         except (httpx.InvalidURL, ValueError) as exc:
-                            raise StepFailure("fetch_failed", f"{target.url} redirects to an unusable location {location!r}: {exc}") from None
+                            raise StepFailure("fetch_failed", f"{shown} redirects to an unusable location {progress.show(location)!r}: {exc}") from None
                         method, headers, content = _redirected(response.status_code, method, headers, content, target.url, current)
                         run.tool_progress(
                             "redirect",
-                            f"HTTP {response.status_code}: redirect {hop + 1} of at most {cfg.max_redirects} to {current}",
+                            f"HTTP {response.status_code}: redirect {hop + 1} of at most {cfg.max_redirects} to {progress.show(current)}",
                             status_code=response.status_code,
-                            location=str(current),
+                            location=progress.show(current),
                             hop=hop + 1,
                         )
                         previous = target
                         continue
                     if not 200 <= response.status_code < 300:
-                        await self._fail_status(response, url, target, progress)
+                        await self._fail_status(response, url, progress)
                     body, truncated = await self._read(response, run, progress)
-                    return await self._result(url, target, response, body, truncated, hop, started, run)
+                    return await self._result(progress.show(url), shown, response, body, truncated, hop, started, run)
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
-    async def _vet(self, url: str | httpx.URL, previous: Target | None, run: Any) -> Target:
-        hop = f"the redirect from {previous.url} to {url}" if previous else str(url)
+    async def _vet(self, url: str | httpx.URL, previous: Target | None, run: Any, progress: _Progress) -> Target:
+        show = progress.show
+        hop = f"the redirect from {show(previous.url)} to {show(url)}" if previous else show(url)
         try:
             target = await vet(url, self.policy, self.resolver)
         except Refused as exc:
-            raise StepFailure("blocked", f"{hop} is refused: {exc}", {"url": str(url), "reason": str(exc), "redirect": previous is not None}) from None
+            reason = _hide(str(exc), url, show)
+            raise StepFailure("blocked", f"{hop} is refused: {reason}", {"url": show(url), "reason": reason, "redirect": previous is not None}) from None
         except InvalidURL as exc:
+            reason = _hide(str(exc), url, show)
             if previous is not None:
-                raise StepFailure("fetch_failed", f"{hop} cannot be followed: {exc}", {"url": str(url)}) from None
-            raise StepFailure("invalid_url", str(exc), {"url": str(url)}) from None
+                raise StepFailure("fetch_failed", f"{hop} cannot be followed: {reason}", {"url": show(url)}) from None
+            raise StepFailure("invalid_url", reason, {"url": show(url)}) from None
         except socket.gaierror as exc:
-            raise StepFailure("fetch_failed", f"{hop}: the host name could not be resolved ({exc.strerror or exc})", {"url": str(url)}) from None
+            raise StepFailure("fetch_failed", f"{hop}: the host name could not be resolved ({exc.strerror or exc})", {"url": show(url)}) from None
         except OSError as exc:
-            raise StepFailure("fetch_failed", f"{hop}: the host name could not be resolved ({exc})", {"url": str(url)}) from None
+            raise StepFailure("fetch_failed", f"{hop}: the host name could not be resolved ({exc})", {"url": show(url)}) from None
         shown = ", ".join(str(a) for a in target.addresses[:4])
         private = [a for a in target.addresses if refusal_reason(a)]
         verdict = "public" if not private else "allowed by allowPrivateNetworks"
@@ -238,6 +257,7 @@ class FetchExecutor:
     ) -> AsyncIterator[httpx.Response]:
         """Connect to the vetted addresses in turn (never to anything the name resolves to later)."""
         progress.stage = "connecting and waiting for the response"
+        shown = progress.url
         request_headers = {**headers, "Host": target.host_header, "Accept-Encoding": ACCEPT_ENCODING}
         extensions = {"sni_hostname": target.host} if target.url.scheme == "https" and not target.is_ip_literal else {}
         last_error: Exception | None = None
@@ -253,19 +273,21 @@ class FetchExecutor:
             except httpx.ConnectError as exc:
                 last_error = exc
             except httpx.TimeoutException as exc:
-                raise StepFailure("fetch_timeout", f"{method} {target.url}: {_timeout_kind(exc)} timed out", {"url": str(target.url), "address": str(address)}) from None
+                raise StepFailure("fetch_timeout", f"{method} {shown}: {_timeout_kind(exc)} timed out", {"url": shown, "address": str(address)}) from None
             except httpx.HTTPError as exc:
-                raise StepFailure("fetch_failed", f"{method} {target.url}: {type(exc).__name__}: {exc}", {"url": str(target.url), "address": str(address)}) from None
+                detail = _hide(f"{type(exc).__name__}: {exc}", request.url, progress.show)
+                raise StepFailure("fetch_failed", f"{method} {shown}: {detail}", {"url": shown, "address": str(address)}) from None
         if response is None:
             tried = ", ".join(str(a) for a in target.addresses)
-            raise StepFailure("fetch_failed", f"{method} {target.url}: could not connect ({tried}): {last_error}", {"url": str(target.url)})
+            detail = _hide(str(last_error), target.url, progress.show)
+            raise StepFailure("fetch_failed", f"{method} {shown}: could not connect ({tried}): {detail}", {"url": shown})
         try:
             progress.stage = "waiting for the body"
             run.tool_progress(
                 "response",
-                f"HTTP {response.status_code} {response.reason_phrase} from {target.url} ({response.headers.get('content-type', 'no content type')})",
+                f"HTTP {response.status_code} {response.reason_phrase} from {shown} ({response.headers.get('content-type', 'no content type')})",
                 status_code=response.status_code,
-                url=str(target.url),
+                url=shown,
                 content_length=_int(response.headers.get("content-length")),
             )
             yield response
@@ -315,9 +337,9 @@ class FetchExecutor:
         try:
             return response.aiter_raw(), BoundedDecoder(response.headers.get("content-encoding"))
         except UnsupportedEncoding as exc:
-            raise StepFailure("fetch_failed", f"{response.request.url}: {exc}") from None
+            raise StepFailure("fetch_failed", f"{_PLAIN_REDACTOR.redact_url(str(response.request.url))}: {exc}") from None
 
-    async def _fail_status(self, response: httpx.Response, url: str, target: Target, progress: _Progress) -> None:
+    async def _fail_status(self, response: httpx.Response, url: str, progress: _Progress) -> None:
         excerpt = ""
         try:
             chunks, decoder = self._body(response)
@@ -332,10 +354,10 @@ class FetchExecutor:
         reason = response.reason_phrase or ""
         raise StepFailure(
             "http_error",
-            f"{response.request.method} {target.url} answered HTTP {response.status_code} {reason}".rstrip(),
+            f"{response.request.method} {progress.url} answered HTTP {response.status_code} {reason}".rstrip(),
             {
-                "url": url,
-                "final_url": str(target.url),
+                "url": progress.show(url),
+                "final_url": progress.url,
                 "status_code": response.status_code,
                 "content_type": response.headers.get("content-type"),
                 "body_excerpt": excerpt,
@@ -345,12 +367,13 @@ class FetchExecutor:
     # ─── the result ─────────────────────────────────────────────────────────────────────
 
     async def _result(
-        self, url: str, target: Target, response: httpx.Response, body: bytes, truncated: bool, redirects: int, started: float, run: Any
+        self, url: str, final_url: str, response: httpx.Response, body: bytes, truncated: bool, redirects: int, started: float, run: Any
     ) -> FetchResult:
+        """`url` and `final_url` as shown (sensitive query values replaced)."""
         content_type = response.headers.get("content-type")
         data = FetchResult(
             url=url,
-            final_url=str(target.url),
+            final_url=final_url,
             status_code=response.status_code,
             reason=response.reason_phrase,
             content_type=content_type,
@@ -366,7 +389,7 @@ class FetchExecutor:
         else:
             text, charset = decode_text(body, content_type, complete=not truncated)
             data["charset"] = charset
-            await self._parse(data, text, content_type, str(target.url), run)
+            await self._parse(data, text, content_type, str(response.request.url), run)
         data["duration_ms"] = round((time.perf_counter() - started) * 1000, 2)
         return data
 
@@ -391,6 +414,13 @@ class FetchExecutor:
             )
             return
         data.update(format="text", content=text)
+
+
+def _hide(text: str, url: Any, show: Any) -> str:
+    """`text` (an error message that may quote the URL) with the URL as shown."""
+    raw = str(url)
+    shown = show(raw)
+    return text.replace(raw, shown) if shown != raw else text
 
 
 def _redirected(
