@@ -67,9 +67,11 @@ def test_stream_without_finish_reason_is_an_error(server: FakeServer) -> None:
 
 
 def test_dropped_connection_is_a_clear_error(server: FakeServer) -> None:
+    """docs/agent.md: a connection cut mid-stream says "the stream broke off" (issue 10, §16)."""
     server.script(Reply(events=WIRE.events("cut", split_at=1), drop_after=2))
-    with pytest.raises(ProviderError, match="connection to the endpoint failed: RemoteProtocolError"):
+    with pytest.raises(ProviderError, match="^the stream broke off: RemoteProtocolError") as caught:
         ask(provider(server))
+    assert caught.value.retryable
 
 
 def test_server_errors_retried_then_reported(server: FakeServer) -> None:

@@ -7,7 +7,7 @@ How the engine's neutral types map onto the wire (seed 003's table):
 | tool `{name, description, parameters}`   | `tools[] {name, description, input_schema}`             |
 | `ModelResponse.tool_calls`               | `tool_use` content blocks `{id, name, input}`           |
 | `finish_reason "tool_calls"`             | `stop_reason "tool_use"` (`end_turn` → `stop`, `max_tokens` → `length`) |
-| `ChatMessage(role="tool")`               | `tool_result` block in a user message; consecutive results share one |
+| `ChatMessage(role="tool")`               | `tool_result` block in a user message; consecutive results share one; a failed call sets `is_error: true` |
 | `ChatMessage(role="system")`             | the top-level `system` field                            |
 | `tool_choice` auto / required / none / X | `{type: auto}` / `{type: any}` / `{type: none}` / `{type: tool, name: X}` |
 
@@ -48,7 +48,7 @@ from typing import Any, Callable
 import httpx
 
 from ..spec.models import ModelSpec
-from .base import ChatMessage, ModelRequest, ModelResponse, ProviderError, ToolCall, Usage
+from .base import ChatMessage, ModelRequest, ModelResponse, ProviderError, ToolCall, Usage, without_key
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 DEFAULT_VERSION = "2023-06-01"
@@ -84,6 +84,8 @@ def to_anthropic_messages(messages: tuple[ChatMessage, ...] | list[ChatMessage])
             continue
         if message.role == "tool":
             block = {"type": "tool_result", "tool_use_id": message.tool_call_id, "content": message.content}
+            if message.is_error:
+                block["is_error"] = True
             if open_results is None:
                 open_results = [block]
                 out.append({"role": "user", "content": open_results})
@@ -136,7 +138,8 @@ def from_anthropic_messages(system: str | list[dict[str, Any]] | None, messages:
         results = [b for b in blocks if b.get("type") == "tool_result"]
         for block in results:
             call_id = block["tool_use_id"]
-            out.append(ChatMessage("tool", _result_text(block.get("content")), tool_call_id=call_id, name=names.get(call_id)))
+            out.append(ChatMessage("tool", _result_text(block.get("content")), tool_call_id=call_id, name=names.get(call_id),
+                                   is_error=block.get("is_error") is True))
         texts = [b for b in blocks if b.get("type") == "text"]
         if texts or not results:
             out.append(ChatMessage("user", _join_text(texts)))
@@ -248,6 +251,15 @@ class AnthropicProvider:
         return body
 
     async def request(self, request: ModelRequest, on_text: Callable[[str], None] | None = None) -> ModelResponse:
+        try:
+            return await self._request(request, on_text)
+        except ProviderError as exc:  # an error body or proxy message may echo the key
+            message = without_key(str(exc), self.spec.api_key)
+            if message == str(exc):
+                raise
+            raise ProviderError(message, retryable=exc.retryable) from None
+
+    async def _request(self, request: ModelRequest, on_text: Callable[[str], None] | None) -> ModelResponse:
         body = self.build_body(request)
         output = _OutputMode(request.output_schema) if body.get("tool_choice", {}).get("name") == OUTPUT_TOOL and not request.tools else None
         attempt = 0

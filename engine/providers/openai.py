@@ -20,7 +20,7 @@ import httpx
 import openai
 
 from ..spec.models import ModelSpec
-from .base import ChatMessage, ModelRequest, ModelResponse, ProviderError, ToolCall, Usage
+from .base import ChatMessage, ModelRequest, ModelResponse, ProviderError, ToolCall, Usage, without_key
 
 try:  # recent SDKs ship their own fork of httpx; catch both at the boundary
     import httpx2 as _httpx2
@@ -151,28 +151,36 @@ class OpenAIProvider:
         while True:
             if request.output_schema is not None:
                 _set_response_format(params, self._format, request.output_schema)
+            stream = _StreamState()
             try:
-                return await self._stream(params, on_text)
+                return await self._stream(params, on_text, stream)
             except openai.BadRequestError as exc:
                 if request.output_schema is None or self._format == "none" or "response_format" not in str(exc):
-                    raise ProviderError(f"the endpoint refused the request: {_short(exc)}") from None
+                    raise ProviderError(f"the endpoint refused the request: {self._short(exc)}") from None
                 self._format = _FORMAT_LADDER[_FORMAT_LADDER.index(self._format) + 1]
             except openai.APIStatusError as exc:
                 retryable = exc.status_code == 429 or exc.status_code >= 500
-                raise ProviderError(f"HTTP {exc.status_code}: {_short(exc)}", retryable=retryable) from None
+                raise ProviderError(f"HTTP {exc.status_code}: {self._short(exc)}", retryable=retryable) from None
             except openai.APITimeoutError:
                 raise ProviderError(f"the endpoint did not answer within {self.spec.timeout or 60.0:g}s", retryable=True) from None
-            except openai.APIConnectionError as exc:  # also a connection that dropped mid-stream
+            except openai.APIConnectionError as exc:
                 cause = exc.__cause__
-                detail = f"{type(cause).__name__}: {cause}" if cause is not None else _short(exc)
+                detail = without_key(f"{type(cause).__name__}: {cause}", self.spec.api_key) if cause is not None else self._short(exc)
+                if stream.started:  # the endpoint had answered: the body broke off mid-stream
+                    raise ProviderError(f"the stream broke off: {detail}", retryable=True) from None
                 raise ProviderError(f"the connection to the endpoint failed: {detail}", retryable=True) from None
-            except _HTTP_ERRORS as exc:  # e.g. the connection dropped mid-stream (older SDKs)
-                raise ProviderError(f"the stream broke off: {type(exc).__name__}: {_short(exc)}", retryable=True) from None
+            except _HTTP_ERRORS as exc:  # the connection dropped mid-stream
+                raise ProviderError(f"the stream broke off: {type(exc).__name__}: {self._short(exc)}", retryable=True) from None
             except openai.OpenAIError as exc:
-                raise ProviderError(f"{type(exc).__name__}: {_short(exc)}") from None
+                raise ProviderError(f"{type(exc).__name__}: {self._short(exc)}") from None
 
-    async def _stream(self, params: dict[str, Any], on_text: Callable[[str], None] | None) -> ModelResponse:
+    def _short(self, exc: Exception) -> str:
+        """The error's message, without this model's API key (some endpoints and proxies echo it)."""
+        return without_key(_short(exc), self.spec.api_key)
+
+    async def _stream(self, params: dict[str, Any], on_text: Callable[[str], None] | None, state: "_StreamState") -> ModelResponse:
         stream = await self.client.chat.completions.create(**params)
+        state.started = True
         text: list[str] = []
         calls: dict[int, dict[str, Any]] = {}
         usage = Usage()
@@ -204,6 +212,15 @@ class OpenAIProvider:
             for index, slot in sorted(calls.items())
         )
         return ModelResponse("".join(text), usage, finish, tool_calls)
+
+
+class _StreamState:
+    """Whether the endpoint answered (then a dropped connection is a stream that broke off)."""
+
+    __slots__ = ("started",)
+
+    def __init__(self) -> None:
+        self.started = False
 
 
 def _set_response_format(params: dict[str, Any], mode: str, schema: dict[str, Any]) -> None:
