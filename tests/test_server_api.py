@@ -68,7 +68,8 @@ def test_keys_and_roles(server: ServerProcess) -> None:
     assert none.headers["www-authenticate"] == "Bearer"
     bad = httpx.get(f"{server.url}/v1/tools", headers={"Authorization": "Bearer " + "x" * 40})
     assert bad.status_code == 401 and "not valid" in bad.json()["error"]["message"]
-    assert httpx.get(f"{server.url}/v1/whoami", headers=CALLER).json() == {"role": "caller", "auth": True}
+    me = httpx.get(f"{server.url}/v1/whoami", headers=CALLER).json()
+    assert me == {"name": me["name"], "role": "caller", "auth": True} and me["name"].startswith("caller-")
     assert httpx.get(f"{server.url}/v1/whoami", headers=ADMIN).json()["role"] == "admin"
     forbidden = httpx.get(f"{server.url}/v1/admin/tools", headers=CALLER)
     assert forbidden.status_code == 403 and forbidden.json()["error"]["code"] == "forbidden"

@@ -22,8 +22,8 @@ LONG = "k" * 24
 
 def test_keys_parse_from_the_env_format_and_are_kept_as_digests() -> None:
     keys = ApiKeys.parse(f"admin:{LONG}, caller:{'c' * 20}")
-    assert [role for role, _ in keys.entries] == ["admin", "caller"]
-    assert all(LONG.encode() not in stored for _, stored in keys.entries)  # only digests are kept
+    assert [entry.role for entry in keys.entries] == ["admin", "caller"]
+    assert all(LONG.encode() not in entry.digest for entry in keys.entries)  # only digests are kept
     assert keys.role_of(LONG) == "admin" and keys.role_of("c" * 20) == "caller"
     assert keys.role_of("k" * 23) is None and keys.role_of("") is None and keys.role_of(None) is None
 
@@ -99,7 +99,7 @@ def test_without_keys_only_loopback_hosts_and_origins_are_answered(engine: Any) 
     from engine.server import create_app
 
     app = create_app(engine, api_keys="", mcp=False)
-    assert _request(app, "GET", "/v1/whoami").json() == {"role": "admin", "auth": False}
+    assert _request(app, "GET", "/v1/whoami").json() == {"name": "local", "role": "admin", "auth": False}
     rebound = _request(app, "GET", "/v1/tools", headers={"Host": "attacker.example"})
     assert rebound.status_code == 403 and rebound.json()["error"]["code"] == "host_not_allowed"
     cross_site = _request(app, "POST", "/v1/tools/echo/call", content='{"name": "x"}',

@@ -1,17 +1,21 @@
-"""API keys and roles for the HTTP service.
+"""API keys, the principals they name, and roles for the HTTP service.
 
-Keys come from `SKILLYARD_API_KEYS` (`admin:KEY1,caller:KEY2`), from `server.api_keys` in
-`config/engine.yaml` when the project's settings have that section, or from
-`create_app(api_keys=...)`. Only SHA-256 digests are kept in memory; a key may also be given
-as its digest (`admin:sha256:<64 hex>`), so the plain key need not be written anywhere.
-Every check hashes the presented key and compares it with every stored digest using
-`hmac.compare_digest`, so the time taken says nothing about which key or prefix matched.
+Keys come from `SKILLYARD_API_KEYS` (`alice:admin:KEY1,bob:caller:KEY2`; the older
+`admin:KEY1` form names the key `admin-<8 hex of its digest>`), from `server.api_keys` in
+`config/engine.yaml` (`{name, role, key}`), or from `create_app(api_keys=...)`. Only SHA-256
+digests are kept in memory; a key may also be given as its digest (`alice:admin:sha256:<64
+hex>`), so the plain key need not be written anywhere. Every check hashes the presented key
+and compares it with every stored digest using `hmac.compare_digest`, so the time taken says
+nothing about which key or prefix matched.
 
-Roles: `caller` may list and call tools, run the agent, read runs and answer approvals;
-`admin` may also change tools and reload the project. With no keys configured every request
-is treated as admin — which is why the service then binds loopback only, and refuses
-requests whose `Host` or `Origin` is not a loopback name (so a web page cannot reach it
-through DNS rebinding or a cross-site form post).
+A key's *name* is the principal: runs record who started them, and a caller sees, follows,
+approves and cancels only its own runs. Several keys may share a name (a rotation: old and
+new key act as one principal); a name has one role.
+
+Roles: `caller` may list and call tools, run the agent, and read, approve and cancel its own
+runs; `admin` may also see every run, change tools and reload the project. With no keys
+configured every request is treated as the admin `local` — which is why the service then
+answers loopback peers only (see `access.py`).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import ipaddress
 import os
 import re
 from dataclasses import dataclass
-from typing import Any, Iterable, Literal, Mapping
+from typing import Any, Iterable, Literal, Mapping, NamedTuple
 
 Role = Literal["admin", "caller"]
 ROLES: tuple[Role, ...] = ("admin", "caller")
@@ -35,40 +39,62 @@ class KeyConfigError(ValueError):
     """The API key configuration cannot be used; the message says what to fix."""
 
 
+_NAME = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
+
+
 def digest(key: str) -> bytes:
     return hashlib.sha256(key.encode("utf-8")).digest()
 
 
 @dataclass(frozen=True)
-class ApiKeys:
-    """The configured keys as (role, SHA-256 digest) pairs."""
+class Principal:
+    """Who makes a request: the name of its key, and that key's role."""
 
-    entries: tuple[tuple[Role, bytes], ...] = ()
+    name: str
+    role: Role
+
+    @property
+    def is_admin(self) -> bool:
+        return self.role == "admin"
+
+    def may_see(self, owner: str | None) -> bool:
+        """Admins see every run; a caller only the runs it started."""
+        return self.role == "admin" or owner == self.name
+
+
+LOCAL = Principal("local", "admin")  # every request, when no keys are configured
+
+
+class KeyEntry(NamedTuple):
+    name: str
+    role: Role
+    digest: bytes
+
+
+@dataclass(frozen=True)
+class ApiKeys:
+    """The configured keys as (name, role, SHA-256 digest) entries."""
+
+    entries: tuple[KeyEntry, ...] = ()
 
     def __bool__(self) -> bool:
         return bool(self.entries)
 
     @classmethod
     def parse(cls, spec: str | Iterable[Any] | Mapping[str, Any] | None) -> "ApiKeys":
-        """`"admin:K1,caller:K2"`, a list of such items or of `{"role", "key"}` dicts, or a
-        `{role: key | [keys]}` mapping. A key written `sha256:<hex>` is a digest."""
+        """`"alice:admin:K1,bob:caller:K2"` (or `"admin:K1"`), a list of such items or of
+        `{"name", "role", "key"}` dicts, or a `{role: key | [keys]}` mapping. A key written
+        `sha256:<hex>` is a digest."""
         if spec is None:
             return cls()
-        items: list[tuple[str, str]] = []
-        nested: list[tuple[Role, bytes]] = []
+        items: list[tuple[str | None, str, str]] = []
+        nested: list[KeyEntry] = []
         if isinstance(spec, str):
-            for part in spec.split(","):
-                part = part.strip()
-                if not part:
-                    continue
-                role, sep, key = part.partition(":")
-                if not sep:
-                    raise KeyConfigError(f"API key entry {_mask(part)!r} has no role: write ROLE:KEY with ROLE admin or caller")
-                items.append((role.strip(), key.strip()))
+            items.extend(_parse_text_entry(part.strip()) for part in spec.split(",") if part.strip())
         elif isinstance(spec, Mapping):
             for role, keys in spec.items():
                 for key in [keys] if isinstance(keys, str) else list(keys or []):
-                    items.append((str(role), str(key)))
+                    items.append((None, str(role), str(key)))
         else:
             for item in spec:
                 if isinstance(item, str):
@@ -81,36 +107,70 @@ class ApiKeys:
                 if not key and item.get("key_sha256"):
                     key = str(item["key_sha256"])
                     key = key if key.startswith("sha256:") else f"sha256:{key}"
-                items.append((str(role), _expand(str(key or ""))))
-        entries: list[tuple[Role, bytes]] = nested
-        for role, key in items:
-            if role not in ROLES:
-                raise KeyConfigError(f"unknown API key role {role!r}: use admin or caller")
-            if not key:
-                raise KeyConfigError(f"an API key for role {role} is empty")
-            match = _DIGEST.match(key)
-            if match:
-                entries.append((role, bytes.fromhex(match.group(1))))  # type: ignore[arg-type]
-            elif len(key) < 16:
-                raise KeyConfigError(f"an API key for role {role} is shorter than 16 characters; use a long random key "
-                                     "(python -c 'import secrets; print(secrets.token_urlsafe(32))')")
-            else:
-                entries.append((role, digest(key)))  # type: ignore[arg-type]
-        return cls(tuple(entries))
+                items.append((item.get("name"), str(role), _expand(str(key or ""))))
+        return cls(_checked_names(nested + [_entry(name, role, key) for name, role, key in items]))
 
     def __add__(self, other: "ApiKeys") -> "ApiKeys":
         return ApiKeys(self.entries + other.entries)
 
-    def role_of(self, key: str | None) -> Role | None:
-        """The role of a presented key, or None. Constant time in which entry matches."""
+    def principal_of(self, key: str | None) -> Principal | None:
+        """Who presents `key`, or None. Constant time in which entry matches."""
         if not key:
             return None
         presented = digest(key)
-        found: Role | None = None
-        for role, stored in self.entries:
-            if hmac.compare_digest(presented, stored) and found != "admin":
-                found = role
-        return found
+        found: KeyEntry | None = None
+        for entry in self.entries:
+            if hmac.compare_digest(presented, entry.digest) and (found is None or found.role != "admin"):
+                found = entry
+        return None if found is None else Principal(found.name, found.role)
+
+    def role_of(self, key: str | None) -> Role | None:
+        """The role of a presented key, or None."""
+        principal = self.principal_of(key)
+        return None if principal is None else principal.role
+
+
+def _parse_text_entry(part: str) -> tuple[str | None, str, str]:
+    """`name:role:key` or `role:key` (a first field that is a role is the role)."""
+    first, sep, rest = part.partition(":")
+    if not sep:
+        raise KeyConfigError(f"API key entry {_mask(part)!r} has no role: write NAME:ROLE:KEY with ROLE admin or caller")
+    if first.strip() in ROLES:
+        return None, first.strip(), rest.strip()
+    role, sep, key = rest.partition(":")
+    if not sep or role.strip() not in ROLES:
+        raise KeyConfigError(f"unknown API key role {first.strip()!r} in {_mask(part)!r}: write NAME:ROLE:KEY or ROLE:KEY "
+                             "with ROLE admin or caller")
+    return first.strip(), role.strip(), key.strip()
+
+
+def _entry(name: str | None, role: str, key: str) -> KeyEntry:
+    if role not in ROLES:
+        raise KeyConfigError(f"unknown API key role {role!r}: use admin or caller")
+    if not key:
+        raise KeyConfigError(f"an API key for role {role} is empty")
+    match = _DIGEST.match(key)
+    if match:
+        hashed = bytes.fromhex(match.group(1))
+    elif len(key) < 16:
+        raise KeyConfigError(f"an API key for role {role} is shorter than 16 characters; use a long random key "
+                             "(python -c 'import secrets; print(secrets.token_urlsafe(32))')")
+    else:
+        hashed = digest(key)
+    if name is None:
+        name = f"{role}-{hashed.hex()[:8]}"  # stable across restarts and replicas, and says nothing of the key
+    elif not _NAME.match(name):
+        raise KeyConfigError(f"API key name {name!r}: use 1-64 letters, digits, '_', '.', '@' or '-'")
+    return KeyEntry(name, role, hashed)  # type: ignore[arg-type]
+
+
+def _checked_names(entries: list[KeyEntry]) -> tuple[KeyEntry, ...]:
+    roles: dict[str, str] = {}
+    for entry in entries:
+        if roles.setdefault(entry.name, entry.role) != entry.role:
+            raise KeyConfigError(f"API key name {entry.name!r} has two roles ({roles[entry.name]} and {entry.role}): "
+                                 "a name is one principal with one role")
+    return tuple(entries)
 
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")

@@ -39,8 +39,12 @@ def _now_ms() -> int:
 class LiveRun:
     """One run's events in memory, and who is waiting for more."""
 
-    def __init__(self, run_id: str, kind: RunKind | None, name: str, scrub: Callable[[Any], Any], *, owned: bool):
+    def __init__(
+        self, run_id: str, kind: RunKind | None, name: str, scrub: Callable[[Any], Any], *, owned: bool,
+        principal: str | None = None,
+    ):
         self.run_id = run_id
+        self.principal = principal  # the key name that started it; None: not started over HTTP (admins only)
         self.kind = kind
         self.name = name
         self.owned = owned  # started by this server: it ends when its task ends
@@ -158,11 +162,25 @@ class LiveRun:
         }
 
 
+class TooManyRuns(Exception):
+    """The service, or one key, has as many live runs as it may: retry when one has ended."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
 class RunHub:
-    def __init__(self, engine: Any, *, keep_finished: int = 256, approval_timeout: float = 600.0):
+    def __init__(
+        self, engine: Any, *, keep_finished: int = 256, approval_timeout: float = 600.0,
+        max_live: int | None = None, max_live_per_principal: int | None = None,
+    ):
         self.engine = engine
         self.keep_finished = keep_finished
         self.approval_timeout = approval_timeout
+        self.max_live = max_live
+        self.max_live_per_principal = max_live_per_principal
+        self._started_live: dict[str | None, int] = {}  # live runs this server started, per principal
         self.runs: "OrderedDict[str, LiveRun]" = OrderedDict()
         self._finished: "OrderedDict[str, None]" = OrderedDict()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -265,18 +283,39 @@ class RunHub:
         name: str,
         work: Callable[[LiveRun], Awaitable[Any]],
         *,
+        principal: str | None = None,
         root_call: str | None = None,
         background: bool = False,
     ) -> LiveRun:
-        """Register the run, then start `work(run)` as a task that outlives the request."""
-        run = self._add(LiveRun(run_id, kind, name, self._scrubber(), owned=True))
+        """Register the run, then start `work(run)` as a task that outlives the request.
+
+        Raises TooManyRuns when the service or `principal` is at its cap of live runs."""
+        self._check_capacity(principal)
+        self._started_live[principal] = self._started_live.get(principal, 0) + 1
+        run = self._add(LiveRun(run_id, kind, name, self._scrubber(), owned=True, principal=principal))
+        store = getattr(self.engine, "store", None)
+        if store is not None and principal is not None:
+            store.record_owner(run_id, principal)
         run.root_call = root_call
         run.background = background
         run.task = asyncio.get_running_loop().create_task(work(run), name=f"skillyard-run-{run_id}")
         run.task.add_done_callback(lambda task: self._ended(run, task))
         return run
 
+    def _check_capacity(self, principal: str | None) -> None:
+        if self.max_live is not None and sum(self._started_live.values()) >= self.max_live:
+            raise TooManyRuns(f"this service runs {self.max_live} runs at once (server.max_live_runs); "
+                              "retry when one has ended")
+        if self.max_live_per_principal is not None and self._started_live.get(principal, 0) >= self.max_live_per_principal:
+            raise TooManyRuns(f"this key has {self.max_live_per_principal} live runs (server.max_live_runs_per_key); "
+                              "retry when one has ended")
+
     def _ended(self, run: LiveRun, task: "asyncio.Task[Any]") -> None:
+        left = self._started_live.get(run.principal, 1) - 1
+        if left:
+            self._started_live[run.principal] = left
+        else:
+            self._started_live.pop(run.principal, None)
         if task.cancelled():
             run.finish("cancelled", error=run.error or {"code": "cancelled", "message": "the run was cancelled"})
         elif task.exception() is not None:

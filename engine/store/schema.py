@@ -82,6 +82,14 @@ MIGRATIONS: list[str] = [
     """
     CREATE INDEX IF NOT EXISTS tool_logs_run ON tool_logs(run_id);
     """,
+    # 4: who started a run (the API key name of the service's caller), so a caller sees its own runs only
+    """
+    CREATE TABLE IF NOT EXISTS run_owners (
+        run_id    TEXT PRIMARY KEY,
+        principal TEXT NOT NULL
+    ) WITHOUT ROWID;
+    CREATE INDEX IF NOT EXISTS run_owners_principal ON run_owners(principal);
+    """,
 ]
 
 

@@ -55,7 +55,10 @@ WRITE_ATTEMPTS = 4  # a batch that fails with a transient error (database locked
 FILE_MODE = 0o600  # runs.db, -wal, -shm: the inputs and outputs of every run, for the owner only
 STORED_DEPTH = 200  # data nested deeper is not stored (orjson writes 255 levels, SQLite's JSON reads 1,000)
 _HOST = socket.gethostname()
-_RUN_COLUMNS = "id, kind, name, status, started_at, finished_at, input, output, error, usage, parent_run_id"
+_RUN_SELECT = (  # a run and who started it (run_owners: only runs started by a service's caller have one)
+    "SELECT r.id, r.kind, r.name, r.status, r.started_at, r.finished_at, r.input, r.output, r.error, r.usage, "
+    "r.parent_run_id, o.principal FROM runs AS r LEFT JOIN run_owners AS o ON o.run_id = r.id"
+)
 
 
 class StoreError(SkillyardError):
@@ -75,6 +78,7 @@ class RunRecord:
     error: Any
     usage: Any
     parent_run_id: str | None
+    principal: str | None = None  # the API key name that started it through the service
 
     @property
     def duration_ms(self) -> int | None:
@@ -252,6 +256,7 @@ class RunStore:
         self._run_tools: dict[str, str | None] = {}  # run_id → the call that owns it (to know when it ends)
         self._failed: BaseException | None = None
         self._failures: dict[str, int] = {}  # kind → how many events (see write_failures)
+        self._owners: list[tuple[str, str]] = []  # (run_id, principal), written before the next events
         self.listener = self._make_listener()
         self._writer = threading.Thread(target=self._write_loop, name="skillyard-store", daemon=True)
         self._writer.start()
@@ -289,6 +294,10 @@ class RunStore:
         if first:
             logger.error("run store: events not written as they were", kind=kind, path=str(self.path), detail=detail,
                          hint="RunStore.write_failures counts them; later ones of this kind are not logged")
+
+    def record_owner(self, run_id: str, principal: str) -> None:
+        """Remember who started `run_id` (written by the writer thread, before the run's events)."""
+        self._owners.append((run_id, principal))
 
     def _poke(self) -> None:
         with contextlib.suppress(RuntimeError):  # already awake
@@ -342,6 +351,7 @@ class RunStore:
         while True:
             self._wake.acquire(timeout=FLUSH_INTERVAL_S)
             stop = self._stop
+            self._write_owners()
             self._spill()
             self._commit()
             if stop and not self._queue and not self._spilled:
@@ -388,6 +398,18 @@ class RunStore:
             return count
         finally:
             self._lock.release()
+
+    def _write_owners(self) -> None:
+        if not self._owners or self._write is None:
+            return
+        owners, self._owners = self._owners, []
+        try:
+            with self._write:  # one short transaction
+                self._write.execute("BEGIN IMMEDIATE")
+                self._write.executemany("INSERT OR IGNORE INTO run_owners (run_id, principal) VALUES (?, ?)", owners)
+        except sqlite3.Error as exc:
+            self._owners[:0] = owners  # kept, in order, for the next round
+            self._failed = exc
 
     def _commit(self) -> None:
         """Write the spilled texts, in order, up to STATEMENT_EVENTS events per transaction (the
@@ -527,12 +549,15 @@ class RunStore:
         finally:
             connection.close()
 
-    def runs(self, *, tool: str | None = None, status: str | None = None, since_ms: int | None = None, limit: int = 20) -> list[RunRecord]:
-        """Recent runs, newest first. `since_ms` is an absolute time in ms since the epoch."""
-        where, params = _where({"name = ?": tool, "status = ?": status, "started_at >= ?": since_ms})
+    def runs(self, *, tool: str | None = None, status: str | None = None, since_ms: int | None = None, limit: int = 20,
+             principal: str | None = None) -> list[RunRecord]:
+        """Recent runs, newest first. `since_ms` is an absolute time in ms since the epoch;
+        `principal`: only the runs started by that API key name."""
+        where, params = _where({"r.name = ?": tool, "r.status = ?": status, "r.started_at >= ?": since_ms,
+                                "o.principal = ?": principal})
         with self._read() as db:
             rows = db.execute(
-                f"SELECT {_RUN_COLUMNS} FROM runs WHERE {where} ORDER BY started_at DESC, rowid DESC LIMIT ?",
+                f"{_RUN_SELECT} WHERE {where} ORDER BY r.started_at DESC, r.rowid DESC LIMIT ?",
                 (*params, limit),
             ).fetchall()
         return [_run(row) for row in rows]
@@ -545,10 +570,10 @@ class RunStore:
         if not run_id:
             return None
         with self._read() as db:
-            row = db.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE id = ?", (run_id,)).fetchone()
+            row = db.execute(f"{_RUN_SELECT} WHERE r.id = ?", (run_id,)).fetchone()
             if row is None:  # a prefix: a range on the primary key (no LIKE: `_` is a wildcard there)
                 rows = db.execute(
-                    f"SELECT {_RUN_COLUMNS} FROM runs WHERE id >= ? AND id < ? ORDER BY id LIMIT 6",
+                    f"{_RUN_SELECT} WHERE r.id >= ? AND r.id < ? ORDER BY r.id LIMIT 6",
                     (run_id, run_id + "\U0010ffff"),
                 ).fetchall()
                 if len(rows) > 1:
@@ -610,7 +635,7 @@ class RunStore:
         with self._read() as db:
             db.execute("BEGIN IMMEDIATE")
             try:
-                for table in ("events", "model_exchanges", "tool_logs"):
+                for table in ("events", "model_exchanges", "tool_logs", "run_owners"):
                     db.execute(f"DELETE FROM {table} WHERE run_id IN ({old})", (cutoff,))
                 count = db.execute(f"DELETE FROM runs WHERE id IN ({old})", (cutoff,)).rowcount
                 db.execute("COMMIT")
@@ -628,8 +653,9 @@ def _where(conditions: dict[str, Any]) -> tuple[str, list[Any]]:
 
 
 def _run(row: Iterable[Any]) -> RunRecord:
-    rid, kind, name, status, started, finished, input, output, error, usage, parent = row
-    return RunRecord(rid, kind, name, status, started, finished, _loads(input), _loads(output), _loads(error), _loads(usage), parent)
+    rid, kind, name, status, started, finished, input, output, error, usage, parent, principal = row
+    return RunRecord(rid, kind, name, status, started, finished, _loads(input), _loads(output), _loads(error), _loads(usage),
+                     parent, principal)
 
 
 def _alive(pid: int) -> bool:

@@ -1,0 +1,143 @@
+"""Who may reach the service, decided before any route runs and before any body is read.
+
+`Access` is one ASGI middleware in front of the whole app:
+
+1. With no API keys, only loopback peers are served: the client address of the connection
+   (ASGI `client`) must be loopback, the `Host` header must name a loopback host and an
+   `Origin`, if any, must be loopback. (An app embedded under `uvicorn.run(host="0.0.0.0")`
+   would otherwise serve the network as admin: a `Host` header is whatever the client says.)
+2. `/v1/*` and `/mcp` need a key; `/v1/admin/*` an admin key. The principal is put in the
+   scope for the routes (`current_principal`).
+3. Every request body is capped while it streams in: a `Content-Length` over the cap is
+   refused at once, and a chunked body is cut off with 413 as soon as it passes the cap.
+
+All three happen before a route reads a byte of the body, so an unauthenticated client
+cannot make the server buffer anything.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fastapi import Request
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from .auth import LOCAL, ApiKeys, Principal, host_header_name, is_loopback_host, loopback_origin, presented_key
+
+PRINCIPAL_KEY = "skillyard.principal"
+_PROTECTED = ("/v1/", "/mcp")
+
+
+class BodyTooLarge(HTTPException):
+    """Raised from `receive` when a body passes the cap: FastAPI re-raises HTTP exceptions
+    from body parsing, so the app's handler answers 413 with the usual error shape."""
+
+    def __init__(self, limit: int):
+        super().__init__(413, f"the request body may be at most {limit} bytes")
+
+
+def current_principal(request: Request) -> Principal:
+    """The route dependency: who made this request (set by `Access`)."""
+    return request.scope.get(PRINCIPAL_KEY, LOCAL)  # type: ignore[no-any-return]
+
+
+class Access:
+    def __init__(self, app: ASGIApp, *, keys: ApiKeys, max_body_bytes: int, on_request: Any = None):
+        self.app = app
+        self.keys = keys
+        self.max_body_bytes = max_body_bytes
+        self.on_request = on_request  # called once per HTTP request (the hub attaches on the first)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if self.on_request is not None:
+            self.on_request()
+        refusal = self._refusal(scope)
+        if refusal is not None:
+            await _send_error(send, *refusal)
+            return
+        declared = _header(scope, b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.max_body_bytes):
+            await _send_error(send, 413, "payload_too_large", f"the request body may be at most {self.max_body_bytes} bytes")
+            return
+        await self._call_capped(scope, receive, send)
+
+    def _refusal(self, scope: Scope) -> tuple[int, str, str, dict[str, str]] | None:
+        """(status, code, message, headers) when the request may not go further."""
+        path: str = scope.get("path", "")
+        if not self.keys:
+            return _loopback_refusal(scope)
+        if not path.startswith(_PROTECTED):
+            return None
+        key = presented_key({k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", ())})
+        principal = self.keys.principal_of(key)
+        if principal is None:
+            message = "the API key is not valid" if key else (
+                "an API key is required: send `Authorization: Bearer KEY` or `X-API-Key: KEY`")
+            return 401, "unauthorized", message, {"WWW-Authenticate": "Bearer"}
+        if path.startswith("/v1/admin/") and not principal.is_admin:
+            return 403, "forbidden", "this needs an API key with the admin role", {}
+        scope[PRINCIPAL_KEY] = principal
+        return None
+
+    async def _call_capped(self, scope: Scope, receive: Receive, send: Send) -> None:
+        limit = self.max_body_bytes
+        received = 0
+        started = False
+
+        async def capped_receive() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > limit:
+                    raise BodyTooLarge(limit)
+            return message
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, capped_receive, tracking_send)
+        except BodyTooLarge:  # raised where no route handler turned it into a response (e.g. /mcp)
+            if not started:
+                await _send_error(send, 413, "payload_too_large", f"the request body may be at most {limit} bytes")
+
+
+def _loopback_refusal(scope: Scope) -> tuple[int, str, str, dict[str, str]] | None:
+    client = scope.get("client")
+    if client and not is_loopback_host(str(client[0])):
+        return 403, "peer_not_allowed", ("no API keys are configured, so this server answers only loopback clients "
+                                         "(set SKILLYARD_API_KEYS to serve others)"), {}
+    host = _header(scope, b"host")
+    if host is not None and not is_loopback_host(host_header_name(host)):
+        return 403, "host_not_allowed", ("no API keys are configured, so this server answers only requests to a "
+                                         "loopback address (set SKILLYARD_API_KEYS to serve others)"), {}
+    origin = _header(scope, b"origin")
+    if origin is not None and not loopback_origin(origin):
+        return 403, "origin_not_allowed", "no API keys are configured, so cross-site requests are refused", {}
+    scope[PRINCIPAL_KEY] = LOCAL
+    return None
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers", ()):
+        if key == name:
+            return value.decode("latin-1")  # type: ignore[no-any-return]
+    return None
+
+
+async def _send_error(send: Send, status: int, code: str, message: str, headers: dict[str, str] | None = None) -> None:
+    body = json.dumps({"error": {"code": code, "message": message}}).encode()
+    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    raw += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in (headers or {}).items()]
+    if status == 413:
+        raw.append((b"connection", b"close"))  # the rest of the body is not read
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,78 @@
+"""What every router of the service shares: the error shape, its documentation, helpers.
+
+Every error body is `{"error": {"code", "message", "details"?}}` — or, for a tool call, the
+ToolResult itself, whose `error.code` is the router's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any, Callable, TypeVar
+
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+
+from ..store import StoreError
+
+T = TypeVar("T")
+
+
+class ApiError(Exception):
+    """A refusal with an HTTP status and a stable code; rendered by the app's handler."""
+
+    def __init__(self, status: int, code: str, message: str, *, headers: dict[str, str] | None = None, **details: Any):
+        super().__init__(message)
+        self.status, self.code, self.message, self.details = status, code, message, details
+        self.headers = headers
+
+    def response(self, headers: dict[str, str] | None = None) -> JSONResponse:
+        body: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.details:
+            body["details"] = self.details
+        return JSONResponse({"error": body}, status_code=self.status, headers=headers or self.headers)
+
+
+class ErrorBody(BaseModel):
+    code: str
+    message: str
+    details: dict[str, Any] | None = None
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorBody
+
+
+_TEXTS = {
+    401: "No API key, or an unknown one",
+    403: "The key's role may not do this",
+    404: "Not found",
+    409: "Conflict",
+    413: "Body too large",
+    422: "Invalid request",
+    429: "Too many live runs; retry after Retry-After seconds",
+    501: "Not supported",
+}
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """The `responses=` of an operation: 401 and 403 always, plus `statuses`."""
+    return {s: {"model": ErrorResponse, "description": _TEXTS.get(s, "Error")} for s in (401, 403, *statuses)}
+
+
+SSE_DOC = {"text/event-stream": {"schema": {"type": "string", "description": "id: seq / event: type / data: event JSON"}}}
+
+
+def jsonable(value: Any) -> Any:
+    """What json.dumps(default=str) makes of it: data from tools may hold any object."""
+    return json.loads(json.dumps(value, ensure_ascii=False, default=str))
+
+
+async def store_call(read: Callable[[], T], *, ambiguous: bool = False) -> T:
+    """Run a store read in a thread; a store that fails is 503, an ambiguous id prefix 409."""
+    try:
+        return await asyncio.to_thread(read)
+    except StoreError as exc:
+        if ambiguous and "matches several runs" in str(exc):
+            raise ApiError(409, "ambiguous_run_id", str(exc)) from None
+        raise ApiError(503, "store_unavailable", str(exc)) from None

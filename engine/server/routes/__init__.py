@@ -1,0 +1,1 @@
+"""The service's routers, one module each: tools, agent, runs, admin, MCP."""

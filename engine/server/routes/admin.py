@@ -1,0 +1,112 @@
+"""Admin: every tool and where its settings come from; enable, override, create, delete; reload.
+
+The `Access` middleware lets only admin keys reach `/v1/admin/*`. Tool types that run code
+are refused unless the project sets `server.allow_code_tools` (see `engine.tool_admin`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Callable
+
+from fastapi import APIRouter, Depends, Path as PathParam
+from fastapi.responses import Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from ...errors import ConfigError, ToolAdminError
+from ..access import current_principal
+from ..api import ApiError, error_responses, jsonable
+from ..auth import Principal
+from ..service import Service
+
+ADMIN_STATUS: dict[str, int] = {
+    "unknown_tool": 404, "read_only": 403, "code_tools_disabled": 403, "invalid_config": 422, "exists": 409, "no_store": 409,
+}
+
+
+class ToolPatch(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    enabled: bool | None = None
+    config: dict[str, Any] | None = None
+
+
+class ToolCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    type: str = Field(min_length=1, max_length=64)
+    description: str = Field(min_length=1, max_length=10_000)
+    config: dict[str, Any] = Field(default_factory=dict)
+    enabled: bool = True
+
+
+def router(service: Service) -> APIRouter:
+    engine = service.engine
+    api = APIRouter(tags=["admin"])
+    lock = asyncio.Lock()  # one change at a time: each relinks the project
+
+    def project_view(name: str) -> dict[str, Any]:
+        tool = engine.project.tools.get(name)
+        if tool is None:
+            return {}
+        return {"name": name, "source": "yaml", "type": tool.executor.kind, "enabled": tool.enabled,
+                "description": tool.description, "config": {}, "overrides": {}, "parameters": tool.parameters,
+                "confirm": tool.confirm, "permitted": engine.project.policy.permits(name)}
+
+    def settings_list() -> list[dict[str, Any]]:
+        return [{**project_view(entry["name"]), **entry} for entry in _admin_call(engine.tool_settings)]
+
+    async def change(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        async with lock:
+            return await asyncio.to_thread(_admin_call, function, *args, **kwargs)
+
+    @api.get("/v1/admin/tools", summary="Every tool (enabled or not), where it comes from", responses=error_responses())
+    async def admin_list(principal: Principal = Depends(current_principal)) -> list[dict[str, Any]]:
+        return jsonable(settings_list())
+
+    @api.get("/v1/admin/tools/{name}", summary="One tool's settings", responses=error_responses(404))
+    async def admin_get(name: str = PathParam(max_length=200), principal: Principal = Depends(current_principal)) -> dict[str, Any]:
+        for entry in settings_list():
+            if entry.get("name") == name:
+                return jsonable(entry)
+        raise ApiError(404, "unknown_tool", f"there is no tool named {name!r}")
+
+    @api.patch("/v1/admin/tools/{name}", summary="Enable, disable or override a tool's config",
+               responses=error_responses(404, 409, 422))
+    async def admin_patch(body: ToolPatch, name: str = PathParam(max_length=200),
+                          principal: Principal = Depends(current_principal)) -> dict[str, Any]:
+        entry = await change(engine.update_tool, name, enabled=body.enabled, config=body.config)
+        return jsonable({**project_view(name), **(entry or {})})
+
+    @api.post("/v1/admin/tools", summary="Create a tool of a registered type (kept in the store)",
+              description="Types that run code (python, third-party types not declared `runs_code=False`) are refused "
+              "with 403 `code_tools_disabled` unless config/engine.yaml sets `server.allow_code_tools: true`.",
+              status_code=201, responses=error_responses(409, 422))
+    async def admin_create(body: ToolCreate, principal: Principal = Depends(current_principal)) -> dict[str, Any]:
+        entry = await change(engine.create_tool, body.name, type=body.type, description=body.description,
+                             config=body.config, enabled=body.enabled)
+        return jsonable({**project_view(body.name), **(entry or {})})
+
+    @api.delete("/v1/admin/tools/{name}", summary="Delete a tool created through the API",
+                status_code=204, responses=error_responses(404, 409))
+    async def admin_delete(name: str = PathParam(max_length=200), principal: Principal = Depends(current_principal)) -> Response:
+        await change(engine.delete_tool, name)
+        return Response(status_code=204)
+
+    @api.post("/v1/admin/reload", summary="Load the project files again and swap them in", responses=error_responses(422))
+    async def admin_reload(principal: Principal = Depends(current_principal)) -> dict[str, Any]:
+        try:
+            async with lock:
+                project = await asyncio.to_thread(engine.reload)
+        except ConfigError as exc:
+            raise ApiError(422, "config_error", f"{len(exc.issues)} problem(s); the running project is unchanged",
+                           issues=[str(issue) for issue in exc.issues]) from None
+        return {"ok": True, "summary": project.summary()}
+
+    return api
+
+
+def _admin_call(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    try:
+        return function(*args, **kwargs)
+    except ToolAdminError as exc:
+        raise ApiError(ADMIN_STATUS.get(exc.code, 400), exc.code, exc.message) from None

@@ -1,0 +1,101 @@
+"""The agent loop over HTTP: SSE by default, the AgentResult with `Accept: application/json`."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi import APIRouter, Body, Depends, Request
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..._engine import new_id
+from ..access import current_principal
+from ..api import SSE_DOC, ApiError, error_responses, jsonable
+from ..auth import Principal
+from ..hub import LiveRun
+from ..live import finished_or_left, stream
+from ..service import Service
+from ..sse import wants_event_stream
+
+
+class ChatMessageIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+class AgentRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    messages: str | list[ChatMessageIn] = Field(description="A prompt, or the conversation so far.")
+    model: str | None = Field(None, description="Model name from config/models.yaml (default: the project's).")
+    tools: list[str] | None = Field(None, description="Subset of tools the model may call (default: all enabled).")
+    enable_tools: bool = Field(True, description="False: the model answers without tools.")
+    tool_choice: str = Field("auto", description="auto, none, required, or a tool name.")
+    system: str | None = Field(None)
+    max_steps: int = Field(8, ge=1, le=50)
+    background: bool = Field(False, description="Keep running if the client disconnects.")
+
+
+def router(service: Service) -> APIRouter:
+    engine, hub, limits = service.engine, service.hub, service.limits
+    api = APIRouter()
+
+    @api.post(
+        "/v1/agent",
+        tags=["agent"],
+        summary="Run the agent loop; its events stream as SSE",
+        description="Streams `agent_start` … `agent_done` (model text, tool calls and their steps, approvals "
+        "needed). With `Accept: application/json` (and not text/event-stream) the AgentResult is returned instead. "
+        "The prompt (all message contents and `system`) may hold at most `server.max_prompt_chars` characters.",
+        responses={200: {"content": SSE_DOC, "description": "The event stream"}, **error_responses(413, 422, 429)},
+    )
+    async def agent(request: Request, body: AgentRequest = Body(...), principal: Principal = Depends(current_principal)) -> Any:
+        from ...agent import AgentLimits, as_messages
+
+        project = engine.project
+        model = body.model or project.default_model
+        if model not in project.models:
+            raise ApiError(422, "unknown_model", f"unknown model {model!r}; known: {', '.join(sorted(project.models))}")
+        tools: list[str] | None = body.tools
+        if tools is not None:
+            unknown = sorted(set(tools) - set(project.tools))
+            if unknown:
+                raise ApiError(422, "unknown_tool", f"unknown tool(s) {', '.join(unknown)}", available_tools=sorted(project.tools))
+        if not body.enable_tools:
+            tools = []
+        if body.tool_choice not in ("auto", "none", "required") and body.tool_choice not in project.tools:
+            raise ApiError(422, "invalid_request", "tool_choice must be auto, none, required or a tool name")
+        _check_prompt_size(body, limits.max_prompt_chars)
+        messages = body.messages if isinstance(body.messages, str) else [m.model_dump() for m in body.messages]
+        try:
+            parsed = as_messages(messages)
+        except ValueError as exc:
+            raise ApiError(422, "invalid_request", str(exc)) from None
+        if not parsed or not any(m.content.strip() for m in parsed):
+            raise ApiError(422, "invalid_request", "messages is empty")
+        run_id = new_id("run")
+        runner = engine.agent(model, tools=tools, limits=AgentLimits(max_steps=body.max_steps),
+                              tool_choice=body.tool_choice, system=body.system, approve=hub.approver_for(run_id))
+
+        async def work(run: LiveRun) -> Any:
+            return await runner.run(parsed, run_id=run_id)
+
+        run = hub.start(run_id, "agent", model, work, principal=principal.name, background=body.background)
+        accept = request.headers.get("accept") or ""
+        if "application/json" in accept and not wants_event_stream(accept):
+            if not await finished_or_left(request, run):
+                return Response(status_code=499)
+            if run.task is None or run.task.cancelled():
+                raise ApiError(409, "cancelled", "the run was cancelled")
+            return JSONResponse(jsonable(run.task.result().to_dict()), headers={"X-Run-Id": run_id})
+        return stream(hub, run, 0, cancel_on_disconnect=True)
+
+    return api
+
+
+def _check_prompt_size(body: AgentRequest, limit: int) -> None:
+    messages = [body.messages] if isinstance(body.messages, str) else [m.content for m in body.messages]
+    size = sum(len(text) for text in messages) + len(body.system or "")
+    if size > limit:
+        raise ApiError(413, "prompt_too_large", f"the prompt holds {size:,} characters; this service accepts at most "
+                       f"{limit:,} (server.max_prompt_chars)")

@@ -1,0 +1,178 @@
+"""Runs: list, read, follow (SSE with Last-Event-ID resume), approve, cancel.
+
+A caller sees, follows, approves and cancels only the runs its key name started; admins
+see all. A run that is not the caller's answers 404, exactly like one that does not exist.
+"""
+
+from __future__ import annotations
+
+from typing import Any, AsyncIterator, Literal
+
+from fastapi import APIRouter, Depends, Header, Path as PathParam, Query, Request
+from pydantic import BaseModel, ConfigDict
+
+from ..access import current_principal
+from ..api import SSE_DOC, ApiError, error_responses, jsonable, store_call
+from ..auth import Principal
+from ..hub import LiveRun
+from ..live import stream
+from ..service import Service
+from ..sse import EventStreamResponse, frame, parse_last_event_id, wants_event_stream
+
+RunId = PathParam(max_length=200)
+
+
+class ApprovalRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    approve: bool
+
+
+def _unknown(run_id: str) -> ApiError:
+    return ApiError(404, "unknown_run", f"there is no run {run_id!r}")
+
+
+def router(service: Service) -> APIRouter:
+    engine, hub = service.engine, service.hub
+    api = APIRouter()
+
+    def live_run(run_id: str, principal: Principal) -> LiveRun | None:
+        live = hub.runs.get(run_id)
+        return live if live is not None and principal.may_see(live.principal) else None
+
+    def own_live_run(run_id: str, principal: Principal) -> LiveRun:
+        live = live_run(run_id, principal)
+        if live is None:
+            raise ApiError(404, "unknown_run", f"run {run_id!r} is not live in this server")
+        return live
+
+    @api.get("/v1/runs", tags=["runs"], summary="Recent runs, newest first (a caller's own)", responses=error_responses())
+    async def list_runs(
+        tool: str | None = Query(None, max_length=200, description="Only runs of this tool (or agent model)"),
+        status: Literal["running", "ok", "error", "cancelled", "interrupted"] | None = Query(None),
+        since_ms: int | None = Query(None, ge=0, le=10**14, description="Only runs started at or after (ms since epoch)"),
+        limit: int = Query(50, ge=1, le=500),
+        principal: Principal = Depends(current_principal),
+    ) -> list[dict[str, Any]]:
+        store = engine.store
+        owner = None if principal.is_admin else principal.name
+        if store is None:
+            runs = [r.summary() for r in reversed(hub.runs.values()) if principal.may_see(r.principal)]
+            runs = [r for r in runs if (tool is None or r["name"] == tool) and (status is None or r["status"] == status)
+                    and (since_ms is None or r["started_at"] >= since_ms)]
+            return runs[:limit]
+
+        def read() -> list[dict[str, Any]]:
+            store.flush()
+            records = store.runs(tool=tool, status=status, since_ms=since_ms, limit=limit, principal=owner)
+            return [record.to_dict() for record in records]
+
+        records = await store_call(read)
+        for record in records:
+            live = hub.runs.get(record["id"])
+            record["live"] = bool(live and not live.done)
+            record["pending_approvals"] = live.summary()["pending_approvals"] if live else []
+        return jsonable(records)
+
+    @api.get("/v1/runs/{run_id}", tags=["runs"], summary="One run (an unambiguous id prefix works too)",
+             responses=error_responses(404, 409))
+    async def get_run(run_id: str = RunId, principal: Principal = Depends(current_principal)) -> dict[str, Any]:
+        live = hub.runs.get(run_id)
+        store = engine.store
+        if store is not None:
+
+            def read() -> tuple[Any, list[dict[str, Any]]]:
+                store.flush()
+                record = store.run(run_id)
+                if record is None or not principal.may_see(record.principal):
+                    return None, []
+                return record, store.tool_logs(run_id=record.id, limit=500)
+
+            record, logs = await store_call(read, ambiguous=True)
+            if record is not None:
+                live = live or hub.runs.get(record.id)
+                out = {**record.to_dict(), "tool_calls": list(reversed(logs))}
+                out["live"] = bool(live and not live.done)
+                out["pending_approvals"] = live.summary()["pending_approvals"] if live else []
+                out["last_seq"] = live.last_seq if live else None
+                return jsonable(out)
+        if live is None or not principal.may_see(live.principal):
+            raise _unknown(run_id)
+        return jsonable({**live.summary(), "input": None, "output": live.result, "last_seq": live.last_seq})
+
+    @api.get(
+        "/v1/runs/{run_id}/events",
+        tags=["runs"],
+        summary="A run's events as SSE; resumes after Last-Event-ID",
+        description="Replays the run's events with seq greater than `Last-Event-ID` (or `after`), then, while the run "
+        "is live, follows it to its end. With `Accept: application/json` (not text/event-stream) returns the list "
+        "recorded so far. An unambiguous id prefix works too. Closing the stream never cancels the run.",
+        responses={200: {"content": SSE_DOC, "description": "The events"}, **error_responses(404, 409)},
+    )
+    async def run_events(
+        request: Request,
+        run_id: str = RunId,
+        after: int = Query(0, ge=0, le=10**12, description="Only events with a greater seq"),
+        last_event_id: str | None = Header(None, alias="Last-Event-ID", max_length=40),
+        principal: Principal = Depends(current_principal),
+    ) -> Any:
+        after = max(after, parse_last_event_id(last_event_id))
+        accept = request.headers.get("accept") or ""
+        as_json = "application/json" in accept and not wants_event_stream(accept)
+        live = live_run(run_id, principal)
+        store = engine.store
+        if live is None and store is not None:
+
+            def read() -> tuple[str, list[dict[str, Any]]] | None:
+                store.flush()
+                record = store.run(run_id)  # the full id of a prefix, or None
+                if record is None or not principal.may_see(record.principal):
+                    return None
+                return record.id, store.events(record.id, after_seq=after)
+
+            found = await store_call(read, ambiguous=True)
+            if found is None:
+                raise _unknown(run_id)
+            full_id, events = found
+            live = live_run(full_id, principal)  # a prefix of a run that is still live here: follow it
+            if live is None:
+                return jsonable(events) if as_json else _replay(full_id, events)
+        if live is None:
+            raise _unknown(run_id)
+        if as_json:
+            return jsonable(live.events[after:])
+        return stream(hub, live, after, cancel_on_disconnect=False)
+
+    @api.post(
+        "/v1/runs/{run_id}/approvals/{tool_call_id}",
+        tags=["runs"],
+        summary="Answer a pending confirmation of one tool call",
+        responses=error_responses(404, 409, 422),
+    )
+    async def approve(
+        body: ApprovalRequest,
+        run_id: str = RunId,
+        tool_call_id: str = PathParam(max_length=200),
+        principal: Principal = Depends(current_principal),
+    ) -> dict[str, Any]:
+        own_live_run(run_id, principal)
+        if hub.resolve(run_id, tool_call_id, body.approve) != "ok":
+            raise ApiError(409, "not_pending", f"no confirmation is pending for call {tool_call_id!r} of run {run_id!r} "
+                                               "(answered already, timed out, or never asked)")
+        return {"run_id": run_id, "tool_call_id": tool_call_id, "approved": body.approve}
+
+    @api.post("/v1/runs/{run_id}/cancel", tags=["runs"], summary="Cancel a live run", responses=error_responses(404, 409))
+    async def cancel(run_id: str = RunId, principal: Principal = Depends(current_principal)) -> dict[str, Any]:
+        own_live_run(run_id, principal)
+        if not hub.cancel(run_id):
+            raise ApiError(409, "not_running", f"run {run_id!r} is not running or was not started here")
+        return {"run_id": run_id, "cancelled": True}
+
+    return api
+
+
+def _replay(run_id: str, events: list[dict[str, Any]]) -> EventStreamResponse:
+    async def frames() -> AsyncIterator[bytes | None]:
+        for event in events:
+            yield frame(event)
+
+    return EventStreamResponse(frames(), headers={"X-Run-Id": run_id})

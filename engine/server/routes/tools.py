@@ -1,0 +1,126 @@
+"""Tools: list them, call one (JSON result or SSE), who am I, which models."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi import APIRouter, Depends, Path as PathParam, Query, Request
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, Field
+
+from ..._engine import new_id
+from ..access import current_principal
+from ..api import SSE_DOC, ApiError, error_responses, jsonable
+from ..auth import Principal
+from ..hub import LiveRun
+from ..live import finished_or_left, stream
+from ..service import Service
+from ..sse import wants_event_stream
+
+# Router codes → HTTP status. A refused call is the client's problem (4xx); a call that ran
+# and failed is the tool's (502, 504 for time). Unlisted codes (a tool type's own) → 502.
+STATUS_OF_CODE: dict[str, int] = {
+    "unknown_tool": 404,
+    "not_allowed": 403,
+    "tool_disabled": 403,
+    "confirmation_denied": 403,
+    "blocked": 403,
+    "invalid_arguments": 422,
+    "invalid_url": 422,
+    "timeout": 504,
+    "fetch_timeout": 504,
+    "cancelled": 409,
+}
+
+
+class ToolErrorModel(BaseModel):
+    code: str
+    message: str
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class ToolResultModel(BaseModel):
+    ok: bool
+    tool: str
+    run_id: str
+    tool_call_id: str
+    data: Any = None
+    error: ToolErrorModel | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+def router(service: Service) -> APIRouter:
+    engine, hub, keys = service.engine, service.hub, service.keys
+    api = APIRouter()
+
+    @api.get("/v1/whoami", tags=["auth"], summary="The name and role of the presented key", responses=error_responses())
+    async def whoami(principal: Principal = Depends(current_principal)) -> dict[str, Any]:
+        return {"name": principal.name, "role": principal.role, "auth": bool(keys)}
+
+    @api.get("/v1/models", tags=["tools"], summary="Models the agent may use", responses=error_responses())
+    async def models(principal: Principal = Depends(current_principal)) -> dict[str, Any]:
+        project = engine.project
+        return {"default": project.default_model, "models": sorted(project.models)}
+
+    @api.get("/v1/tools", tags=["tools"], summary="The enabled tools, as a model API expects them", responses=error_responses())
+    async def list_tools(
+        format: Literal["openai", "anthropic", "mcp"] = Query("openai"), principal: Principal = Depends(current_principal)
+    ) -> list[dict[str, Any]]:
+        return engine.tool_schemas(format)
+
+    @api.post(
+        "/v1/tools/{name}/call",
+        tags=["tools"],
+        summary="Call a tool: the JSON body is its arguments",
+        description="Returns the ToolResult. With `Accept: text/event-stream` the call's events stream as SSE "
+        "(`id:` seq, `event:` type, `data:` event JSON), ending with `tool_call_result` or `tool_call_error`; "
+        "the run id is in the `X-Run-Id` header. A client that disconnects cancels the call unless `background=true`.",
+        response_model=ToolResultModel,
+        responses={
+            200: {"content": SSE_DOC, "description": "The tool ran and succeeded (or the event stream)"},
+            **error_responses(404, 413, 422, 429),
+            409: {"model": ToolResultModel, "description": "The call was cancelled"},
+            502: {"model": ToolResultModel, "description": "The tool ran and failed"},
+            504: {"model": ToolResultModel, "description": "The tool ran out of time"},
+        },
+        openapi_extra={"requestBody": {"required": False, "content": {"application/json": {"schema": {"type": "object"}}}}},
+    )
+    async def call_tool(
+        request: Request,
+        name: str = PathParam(max_length=200),
+        background: bool = Query(False, description="Keep running if the client disconnects"),
+        model: str | None = Query(None, max_length=200, description="Use this model for every prompt skill"),
+        principal: Principal = Depends(current_principal),
+    ) -> Any:
+        arguments = await _read_arguments(request)
+        if model is not None and model not in engine.project.models:
+            raise ApiError(422, "unknown_model", f"unknown model {model!r}; known: {', '.join(sorted(engine.project.models))}")
+        run_id, call_id = new_id("run"), new_id("call")
+        approve = hub.approver_for(run_id)
+
+        async def work(run: LiveRun) -> Any:
+            return await engine.call_tool(name, arguments, model=model, tool_call_id=call_id, run_id=run_id, approve=approve)
+
+        run = hub.start(run_id, "tool", name, work, principal=principal.name, root_call=call_id, background=background)
+        if wants_event_stream(request.headers.get("accept")):
+            return stream(hub, run, 0, cancel_on_disconnect=True)
+        if not await finished_or_left(request, run):
+            return Response(status_code=499)  # nobody is listening; the status is for the access log
+        if run.task is None or run.task.cancelled():
+            raise ApiError(409, "cancelled", "the call was cancelled")
+        result = run.task.result()
+        status = 200 if result.ok else STATUS_OF_CODE.get(result.error.code, 502)
+        return JSONResponse(jsonable(result.to_dict()), status_code=status, headers={"X-Run-Id": run_id})
+
+    return api
+
+
+async def _read_arguments(request: Request) -> str | None:
+    """The body as text (its size is capped by `Access` while it streams in)."""
+    body = await request.body()
+    if not body.strip():
+        return None
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ApiError(422, "invalid_arguments", "the body is not UTF-8 JSON") from None
