@@ -131,8 +131,9 @@ class Engine:
         events, queued = self.open_run(run_id or new_id("run"), on_event)
         token = enter_run(events.scrubber)  # log lines written during the call hide its secrets too
         try:
-            return await self.route(events, project, name, args, tool_call_id=tool_call_id, model=model,
-                                    allowed_tools=allowed_tools, approve=approve)
+            result = await self.route(events, project, name, args, tool_call_id=tool_call_id, model=model,
+                                      allowed_tools=allowed_tools, approve=approve)
+            return result if result.error is None else events.scrub_error(result)
         finally:
             leave_run(token)
             for listener in queued:

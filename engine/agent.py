@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Collection, Literal
 from .errors import StepFailure
 from .events import Event, Listener, RunEvents, stream_run
 from .logging import logger
-from .untrusted import replace_lone_surrogates
 from .providers.base import ChatMessage, ModelRequest, ModelResponse, ProviderError, ToolCall, Usage, clean_response
 from .redaction import Redactor, enter_run, leave_run
 from .result import ToolResult
+from .untrusted import replace_lone_surrogates
 
 if TYPE_CHECKING:
     from ._engine import Engine
@@ -257,6 +257,8 @@ class _Loop:
                     self.events, self.project, call.name, call.arguments, tool_call_id=call.id,
                     allowed_tools=self.allowed, approve=self.agent.approve, timeout=self.limits.tool_timeout,
                 )
+            if result.error is not None:
+                result = self.events.scrub_error(result)
             finished[call.id] = result
             return result
 

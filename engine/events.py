@@ -13,6 +13,7 @@ and keeps receiving later events; the others never notice.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import inspect
 import time
@@ -198,6 +199,20 @@ class RunEvents:
     def scrub_text(self, text: str) -> str:
         """Free text (an error message bound for the caller) without the run's known secrets."""
         return text if self._redact is None else self._redact.text(text)
+
+    def scrub_error(self, result: "ToolResult") -> "ToolResult":
+        """`result` with the run's known secrets hidden in its error message (bound for HTTP bodies).
+
+        The data of a successful call is the caller's and stays whole; an error message is a
+        diagnostic that may quote arguments (`login failed for bob with <password>`).
+        """
+        error = result.error
+        if error is None or self._redact is None:
+            return result
+        message = self._redact.text(error.message)
+        if message is error.message:
+            return result
+        return dataclasses.replace(result, error=dataclasses.replace(error, message=message))
 
     def text_stream(self) -> "TextStream | _PassThrough":
         """For streamed text events: holds back a tail that may be the start of a known secret."""

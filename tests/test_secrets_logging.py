@@ -75,3 +75,34 @@ def textwrap_block(code: str) -> str:
     import textwrap
 
     return textwrap.indent(textwrap.dedent(code).strip(), "    ").lstrip()
+
+
+SERVED = {
+    **LOGIN_TOOL,
+    # A model whose script path holds a NUL byte: the provider cannot be made, and the agent
+    # endpoint ends in a real 500 (the only way into "Exception in ASGI application" found
+    # without touching the server's code).
+    "config/models.yaml": 'default: mock\nmodels:\n  mock: {provider: mock}\n  broken: {provider: scripted, options: {script: "x\\0y"}}\n',
+}
+
+
+def test_the_service_log_and_bodies_show_no_key_no_password_and_no_locals(tmp_path: Path) -> None:
+    import pytest
+
+    pytest.importorskip("fastapi")
+    import httpx
+
+    from test_server_helpers import running_server
+
+    root = write(tmp_path / "project", SERVED)
+    key, password = plant("bearer"), plant("served")
+    headers = {"Authorization": f"Bearer {key}", "Accept": "application/json"}
+    with running_server(root, keys=f"admin:{key}") as server:
+        crash = httpx.post(f"{server.url}/v1/agent", json={"messages": "hi", "model": "broken"}, headers=headers, timeout=30)
+        failed = httpx.post(f"{server.url}/v1/tools/login/call", json={"user": "bob", "password": password}, headers=headers, timeout=30)
+    log = server.log.read_text()
+    assert crash.status_code == 500 and "Traceback (most recent call last)" in log
+    assert failed.json()["error"]["message"] == "RuntimeError: login failed for bob with [REDACTED] (2 fields)"
+    assert "locals" not in log and "kept =" not in log and "authorization" not in log.lower().replace("authorization: bearer key", "")
+    bodies = [crash.text, failed.text]
+    assert leaks(key, [log, *bodies], sink_files(root)) == [] and leaks(password, [log, *bodies], sink_files(root)) == []
