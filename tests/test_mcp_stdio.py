@@ -15,6 +15,7 @@ pytest.importorskip("mcp")
 
 from mcp import Client  # noqa: E402
 from mcp.client.stdio import StdioServerParameters  # noqa: E402
+from mcp.shared.exceptions import MCPError  # noqa: E402
 
 from test_server_helpers import write_project  # noqa: E402
 
@@ -77,8 +78,9 @@ def test_tools_list_call_progress_errors_and_confirmation_over_stdio(tmp_path: P
             text = bad.content[0].text
             assert text.startswith("[echo failed: invalid_arguments]") and "/count" in text
 
-            unknown = await client.call_tool("nope", {})
-            assert unknown.is_error is True and "unknown_tool" in unknown.content[0].text and "echo" in unknown.content[0].text
+            with pytest.raises(MCPError) as unknown:  # the spec's protocol error (see test_mcp_hardening.py)
+                await client.call_tool("nope", {})
+            assert unknown.value.code == -32602 and "echo" in unknown.value.message
             disabled = await client.call_tool("retired", {"name": "x"})
             assert disabled.is_error is True and "tool_disabled" in disabled.content[0].text
 
@@ -102,9 +104,9 @@ def test_approve_all_answers_confirmations_itself(tmp_path: Path) -> None:
         async with Client(build_mcp_server(engine, approve_all=True)) as client:
             result = await client.call_tool("guarded", {"name": "Cy"})
             assert result.is_error is False and json.loads(result.content[0].text)["name"] == "Cy"
-        async with Client(build_mcp_server(engine)) as client:  # no elicitation in process: denied
+        async with Client(build_mcp_server(engine)) as client:  # nobody to ask in process: unavailable, not denied
             result = await client.call_tool("guarded", {"name": "Cy"})
-            assert result.is_error is True and "confirmation_denied" in result.content[0].text
+            assert result.is_error is True and "approval_unavailable" in result.content[0].text
 
     try:
         asyncio.run(asyncio.wait_for(main(), 30))

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 from typing import Any
 
 from starlette.types import Receive, Scope, Send
 
 from .._engine import Engine
+from .auth import presented_key
 
 
 class LazyMCP:
@@ -28,6 +30,8 @@ class LazyMCP:
             async with self._lock:
                 if self._app is None:
                     await self._start()
+        if scope["type"] == "http":
+            scope = {**scope, "user": _session_owner(scope)}
         await self._app(scope, receive, send)
 
     async def _start(self) -> None:
@@ -55,3 +59,15 @@ class LazyMCP:
         if self._task is not None:
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await asyncio.wait_for(self._task, 5)
+
+
+def _session_owner(scope: Scope) -> Any:
+    """Who opens an MCP session, as the SDK compares it: a session created with one key
+    answers 404 to requests that present another (the key itself is never kept, a digest is)."""
+    from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+    from mcp.server.auth.provider import AccessToken
+
+    headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+    key = presented_key(headers)
+    owner = "key:" + hashlib.sha256(key.encode()).hexdigest()[:32] if key else "anonymous"
+    return AuthenticatedUser(AccessToken(token="-", client_id=owner, scopes=[]))

@@ -6,10 +6,15 @@
   (`tool_progress_delta`, `skill_progress_delta`) become `notifications/progress` for a
   client that sent a progress token; the message is the event's own ("step 2 of 3 started:
   render", "1,204 chars received"). A failed call is an MCP tool error (`isError: true`)
-  whose text is the router's model-facing explanation, code first.
-- Tools with `confirm: true` ask the client through elicitation when it supports it;
-  otherwise they are denied (`confirmation_denied`), unless the server was started with
-  `approve_all=True` (`skillyard mcp --yes`).
+  whose text is the router's model-facing explanation, code first; an unknown tool is a
+  JSON-RPC error -32602 ("Unknown tool: …"), as every MCP revision from 2024-11-05 to
+  2026-07-28 says (tools § Error Handling: unknown tools are protocol errors).
+- A cancelled request (`notifications/cancelled`, or a closed response stream at 2026-07-28)
+  cancels the running call: the router records it as `cancelled`.
+- Tools with `confirm: true` ask the client through elicitation. A client that declines is
+  a denial (`confirmation_denied`); a client that cannot be asked (no elicitation capability,
+  or no back channel for server requests) fails the call with `approval_unavailable`, not a
+  fake denial. `approve_all=True` (`skillyard mcp --yes`) approves every call itself.
 
 Nothing is written to stdout except protocol messages: the engine logs to stderr.
 """
@@ -18,6 +23,8 @@ from __future__ import annotations
 
 import json
 from typing import TYPE_CHECKING, Any
+
+from ..errors import StepFailure
 
 if TYPE_CHECKING:
     from .._engine import Engine
@@ -69,6 +76,8 @@ def build_mcp_server(engine: "Engine", *, approve_all: bool = False) -> Any:
             return await _elicit_approval(ctx, tool.name, args)
 
         result = await engine.call_tool(params.name, params.arguments or {}, on_event=on_event, approve=approve)
+        if not result.ok and result.error is not None and result.error.code == "unknown_tool":
+            raise _unknown_tool(params.name, result.error.details.get("available_tools") or [])
         if result.ok:
             data = result.data
             text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, default=str, indent=2)
@@ -88,28 +97,51 @@ def build_mcp_server(engine: "Engine", *, approve_all: bool = False) -> Any:
     )
 
 
-async def _elicit_approval(ctx: Any, tool: str, args: dict[str, Any]) -> bool:
-    import mcp_types as types
+APPROVAL_UNAVAILABLE = "approval needed: this client cannot answer elicitation"
 
+
+def _unknown_tool(name: str, available: list[str]) -> Exception:
+    """The spec's protocol error for a tool the server does not offer (JSON-RPC -32602)."""
+    import mcp_types as types
+    from mcp.shared.exceptions import MCPError
+
+    listed = ", ".join(available) or "none"
+    return MCPError(types.INVALID_PARAMS, f"Unknown tool: {name} (available tools: {listed})", {"available_tools": available})
+
+
+def _cannot_ask(tool: str, why: str) -> StepFailure:
+    return StepFailure(
+        "approval_unavailable",
+        f"{APPROVAL_UNAVAILABLE} ({why}); {tool!r} needs a person's approval: use a client that supports "
+        "elicitation, or start the server with --yes to approve every call",
+    )
+
+
+async def _elicit_approval(ctx: Any, tool: str, args: dict[str, Any]) -> bool:
+    """The user's answer through elicitation; raises `approval_unavailable` when nobody can be asked."""
+    import mcp_types as types
+    from mcp.shared.exceptions import MCPError, NoBackChannelError
+
+    if not ctx.session.check_client_capability(types.ClientCapabilities(elicitation=types.ElicitationCapability())):
+        raise _cannot_ask(tool, "it did not declare the elicitation capability")
     try:
-        if not ctx.session.check_client_capability(types.ClientCapabilities(elicitation=types.ElicitationCapability())):
-            return False
         answer = await ctx.session.elicit_form(
             f"Allow {tool} with {json.dumps(args, ensure_ascii=False, default=str)[:500]}?",
             {"type": "object", "properties": {"approve": {"type": "boolean", "title": f"Run {tool}"}}, "required": ["approve"]},
         )
-    except Exception:  # noqa: BLE001 - no back channel, client refused: the call is denied, not failed
-        return False
+    except NoBackChannelError:
+        raise _cannot_ask(tool, "this connection has no channel for server requests") from None
+    except MCPError as exc:  # the client answered the request with an error: it could not ask its user
+        raise _cannot_ask(tool, f"the client answered {exc.code}: {exc.message[:200]}") from None
     return answer.action == "accept" and bool((answer.content or {}).get("approve"))
 
 
 async def serve_stdio(engine: "Engine", *, approve_all: bool = False) -> None:
-    """Serve MCP over this process's stdin/stdout until the client closes them."""
-    from mcp.server.stdio import stdio_server
+    """Serve MCP over this process's stdin/stdout until the client closes them; a line the
+    server cannot take is answered with a JSON-RPC error (see `mcp_stdio`)."""
+    from .mcp_stdio import serve_checked_stdio
 
-    server = build_mcp_server(engine, approve_all=approve_all)
-    async with stdio_server() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, server.create_initialization_options())
+    await serve_checked_stdio(engine, approve_all=approve_all)
 
 
 def preload() -> None:
@@ -119,10 +151,19 @@ def preload() -> None:
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager  # noqa: F401
 
 
+SESSION_IDLE_SECONDS = 600  # a stateful /mcp session nobody used for this long is closed
+MAX_SESSIONS = 1000
+
+
 def streamable_http_app(engine: "Engine", *, loopback_only: bool) -> tuple[Any, Any]:
     """(ASGI app, session manager) for MCP over streamable HTTP; run `manager.run()` in the
     host application's lifespan. With `loopback_only`, the SDK's DNS-rebinding protection
-    accepts loopback Host/Origin headers only."""
+    accepts loopback Host/Origin headers only.
+
+    Stateful (an `Mcp-Session-Id` per initialized client) so that what the handshake-era
+    protocol (2025-11-25 and before) sends on a later POST reaches the call it is about: a
+    `notifications/cancelled` cancels the running call, an elicitation answer reaches the
+    waiting approval. 2026-07-28 requests are self-contained and need no session."""
     from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
     from mcp.server.transport_security import TransportSecuritySettings
 
@@ -133,5 +174,6 @@ def streamable_http_app(engine: "Engine", *, loopback_only: bool) -> tuple[Any, 
             allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*", "127.0.0.1", "localhost", "[::1]"],
             allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
         )
-    manager = StreamableHTTPSessionManager(app=build_mcp_server(engine), stateless=True, security_settings=security)
+    manager = StreamableHTTPSessionManager(app=build_mcp_server(engine), stateless=False, security_settings=security,
+                                           session_idle_timeout=SESSION_IDLE_SECONDS, max_sessions=MAX_SESSIONS)
     return StreamableHTTPASGIApp(manager), manager
