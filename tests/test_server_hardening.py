@@ -44,11 +44,21 @@ server:
   max_live_runs_per_key: 3
 """
 
+ODD_TOOL = """
+  oddText:
+    description: Returns text holding a lone surrogate, as a buggy tool might.
+    type: python
+    config: {function: "odd:odd_text"}
+"""
+
 
 @pytest.fixture(scope="module")
 def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = write_project(tmp_path_factory.mktemp("hardened"))
     (root / "config" / "engine.yaml").write_text(textwrap.dedent(ENGINE_YAML).lstrip())
+    with (root / "tools.yaml").open("a") as tools:
+        tools.write(ODD_TOOL)
+    (root / "odd.py").write_text("def odd_text() -> str:\n    return 'half a pair: \\ud800'\n")
     return root
 
 
@@ -256,3 +266,18 @@ def test_an_embedded_app_without_keys_refuses_non_loopback_peers(root: Path) -> 
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+# ─── a tool result no UTF-8 sink can carry ─────────────────────────────────────────────
+
+
+def test_a_result_with_a_lone_surrogate_is_answered_recorded_and_counted(server: ServerProcess) -> None:
+    answer = httpx.post(f"{server.url}/v1/tools/oddText/call", json={}, headers=ALICE)
+    assert answer.status_code == 200 and answer.json()["data"] == "half a pair: \ufffd"
+    run_id = answer.headers["x-run-id"]
+    streamed = httpx.post(f"{server.url}/v1/tools/oddText/call", json={}, headers={**ALICE, "Accept": "text/event-stream"})
+    assert parse_sse(streamed.text)[-1]["event"] == "tool_call_result"
+    assert httpx.get(f"{server.url}/v1/runs/{run_id}", headers=ALICE).json()["status"] == "ok"
+    ready = httpx.get(f"{server.url}/readyz").json()
+    assert ready["store_write_failures"].get("lone_surrogate", 0) >= 1
+    assert "Traceback" not in server.log.read_text()

@@ -14,6 +14,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
 from ..store import StoreError
+from ..untrusted import scrub_surrogates
 
 T = TypeVar("T")
 
@@ -64,8 +65,9 @@ SSE_DOC = {"text/event-stream": {"schema": {"type": "string", "description": "id
 
 
 def jsonable(value: Any) -> Any:
-    """What json.dumps(default=str) makes of it: data from tools may hold any object."""
-    return json.loads(json.dumps(value, ensure_ascii=False, default=str))
+    """What json.dumps(default=str) makes of it (data from tools may hold any object), with
+    lone surrogates as U+FFFD: a JSON body is UTF-8, which cannot carry them."""
+    return scrub_surrogates(json.loads(json.dumps(value, ensure_ascii=False, default=str)))[0]
 
 
 async def store_call(read: Callable[[], T], *, ambiguous: bool = False) -> T:

@@ -181,6 +181,7 @@ def _health(app: FastAPI, service: Service) -> None:
             "tools": sum(1 for t in project.tools.values() if t.enabled),
             "live_runs": hub.live_count(),
             "store": engine.store is not None,
+            "store_write_failures": engine.store.write_failures if engine.store is not None else {},
             "auth": bool(service.keys),
         }
 

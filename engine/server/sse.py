@@ -17,6 +17,7 @@ import contextlib
 import json
 from typing import Any, AsyncIterator, Callable, Mapping
 
+import orjson
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
@@ -34,22 +35,14 @@ def dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
+_ORJSON_OPTIONS = orjson.OPT_NON_STR_KEYS
+
+
 def _dumps_bytes(value: Any) -> bytes:
-    return dumps(value).encode()
-
-
-try:  # the same JSON, several times faster, when orjson is installed
-    import orjson
-
-    _ORJSON_OPTIONS = orjson.OPT_NON_STR_KEYS
-
-    def _dumps_bytes(value: Any) -> bytes:  # noqa: F811
-        try:
-            return orjson.dumps(value, default=str, option=_ORJSON_OPTIONS)
-        except (TypeError, orjson.JSONEncodeError):  # e.g. integers beyond 64 bits
-            return dumps(value).encode()
-except ImportError:  # pragma: no cover - optional speed-up
-    pass
+    try:
+        return orjson.dumps(value, default=str, option=_ORJSON_OPTIONS)
+    except (TypeError, orjson.JSONEncodeError):  # integers beyond 64 bits, lone surrogates (escaped: still JSON)
+        return json.dumps(value, ensure_ascii=True, separators=(",", ":"), default=str).encode()
 
 
 def frame(event: Mapping[str, Any]) -> bytes:
