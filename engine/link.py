@@ -8,6 +8,7 @@ functions imported. Every problem found is collected and raised at once as a Con
 from __future__ import annotations
 
 import importlib
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
     from .store.tool_settings import ToolSetting
 
 EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}
+_PYTHON_TARGET = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def load_project(root: str | Path = ".", *, tool_settings: "dict[str, ToolSetting] | None" = None) -> Project:
@@ -62,10 +64,34 @@ def load_project(root: str | Path = ".", *, tool_settings: "dict[str, ToolSettin
     return project
 
 
+def check_project(root: str | Path = ".", *, import_python: bool = True) -> tuple[Project, list[str]]:
+    """`load_project` for `skillyard validate`: with `import_python=False` no module of the
+    project is imported (importing runs its code); everything else is checked.
+
+    Returns the project (not runnable when something was skipped) and what was not imported,
+    one line each (`skills.yaml:7:15: skill 'count': store_skills:count`).
+    """
+    issues = IssueCollector()
+    linker = _Linker(load_specs(Path(root), issues), issues, import_python=import_python)
+    project = linker.link()
+    issues.raise_if_any()
+    assert project is not None
+    return project, linker.not_imported
+
+
+def _not_imported(target: str) -> Callable[..., Any]:
+    def not_imported(input: Any) -> Any:
+        raise RuntimeError(f"{target} was not imported (the project was checked with --no-import)")
+
+    return not_imported
+
+
 class _Linker:
-    def __init__(self, specs: LoadedSpecs, issues: IssueCollector):
+    def __init__(self, specs: LoadedSpecs, issues: IssueCollector, *, import_python: bool = True):
         self.specs = specs
         self.issues = issues
+        self.import_python = import_python
+        self.not_imported: list[str] = []  # with import_python=False: what was skipped, and where
         self.skills: dict[str, Skill] = {}
         self.workflows: dict[str, WorkflowExecutor] = {}
         # Per workflow: its `$toolArgs` references with what they map into, in walk order,
@@ -196,6 +222,12 @@ class _Linker:
         return ToolSkill(entry.name, registered.create(config), registered.input_schema(config), output)
 
     def _import(self, entry: Entry[Any], target: str) -> Callable[..., Any] | None:
+        if not self.import_python:
+            if not _PYTHON_TARGET.match(target):
+                self.issues.add(entry.loc("function"), f"{target!r} is not of the form package.module:function", "")
+                return None
+            self.not_imported.append(f"{entry.loc('function')}: skill {entry.name!r}: {target}")
+            return _not_imported(target)
         module_name, _, attribute = target.partition(":")
         root = str(self.specs.root)
         if root not in sys.path:
@@ -322,6 +354,11 @@ class _Linker:
     ) -> "tuple[ToolType, Any] | None":
         """The registered type and its validated config (errors at their file:line), or None."""
         registered = tool_type(kind)
+        if registered is not None and kind == "python" and not self.import_python:
+            target = raw.get("function") if isinstance(raw, dict) else None
+            self.not_imported.append(f"{entry.loc('config', key=True)}: {str(entry.path[0])[:-1]} {entry.name!r}: "
+                                     f"type python, {target or '(no function)'}; its config is not checked")
+            return None
         if registered is None:
             usable = [t for t in known_tool_types() if not (in_step and t == "workflow")]
             self.issues.add(entry.loc("type"), f"unknown tool type {kind!r}", f"use one of: {', '.join(usable)}")

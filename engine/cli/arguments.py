@@ -3,44 +3,58 @@
 from __future__ import annotations
 
 import json
-import math
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, TextIO
 
 from ..errors import UsageError
+from ..untrusted import loads
+
+MAX_SOURCE_BYTES = 16 * 1024 * 1024  # an argument file or stdin: /dev/zero must not fill the memory
 
 
 def _read_source(value: str, flag: str) -> str:
     """`@path` reads a file, `-` reads stdin, anything else is the text itself."""
     if value == "-":
-        return sys.stdin.read()
+        return read_stdin(flag)
     if value.startswith("@"):
         path = Path(value[1:])
         try:
-            return path.read_text(encoding="utf-8")
+            with path.open("rb") as stream:
+                return _read_capped(stream, str(path), flag)
         except FileNotFoundError:
             raise UsageError(f"{flag}: file not found: {path}") from None
-        except UnicodeDecodeError:
-            raise UsageError(f"{flag}: {path} is not UTF-8 text") from None
         except OSError as exc:
             raise UsageError(f"{flag}: cannot read {path}: {exc.strerror}") from None
     return value
 
 
+def read_stdin(flag: str) -> str:
+    """Standard input as text, at most MAX_SOURCE_BYTES (a UsageError beyond)."""
+    binary = getattr(sys.stdin, "buffer", None)  # None: a text stream put in its place (tests, embedding)
+    return _read_capped(binary if binary is not None else sys.stdin, "stdin", flag)
+
+
+def _read_capped(stream: BinaryIO | TextIO, name: str, flag: str) -> str:
+    """At most MAX_SOURCE_BYTES of UTF-8 text; a clear UsageError beyond that."""
+    data = stream.read(MAX_SOURCE_BYTES + 1)
+    if len(data) > MAX_SOURCE_BYTES:
+        raise UsageError(
+            f"{flag}: {name} holds more than {MAX_SOURCE_BYTES // (1024 * 1024)} MiB; "
+            "pass a smaller file (tool arguments are not meant for bulk data)"
+        )
+    if isinstance(data, str):
+        return data
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"{flag}: {name} is not UTF-8 text") from None
+
+
 def _strict_json(text: str) -> Any:
-    """`json.loads` without NaN/Infinity (not JSON) and without numbers too large for a float."""
-
-    def refuse(name: str) -> Any:
-        raise json.JSONDecodeError(f"{name} is not a JSON value", text, max(text.find(name), 0))
-
-    def finite(number: str) -> float:
-        value = float(number)
-        if math.isinf(value):
-            raise json.JSONDecodeError(f"{number} is too large", text, max(text.find(number), 0))
-        return value
-
-    return json.loads(text, parse_constant=refuse, parse_float=finite)
+    """JSON as the router reads it: no NaN/Infinity, no number beyond 100 digits or a float's
+    range, no nesting so deep that the decoder gives up (ValueError says which)."""
+    return loads(text)
 
 
 def build_arguments(args_json: str | None, pairs: list[str]) -> dict[str, Any]:
@@ -51,6 +65,8 @@ def build_arguments(args_json: str | None, pairs: list[str]) -> dict[str, Any]:
             loaded = _strict_json(text)
         except json.JSONDecodeError as exc:
             raise UsageError(f"--args-json: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+        except ValueError as exc:
+            raise UsageError(f"--args-json: not usable JSON: {exc}") from None
         if not isinstance(loaded, dict):
             raise UsageError("--args-json: expected a JSON object such as {\"jdText\": \"...\"}")
         arguments.update(loaded)
@@ -63,6 +79,6 @@ def build_arguments(args_json: str | None, pairs: list[str]) -> dict[str, Any]:
             continue
         try:
             arguments[key] = _strict_json(raw)
-        except json.JSONDecodeError:
-            arguments[key] = raw  # not JSON: the text itself
+        except ValueError:  # json.JSONDecodeError too
+            arguments[key] = raw  # not (usable) JSON: the text itself
     return arguments

@@ -16,6 +16,7 @@ from ..agent import AgentLimits
 from ..errors import ConfigError, UsageError
 from ..events import Event
 from ..logging import configure_logging
+from ..untrusted import replace_lone_surrogates
 from .approval import terminal_approver
 from .timeline import Timeline
 
@@ -36,9 +37,11 @@ def add_chat_parser(commands: Any, run_handler: Any) -> None:
 
 
 def run_chat(ns: argparse.Namespace) -> int:
-    from .main import open_engine
+    from .main import close_recording, open_engine, report_unrecorded
 
-    prompt = sys.stdin.read() if ns.prompt == "-" else ns.prompt
+    from .arguments import read_stdin
+
+    prompt = read_stdin("prompt") if ns.prompt == "-" else ns.prompt
     if not prompt.strip():
         raise UsageError("the prompt is empty")
     try:
@@ -69,10 +72,10 @@ def run_chat(ns: argparse.Namespace) -> int:
     def on_event(event: Event) -> None:
         nonlocal printed_text
         if ns.output == "events":
-            sys.stdout.write(json.dumps(event.to_dict(), ensure_ascii=False, default=str) + "\n")
+            sys.stdout.write(replace_lone_surrogates(json.dumps(event.to_dict(), ensure_ascii=False, default=str)) + "\n")
             sys.stdout.flush()
         elif event.type == "model_text_delta":
-            sys.stdout.write(event.data["text"])
+            sys.stdout.write(replace_lone_surrogates(event.data["text"]))
             sys.stdout.flush()
             printed_text = True
         elif event.type == "model_call_start" and printed_text:
@@ -87,13 +90,13 @@ def run_chat(ns: argparse.Namespace) -> int:
     try:
         result = asyncio.run(agent.run(prompt, on_event=on_event))
     except KeyboardInterrupt:
+        engine.close()
         print("\ncancelled", file=sys.stderr)
         return 130
-    finally:
-        engine.close()
+    unrecorded = close_recording(engine)
     if ns.output == "text" and printed_text:
         sys.stdout.write("\n")
     if result.stop_reason != "answer":
         print(f"stopped: {result.stop_reason}" + (f": {result.error}" if result.error else ""), file=sys.stderr)
-        return 1
-    return 0
+        return report_unrecorded(unrecorded, 1)
+    return report_unrecorded(unrecorded, 0)

@@ -15,10 +15,11 @@ from typing import Any, Callable, Sequence
 from .._engine import Engine
 from ..errors import ConfigError, UsageError
 from ..events import Event
-from ..link import load_project
+from ..link import check_project, load_project
 from ..logging import configure_logging
 from ..result import ToolResult
 from ..store import StoreError
+from ..untrusted import replace_lone_surrogates
 from .arguments import build_arguments
 from .approval import terminal_approver
 from .timeline import Timeline, error_hints
@@ -58,8 +59,33 @@ def _report_config(error: ConfigError) -> int:
 
 
 def _emit_json(value: Any, *, pretty: bool = False) -> None:
-    sys.stdout.write(json.dumps(value, ensure_ascii=False, default=str, indent=2 if pretty else None) + "\n")
+    """One JSON document on stdout; lone surrogates (no terminal can print them) become U+FFFD."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=str, indent=2 if pretty else None)
+    except (ValueError, RecursionError) as exc:  # e.g. an integer of 5,000 digits in a tool's output
+        text = json.dumps({"error": f"this value cannot be written as JSON: {exc}"})
+    sys.stdout.write(replace_lone_surrogates(text) + "\n")
     sys.stdout.flush()
+
+
+def close_recording(engine: Engine) -> str | None:
+    """Close the engine; why its run was not (wholly) recorded in the run store, or None."""
+    try:
+        if engine.store is not None:
+            engine.store.flush()
+    except StoreError as exc:
+        return str(exc)
+    finally:
+        engine.close()
+    return None
+
+
+def report_unrecorded(problem: str | None, code: int) -> int:
+    """The exit code once the store has had its say: a run that was not recorded is a failure."""
+    if problem is None:
+        return code
+    print(f"error: this run was not recorded as it happened: {problem}", file=sys.stderr)
+    return code or EXIT_FAILED
 
 
 def open_engine(ns: argparse.Namespace) -> Engine:
@@ -102,10 +128,18 @@ def run_call(ns: argparse.Namespace) -> int:
             engine.call_tool(ns.tool, arguments, model=ns.model, on_event=on_event, approve=approve)
         )
     except KeyboardInterrupt:
+        engine.close()
         print("cancelled", file=sys.stderr)
         return 130
-    finally:
+    except BaseException:
         engine.close()
+        raise
+    unrecorded = close_recording(engine)
+    return report_unrecorded(unrecorded, _show_result(ns, result))
+
+
+def _show_result(ns: argparse.Namespace, result: ToolResult) -> int:
+    """Print the result as --output asks; the exit code it calls for."""
     if ns.output != "data":
         _emit_json(result.to_dict(), pretty=ns.output == "result")
     elif result.ok:
@@ -121,10 +155,17 @@ def run_call(ns: argparse.Namespace) -> int:
 
 def cmd_validate(ns: argparse.Namespace) -> int:
     try:
-        project = load_project(ns.dir)
+        project, skipped = check_project(ns.dir, import_python=not ns.no_import)
     except ConfigError as exc:
         return _report_config(exc)
-    print(f"ok: {project.summary()}")
+    if not skipped:
+        print(f"ok: {project.summary()}")
+        return EXIT_OK
+    print(f"ok, except what was not imported (--no-import): {project.summary()}")
+    for line in skipped:
+        print(f"  not imported: {line}")
+    print(f"{len(skipped)} python reference{'s' if len(skipped) != 1 else ''} not checked: "
+          "run without --no-import to import them (that runs the modules' code)")
     return EXIT_OK
 
 
@@ -148,8 +189,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .tools_cmd import add_tools_parser
 
     add_tools_parser(commands, _report_config)
-    validate = commands.add_parser("validate", help="check a project and report every problem")
+    validate = commands.add_parser(
+        "validate", help="check a project and report every problem",
+        description="Check a project and report every problem. This imports the project's Python modules "
+                    "(python skills and tools), which runs their code; --no-import checks everything else.",
+    )
     validate.add_argument("dir", nargs="?", default=".", help="project directory (default: current directory)")
+    validate.add_argument("--no-import", action="store_true",
+                          help="do not import python skills and tools (their module code does not run); "
+                               "each is listed as not imported, and a python tool's config is not checked")
     validate.set_defaults(handler=cmd_validate)
     from .chat import add_chat_parser, run_chat  # the agent loop imports more; load it only here
 

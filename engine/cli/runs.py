@@ -31,13 +31,24 @@ def parse_age(text: str, flag: str) -> int:
     return int(float(match.group(1)) * _AGE_UNITS[match.group(2)] * 1000)
 
 
+def _count(text: str) -> int:
+    """`--limit N`: a whole number of at least 1 (argparse turns the ValueError into exit 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not a number of entries to list; give 1 or more")
+    return value
+
+
 def add_store_parsers(commands: Any) -> None:
     runs = commands.add_parser("runs", help="recent runs; show, export, replay or prune them")
     runs.add_argument("--dir", default=".", help="project directory")
     runs.add_argument("--tool", help="only runs of this tool (or agent model)")
     runs.add_argument("--status", choices=("running", "ok", "error", "cancelled", "interrupted"))
     runs.add_argument("--since", help="only runs started within this age, e.g. 1h, 7d")
-    runs.add_argument("--limit", type=int, default=20)
+    runs.add_argument("--limit", type=_count, default=20, help="most runs to list (default 20)")
     runs.add_argument("--json", action="store_true", help="print JSON")
     runs.set_defaults(handler=cmd_runs)
     sub = runs.add_subparsers(dest="action", metavar="ACTION")
@@ -64,7 +75,7 @@ def add_store_parsers(commands: Any) -> None:
     logs.add_argument("--dir", default=".", help="project directory")
     logs.add_argument("--tool")
     logs.add_argument("--status", choices=("success", "error", "timeout"))
-    logs.add_argument("--limit", type=int, default=50)
+    logs.add_argument("--limit", type=_count, default=50, help="most log lines to list (default 50)")
     logs.add_argument("--json", action="store_true")
     logs.set_defaults(handler=cmd_logs)
 
