@@ -2,6 +2,10 @@
 
 Also the bounded decompressor: Content-Encoding is undone here, chunk by chunk, never
 producing more output than asked for, so a gzip bomb costs no more memory than the cap.
+
+What leaves this module is fit for every listener (engine.untrusted): no lone surrogate
+(`"\\ud800"` in a JSON page becomes U+FFFD, with a note), no JSON value nested deeper than
+MAX_DEPTH or with numbers no JSON reader agrees on (the page is then given as text).
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urljoin
+
+from ...untrusted import MAX_DEPTH, find_problem, loads, replace_lone_surrogates, scrub_surrogates, text_may_hide_problem
 
 # ─── content encodings ──────────────────────────────────────────────────────────────────
 
@@ -76,6 +82,9 @@ _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9._:-]
 _XML_ENCODING = re.compile(rb"""^<\?xml[^>]+encoding\s*=\s*["']([A-Za-z0-9._-]+)""")
 
 
+_NOT_CHARSETS = frozenset({"unicode-escape", "raw-unicode-escape", "unicode_escape", "raw_unicode_escape"})
+
+
 def _codec(label: str | None) -> str | None:
     if not label:
         return None
@@ -83,9 +92,13 @@ def _codec(label: str | None) -> str | None:
     if label in _AS_CP1252:
         return "cp1252"
     try:
-        return codecs.lookup(label).name
+        info = codecs.lookup(label)
     except LookupError:
         return None
+    # Not bytes→bytes codecs (hex, zlib…), and not the escape codecs, which turn `\\ud800` into a lone surrogate
+    if not getattr(info, "_is_text_encoding", True) or info.name in _NOT_CHARSETS:
+        return None
+    return info.name
 
 
 def media_type(content_type: str | None) -> tuple[str, dict[str, str]]:
@@ -131,7 +144,7 @@ def decode_text(body: bytes, content_type: str | None, *, complete: bool) -> tup
     """The body as text and the charset used. An incomplete body drops a cut-off last character."""
     charset = detect_charset(body, content_type)
     decoder = codecs.getincrementaldecoder(charset)(errors="replace")
-    return decoder.decode(body, final=complete), charset
+    return replace_lone_surrogates(decoder.decode(body, final=complete)), charset  # as "replace" does for bad bytes
 
 
 _BINARY_TYPES = re.compile(r"^(image|audio|video|font)/|^application/(octet-stream|pdf|zip|gzip|x-tar|x-7z-compressed|vnd\.ms-|vnd\.openxmlformats|wasm)")
@@ -228,10 +241,30 @@ def _tidy(text: str) -> str:
 
 
 def parse_json(text: str) -> tuple[Any, str | None]:
-    """(value, None) or (the raw text, why it is not JSON)."""
+    """(value, None) or (the raw text, why it is not JSON). See `parse_json_noted`."""
+    value, problem, _ = parse_json_noted(text)
+    return value, problem
+
+
+def parse_json_noted(text: str) -> tuple[Any, str | None, str | None]:
+    """(value, None, note) or (the raw text, why it is not usable JSON, None).
+
+    Lone surrogates in the value become U+FFFD; `note` then says how many strings changed
+    (None when nothing did). JSON nested deeper than MAX_DEPTH, NaN, or numbers of more than
+    MAX_NUMBER_DIGITS digits are not usable: the text is given instead.
+    """
     try:
-        return json.loads(text), None
-    except (json.JSONDecodeError, RecursionError) as exc:
-        if isinstance(exc, json.JSONDecodeError):
-            return text, f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
-        return text, "not valid JSON: nested too deeply"
+        value = loads(text)
+    except json.JSONDecodeError as exc:
+        return text, f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", None
+    except ValueError as exc:
+        return text, f"not usable JSON: {exc}", None
+    if not text_may_hide_problem(text):
+        return value, None, None
+    problem = find_problem(value, MAX_DEPTH, numbers=False)
+    if problem is not None and "nested" in problem.message:
+        return text, f"not usable JSON: {problem}", None
+    value, changed = scrub_surrogates(value)
+    if not changed:
+        return value, None, None
+    return value, None, f"{changed} string{'s' if changed != 1 else ''} held lone UTF-16 surrogates (not valid Unicode), replaced with U+FFFD"
