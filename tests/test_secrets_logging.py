@@ -101,7 +101,9 @@ def test_the_service_log_and_bodies_show_no_key_no_password_and_no_locals(tmp_pa
         crash = httpx.post(f"{server.url}/v1/agent", json={"messages": "hi", "model": "broken"}, headers=headers, timeout=30)
         failed = httpx.post(f"{server.url}/v1/tools/login/call", json={"user": "bob", "password": password}, headers=headers, timeout=30)
     log = server.log.read_text()
-    assert crash.status_code == 500 and "Traceback (most recent call last)" in log
+    # Today this is a real 500 (Project.provider lets the ValueError out); should that be fixed to
+    # an agent error, the log still holds the engine's traceback of it and the greps below still apply.
+    assert crash.status_code in (200, 500) and "Traceback (most recent call last)" in log
     assert failed.json()["error"]["message"] == "RuntimeError: login failed for bob with [REDACTED] (2 fields)"
     assert "locals" not in log and "kept =" not in log and "authorization" not in log.lower().replace("authorization: bearer key", "")
     bodies = [crash.text, failed.text]
