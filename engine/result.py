@@ -18,6 +18,8 @@ ERROR_ADVICE: dict[str, str] = {
     "execution_error": "Retrying with the same arguments will most likely fail the same way.",
     "cancelled": "The call was cancelled.",
     "sensitive_arguments": "Never send passwords, tokens or keys to tools; call again without them.",
+    "approval_unavailable": "This tool needs a person's approval and this client cannot ask for it; do not retry. "
+    "Use a client that supports elicitation, or a server started with --yes.",
     # fetch (engine/executors/fetch): say what failed and that the same URL will not do better
     "blocked": "This tool's network policy refuses that URL; retrying it will not help. Do not fetch it again.",
     "invalid_url": "Give an absolute http:// or https:// URL and call again.",

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 from typing import Any
 
 from starlette.types import Receive, Scope, Send
 
 from .._engine import Engine
-from .auth import presented_key
+from .access import PRINCIPAL_KEY
+from .auth import LOCAL
 
 
 class LazyMCP:
@@ -62,12 +62,10 @@ class LazyMCP:
 
 
 def _session_owner(scope: Scope) -> Any:
-    """Who opens an MCP session, as the SDK compares it: a session created with one key
-    answers 404 to requests that present another (the key itself is never kept, a digest is)."""
+    """Who opens an MCP session, as the SDK compares it: the principal (key name) that `Access`
+    put in the scope, so a session answers 404 to requests of any other principal."""
     from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
     from mcp.server.auth.provider import AccessToken
 
-    headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
-    key = presented_key(headers)
-    owner = "key:" + hashlib.sha256(key.encode()).hexdigest()[:32] if key else "anonymous"
-    return AuthenticatedUser(AccessToken(token="-", client_id=owner, scopes=[]))
+    principal = scope.get(PRINCIPAL_KEY, LOCAL)
+    return AuthenticatedUser(AccessToken(token="-", client_id=f"principal:{principal.name}", scopes=[]))

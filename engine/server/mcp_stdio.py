@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
