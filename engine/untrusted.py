@@ -118,12 +118,11 @@ class Problem:
         return {"pointer": self.pointer, "message": self.message, "keyword": "untrusted"}
 
 
-# A place in the walk: (the parent place, the key or index), None for the root. Built per
-# container item (one tuple); the pointer text is made only for the place that is reported.
-_Place = "tuple[Any, Any] | None"
-
-
 def _pointer(place: Any) -> str:
+    """A place of the walk, (parent place, key or index) or None for the root, as a JSON Pointer.
+
+    Places are one tuple per container item; the text is made only for the place reported.
+    """
     keys: list[str] = []
     while place is not None:
         place, key = place

@@ -173,25 +173,29 @@ def _encodes(row: tuple[Any, ...]) -> bool:
 
 def connect(path: Path) -> sqlite3.Connection:
     """The writer's connection; the file (made if new) and its -wal/-shm get FILE_MODE."""
-    _own_file(path)
+    own_file(path)
     connection = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
     try:
         connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         connection.execute("PRAGMA journal_mode = WAL")
         connection.execute("PRAGMA synchronous = NORMAL")
         for suffix in ("-wal", "-shm"):  # SQLite makes them with the file's mode; older ones may be wider
-            _own_file(path.with_name(path.name + suffix), create=False)
+            own_file(path.with_name(path.name + suffix), create=False)
     except BaseException:
         connection.close()
         raise
     return connection
 
 
-def _own_file(path: Path, *, create: bool = True) -> None:
+def own_file(path: Path, *, create: bool = True) -> None:  # also used by tool_settings
     """Make `path` (0600 whatever the umask) or narrow an existing one to 0600 when it is ours."""
     if create:
-        with contextlib.suppress(FileExistsError):
+        try:
             os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, FILE_MODE))
+        except FileExistsError:
+            pass
+        except OSError:
+            return  # no such directory, not writable…: SQLite's own open says so, where it is handled
     try:
         info = os.stat(path)
     except FileNotFoundError:
@@ -256,6 +260,7 @@ class RunStore:
         self._run_tools: dict[str, str | None] = {}  # run_id → the call that owns it (to know when it ends)
         self._failed: BaseException | None = None
         self._failures: dict[str, int] = {}  # kind → how many events (see write_failures)
+        self._failures_lock = threading.Lock()  # counted by the listener's thread (spill) and the writer
         self._owners: list[tuple[str, str]] = []  # (run_id, principal), written before the next events
         self.listener = self._make_listener()
         self._writer = threading.Thread(target=self._write_loop, name="skillyard-store", daemon=True)
@@ -285,12 +290,14 @@ class RunStore:
         `lone_surrogate`: stored with lone surrogates replaced by U+FFFD; `unencodable`: stored
         with its data replaced by a `not_recorded` note; `write`: lost (the transaction failed).
         """
-        return dict(self._failures)
+        with self._failures_lock:
+            return dict(self._failures)
 
     def _count_failure(self, kind: str, events: int, detail: str) -> None:
         """Count; log the first of each kind only (a flood of bad rows is one log line)."""
-        first = kind not in self._failures
-        self._failures[kind] = self._failures.get(kind, 0) + events
+        with self._failures_lock:
+            first = kind not in self._failures
+            self._failures[kind] = self._failures.get(kind, 0) + events
         if first:
             logger.error("run store: events not written as they were", kind=kind, path=str(self.path), detail=detail,
                          hint="RunStore.write_failures counts them; later ones of this kind are not logged")

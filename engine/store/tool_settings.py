@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .sqlite import BUSY_TIMEOUT_MS
+from .sqlite import BUSY_TIMEOUT_MS, own_file
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,7 @@ class ToolSetting:
 
 
 def _connect(path: Path) -> sqlite3.Connection:
+    own_file(path)  # 0600, as the run store makes it (this may be the first to touch the file)
     connection = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000)
     connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     return connection
