@@ -8,6 +8,8 @@ record makes the call exit non-zero; `validate --no-import` runs no project code
 from __future__ import annotations
 
 import os
+import resource
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -134,3 +136,22 @@ def test_validate_no_import_still_reports_every_other_problem(tmp_path: Path) ->
     done = _cli("validate", "--no-import", str(project))
     assert done.returncode == 2 and "unknown skill 'echoo'" in done.stderr, done.stderr
     assert not (project / "__pycache__").exists()
+
+
+def _disk_of_300_kb() -> None:
+    """In the child: files may not grow past 300 KB (EFBIG, as a full disk says ENOSPC)."""
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (300_000, 300_000))
+
+
+def test_chat_exits_non_zero_when_its_run_could_not_be_recorded(odd_project: Path) -> None:
+    (odd_project / "config" / "models.yaml").write_text(
+        "default: demo\nmodels:\n  demo: {provider: scripted, options: {script: script.yaml}}\n", encoding="utf-8")
+    (odd_project / "script.yaml").write_text(
+        "turns:\n  - tool_calls: [{name: odd, arguments: {kind: big}}]\n  - text: Done.\n", encoding="utf-8")
+    done = subprocess.run([str(BIN / "skillyard"), "chat", "go", "--dir", str(odd_project), "--quiet"],
+                          capture_output=True, text=True, timeout=60, preexec_fn=_disk_of_300_kb)
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 1 and "Done." in done.stdout, done
+    assert "this run was not recorded as it happened" in done.stderr and "disk I/O error" in done.stderr, done.stderr
+    assert done.stderr.count("events not written as they were") == 1

@@ -61,6 +61,8 @@ def give(input):
 def odd(input):
     if input["kind"] == "surrogate":
         return {"text": "page title \\ud800 end"}
+    if input["kind"] == "big":
+        return {"text": "x" * 400_000}
     return {"n": 10 ** 5000}
 ''',
 }
