@@ -20,7 +20,7 @@ from .router import Approver, route_call
 
 if TYPE_CHECKING:
     from .agent import Agent, AgentLimits
-    from .store import RunStore
+    from .store import Store
     from .tool_admin import ToolAdmin
 
 
@@ -30,7 +30,7 @@ __all__ = ["Engine", "new_id"]
 class Engine:
     """Runs tool calls against a project. Safe for many concurrent calls; reloadable."""
 
-    def __init__(self, project: Project, *, store: "RunStore | None" = None):
+    def __init__(self, project: Project, *, store: "Store | None" = None):
         _learn_configured_keys(project)
         self._project = project
         self._listeners: list[Listener] = []
@@ -49,16 +49,32 @@ class Engine:
 
     @classmethod
     def from_project(cls, project: Project, *, store: bool | str | Path = False) -> "Engine":
+        """`store`: True for the project's store (SKILLYARD_STORE_URL, else store.url, else
+        store.path), a URL (sqlite:///…, postgresql://…) or a SQLite file path."""
         run_store = None
         if store is not False:
-            from .store import RunStore
+            from .store import open_store, store_url
 
-            where = Path(store) if not isinstance(store, bool) else project.root / project.settings.store.path
-            run_store = RunStore(where, redactor=project.redactor, redacted_events=True)
+            where = store_url(project.root, project.settings.store) if store is True else str(store)
+            run_store = open_store(where, redactor=project.redactor, redacted_events=True)
         engine = cls(project, store=run_store)
-        if run_store is not None and engine.admin.settings():
-            engine.reload()  # the store's tool settings apply from the start
+        if run_store is not None:
+            if engine.admin.settings():
+                engine.reload()  # the store's tool settings apply from the start
+            run_store.on_tool_settings_changed(engine._settings_changed_elsewhere)
         return engine
+
+    def _settings_changed_elsewhere(self) -> None:
+        """Another process changed tool settings in the shared store: relink with them (on a
+        store thread; the swap is atomic, calls in flight keep their project)."""
+        from .errors import ConfigError
+        from .logging import logger
+
+        try:
+            self.reload()
+        except ConfigError as exc:
+            logger.error("tool settings changed in the store, but the project does not link with them; kept the current one",
+                         problems="; ".join(i.message for i in exc.issues[:5]))
 
     def close(self) -> None:
         """Write what the store still has queued and close it."""

@@ -7,15 +7,13 @@ a ConfigError naming the tool, never a half-linked project.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from pydantic import ValidationError
 
 from .errors import IssueCollector, Location
 from .spec.loader import Entry, LoadedSpecs
 from .spec.models import ToolSpec
 from .spec.yaml_source import SourceMap
-from .store.tool_settings import ToolSetting, read_settings
+from .store.tool_settings import ToolSetting
 
 
 def store_source(name: str) -> SourceMap:
@@ -53,7 +51,3 @@ def apply_tool_settings(specs: LoadedSpecs, settings: dict[str, ToolSetting], is
             if update:
                 specs.tools[name] = Entry(name, entry.spec.model_copy(update=update), entry.source, entry.path)
         # An override of a tool no longer in the YAML is kept but has nothing to apply to.
-
-
-def stored_settings(root: Path, store_path: str) -> dict[str, ToolSetting]:
-    return read_settings(root / store_path)

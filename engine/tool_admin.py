@@ -7,16 +7,16 @@ with the config problems in the message. YAML tools can be overridden but not de
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigError, ToolAdminError
 from .executors.base import known_tool_types, tool_type
 from .spec.models import TOOL_NAME_RE
-from .store.tool_settings import ToolSetting, delete_setting, read_settings, write_setting
+from .store.tool_settings import ToolSetting
 
 if TYPE_CHECKING:
     from ._engine import Engine
+    from .store import Store
 
 
 class ToolAdmin:
@@ -24,13 +24,13 @@ class ToolAdmin:
         self.engine = engine
 
     @property
-    def path(self) -> Path:
+    def store(self) -> "Store":
         if self.engine.store is None:
             raise ToolAdminError("no_store", "tool settings live in the run store; open the engine with store=True")
-        return self.engine.store.path
+        return self.engine.store
 
     def settings(self) -> dict[str, ToolSetting]:
-        return read_settings(self.path) if self.engine.store is not None else {}
+        return self.engine.store.tool_settings() if self.engine.store is not None else {}
 
     def views(self) -> list[dict[str, Any]]:
         """Every tool with where each setting comes from."""
@@ -110,18 +110,18 @@ class ToolAdmin:
             if name in self.engine.project.tools:
                 raise ToolAdminError("read_only", f"tool {name!r} is declared in YAML; edit the YAML to remove it (or disable it)")
             raise ToolAdminError("unknown_tool", f"there is no tool named {name!r}")
-        delete_setting(self.path, name)
+        self.store.delete_tool_setting(name)
         self.engine.reload()
 
     def _apply(self, after: ToolSetting, before: ToolSetting | None) -> None:
-        path = self.path
-        write_setting(path, after)
+        store = self.store
+        store.write_tool_setting(after)
         try:
             self.engine.reload()
         except ConfigError as exc:
             if before is None:
-                delete_setting(path, after.name)
+                store.delete_tool_setting(after.name)
             else:
-                write_setting(path, before)
+                store.write_tool_setting(before)
             problems = "; ".join(f"{i.message}" + (f" — {i.hint}" if i.hint else "") for i in exc.issues[:5])
             raise ToolAdminError("invalid_config", f"the change was not applied: {problems}") from None

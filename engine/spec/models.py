@@ -221,6 +221,12 @@ class LoggingSettings(_Spec):
 class StoreSettings(_Spec):
     enabled: bool = Field(default=True, description="Record runs (the CLI; the Python API opts in).")
     path: str = Field(default=".skillyard/runs.db", description="SQLite file, relative to the project.")
+    url: str | None = Field(
+        default=None,
+        pattern=r"^(sqlite:///.+|postgres(ql)?://.+)$",
+        description="sqlite:///<path> (relative to the project) or postgresql://user@host:port/db; wins over `path`. "
+        "The environment variable SKILLYARD_STORE_URL wins over both.",
+    )
 
 
 class RedactionSettings(_Spec):

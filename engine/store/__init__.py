@@ -1,5 +1,12 @@
-"""The run store: every run, its events, tool logs and model exchanges, in SQLite."""
+"""The run store: every run, its events, tool logs, model exchanges and tool settings.
 
-from .sqlite import RunRecord, RunStore, StoreError
+SQLite (`RunStore`, the embedded default) or PostgreSQL (`PostgresStore`, shared by several
+processes; psycopg is imported only when a postgresql:// URL is opened). `open_store` opens
+the one a URL names; `store_url` says which URL a project uses.
+"""
 
-__all__ = ["RunRecord", "RunStore", "StoreError"]
+from .base import RunRecord, Store, StoreError
+from .open import open_store, store_url
+from .sqlite import RunStore
+
+__all__ = ["RunRecord", "RunStore", "Store", "StoreError", "open_store", "store_url"]

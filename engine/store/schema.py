@@ -1,8 +1,16 @@
-"""The run store's SQLite schema, as numbered migrations applied on open."""
+"""The run store's schema, as numbered migrations applied on open, and the writer's statements.
+
+One definition, two dialects: the migrations are written for SQLite and rendered for
+PostgreSQL by `postgres_ddl` (64-bit integers, identity keys, no WITHOUT ROWID); the
+writer's statements are built from `Dialect` helpers, which differ only where SQLite's
+json_extract/json_quote and PostgreSQL's json operators differ.
+"""
 
 from __future__ import annotations
 
+import re
 import sqlite3
+from dataclasses import dataclass
 
 MIGRATIONS: list[str] = [
     # 1: runs, their events, tool execution logs (seed 000 §2.2), model exchanges for replay
@@ -138,76 +146,167 @@ def migrate(connection: sqlite3.Connection) -> int:
 
 
 TOOL_LOG_OUTPUT_CHARS = 10_000
+EVENTS_CHANNEL = "skillyard_events"  # after each committed batch: "<run_id> <last seq>" per run
+TOOL_SETTINGS_CHANNEL = "skillyard_tool_settings"  # after a change of tool settings: "<origin> <tool name>"
 
-# The writer's statements. A batch of events is one JSON array of rows
-# [run_id, seq, type, ts, tool_call_id, step_id, skill, data], made by C calls only (sqlite.py),
-# which SQLite unpacks without the GIL. json_extract and json_quote, not -> and ->>, which need
-# SQLite 3.38 (some Linux distributions still ship older ones).
-_COLUMNS = ", ".join(f"json_extract(value, '$[{i}]') AS {name}" for i, name in enumerate(
-    ("run_id", "seq", "type", "ts", "call", "step", "skill")
-)) + ", json_quote(json_extract(value, '$[7]')) AS data"
-INSERT_EVENTS = (
-    "INSERT OR IGNORE INTO events (run_id, seq, type, ts, tool_call_id, step_id, skill, data) "
-    f"SELECT {_COLUMNS} FROM json_each(CAST(? AS TEXT))"
-)
-
-# The rows that events imply (a run, its end, a tool log, a model exchange), written in the
-# same transaction as the events, from a second, small array that holds only the events of
-# those types (IMPLYING_TYPES). Parameters: :rows that array, :pid and :host the writing process.
-#
-# A tool call's run is the call whose `tool_call_start` is the run's event 1; its terminal
-# event ends the run. A tool log's input is the arguments of the call's `tool_call_start`,
-# looked up in `events` (inserted just before, or by an earlier batch).
-_IMPLIED = f"(SELECT {_COLUMNS} FROM json_each(CAST(:rows AS TEXT)))"
-_START_OF_CALL = (
-    "(SELECT s.data FROM events AS s WHERE s.run_id = e.run_id AND s.seq < e.seq AND s.type = 'tool_call_start' "
-    "AND s.tool_call_id IS e.call ORDER BY s.seq DESC LIMIT 1)"
-)
-IMPLIED_ROWS: list[tuple[frozenset[str], str]] = [
-    (frozenset({"tool_call_start"}), f"""
-        INSERT OR IGNORE INTO runs (id, kind, name, status, started_at, input, pid, host)
-        SELECT run_id, 'tool', coalesce(json_extract(data, '$.tool'), '?'), 'running', ts, coalesce(json_quote(json_extract(data, '$.arguments')), 'null'), :pid, :host
-        FROM {_IMPLIED} WHERE type = 'tool_call_start' AND seq = 1"""),
-    (frozenset({"agent_start"}), f"""
-        INSERT OR IGNORE INTO runs (id, kind, name, status, started_at, input, pid, host)
-        SELECT run_id, 'agent', coalesce(json_extract(data, '$.model'), '?'), 'running', ts, coalesce(json_quote(json_extract(data, '$.input')), 'null'), :pid, :host
-        FROM {_IMPLIED} WHERE type = 'agent_start'"""),
-    (frozenset({"agent_done"}), f"""
-        UPDATE runs SET
-            status = CASE json_extract(e.data, '$.stop_reason') WHEN 'answer' THEN 'ok' WHEN 'cancelled' THEN 'cancelled' ELSE 'error' END,
-            finished_at = e.ts,
-            output = coalesce(json_quote(json_extract(e.data, '$.answer')), 'null'),
-            error = CASE WHEN json_extract(e.data, '$.stop_reason') IS 'answer' THEN NULL
-                         ELSE json_object('code', json_extract(e.data, '$.stop_reason'), 'message', json_extract(e.data, '$.error')) END,
-            usage = coalesce(json_quote(json_extract(e.data, '$.usage')), 'null')
-        FROM {_IMPLIED} AS e WHERE e.type = 'agent_done' AND runs.id = e.run_id"""),
-    (frozenset({"tool_call_result", "tool_call_error"}), f"""
-        INSERT INTO tool_logs (run_id, tool_call_id, tool, input, output, status, error_message, duration_ms, created_at)
-        SELECT e.run_id, coalesce(e.call, ''), coalesce(json_extract({_START_OF_CALL}, '$.tool'), '?'),
-               coalesce(json_quote(json_extract({_START_OF_CALL}, '$.arguments')), 'null'),
-               CASE WHEN e.type = 'tool_call_result' THEN substr(coalesce(json_quote(json_extract(e.data, '$.data')), 'null'), 1, {TOOL_LOG_OUTPUT_CHARS}) END,
-               CASE WHEN e.type = 'tool_call_result' THEN 'success'
-                    WHEN json_extract(e.data, '$.error.code') IS 'timeout' THEN 'timeout' ELSE 'error' END,
-               CASE WHEN e.type = 'tool_call_error'
-                    THEN coalesce(json_extract(e.data, '$.error.code'), 'None') || ': ' || coalesce(json_extract(e.data, '$.error.message'), 'None') END,
-               json_extract(e.data, '$.metadata.duration_ms'), e.ts
-        FROM {_IMPLIED} AS e WHERE e.type IN ('tool_call_result', 'tool_call_error')"""),
-    (frozenset({"tool_call_result", "tool_call_error"}), f"""
-        UPDATE runs SET
-            status = CASE WHEN e.type = 'tool_call_result' THEN 'ok'
-                          WHEN json_extract(e.data, '$.error.code') IS 'cancelled' THEN 'cancelled' ELSE 'error' END,
-            finished_at = e.ts,
-            output = CASE WHEN e.type = 'tool_call_result' THEN coalesce(json_quote(json_extract(e.data, '$.data')), 'null') END,
-            error = CASE WHEN e.type = 'tool_call_error' THEN coalesce(nullif(json_quote(json_extract(e.data, '$.error')), 'null'), '{{}}') END,
-            usage = coalesce(json_quote(json_extract(e.data, '$.metadata.usage')), 'null')
-        FROM {_IMPLIED} AS e
-        WHERE e.type IN ('tool_call_result', 'tool_call_error') AND runs.id = e.run_id AND EXISTS (
-            SELECT 1 FROM events AS s
-            WHERE s.run_id = e.run_id AND s.seq = 1 AND s.type = 'tool_call_start' AND s.tool_call_id IS e.call)"""),
-    (frozenset({"model_exchange"}), f"""
-        INSERT OR IGNORE INTO model_exchanges (run_id, seq, tool_call_id, step_id, skill, model, attempt, messages, response)
-        SELECT run_id, seq, call, step, skill, json_extract(data, '$.model'), json_extract(data, '$.attempt'), coalesce(json_quote(json_extract(data, '$.messages')), 'null'),
-               coalesce(json_extract(data, '$.response'), '')
-        FROM {_IMPLIED} WHERE type = 'model_exchange'"""),
+_PG_TYPES = [
+    (re.compile(r"\bINTEGER PRIMARY KEY AUTOINCREMENT\b"), "BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY"),
+    (re.compile(r"\bINTEGER\b"), "BIGINT"),  # SQLite's INTEGER is 64 bits: ms timestamps need them
+    (re.compile(r"\bREAL\b"), "DOUBLE PRECISION"),
+    (re.compile(r"\s*WITHOUT ROWID"), ""),
 ]
+
+
+def postgres_ddl(migration: str) -> str:
+    """A migration of MIGRATIONS as PostgreSQL reads it."""
+    for pattern, replacement in _PG_TYPES:
+        migration = pattern.sub(replacement, migration)
+    return migration
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """How the writer's statements read JSON and parameters in one database."""
+
+    name: str
+
+    @property
+    def pg(self) -> bool:
+        return self.name == "postgresql"
+
+    def param(self, name: str) -> str:
+        return f"%({name})s" if self.pg else f":{name}"
+
+    def get(self, expr: str, path: str, cast: str = "") -> str:
+        """The SQL value at `path` ("a.b") of the JSON in `expr` (NULL when missing)."""
+        if self.pg:
+            value = f"(({expr})::json #>> '{{{path.replace('.', ',')}}}')"
+            return f"{value}::{cast}" if cast else value
+        return f"json_extract({expr}, '$.{path}')"
+
+    def raw(self, expr: str, path: str) -> str:
+        """The JSON text at `path` of the JSON in `expr` ('null' for JSON null, NULL when missing in PostgreSQL)."""
+        if self.pg:
+            return f"(({expr})::json #> '{{{path.replace('.', ',')}}}')::text"
+        return f"json_quote(json_extract({expr}, '$.{path}'))"
+
+    def same(self, left: str, right: str) -> str:
+        """Equality where NULL equals NULL."""
+        return f"{left} IS NOT DISTINCT FROM {right}" if self.pg else f"{left} IS {right}"
+
+    def insert_ignore(self, into: str, select: str) -> str:
+        """INSERT … SELECT that skips rows whose key is already there (a batch written twice)."""
+        if self.pg:
+            return f"INSERT INTO {into} {select} ON CONFLICT DO NOTHING"
+        return f"INSERT OR IGNORE INTO {into} {select}"
+
+    def json_object(self, *pairs: str) -> str:
+        return f"json_build_object({', '.join(pairs)})::text" if self.pg else f"json_object({', '.join(pairs)})"
+
+    def rows(self, param: str) -> str:
+        """A batch (one JSON array of rows [run_id, seq, type, ts, call, step, skill, data]) as a table.
+
+        SQLite: json_extract and json_quote, not -> and ->>, which need SQLite 3.38 (some Linux
+        distributions still ship older ones). PostgreSQL: `json`, not `jsonb`: it keeps each
+        event's text as it came (no re-encoding) and parses faster; `data` stays json here.
+        """
+        if self.pg:
+            return (
+                "SELECT value->>0 AS run_id, (value->>1)::bigint AS seq, value->>2 AS type, (value->>3)::bigint AS ts, "
+                "value->>4 AS call, value->>5 AS step, value->>6 AS skill, value->7 AS data "
+                f"FROM json_array_elements(CAST({self.param(param)} AS json))"
+            )
+        columns = ", ".join(f"json_extract(value, '$[{i}]') AS {name}" for i, name in enumerate(
+            ("run_id", "seq", "type", "ts", "call", "step", "skill")
+        )) + ", json_quote(json_extract(value, '$[7]')) AS data"
+        return f"SELECT {columns} FROM json_each(CAST({self.param(param)} AS TEXT))"
+
+
+SQLITE = Dialect("sqlite")
+POSTGRESQL = Dialect("postgresql")
+_EVENT_COLUMNS = "events (run_id, seq, type, ts, tool_call_id, step_id, skill, data)"
+
+
+def insert_events(d: Dialect) -> str:
+    """One batch of events (parameter `rows`), each once: a batch written twice changes nothing.
+
+    PostgreSQL: the same statement notifies EVENTS_CHANNEL with each run's last seq (delivered
+    on commit), so followers in other processes learn of new events at once.
+    """
+    if not d.pg:
+        return d.insert_ignore(_EVENT_COLUMNS, f"SELECT * FROM ({d.rows('rows')})")
+    return (
+        f"WITH r AS ({d.rows('rows')}), "
+        f"i AS ({d.insert_ignore(_EVENT_COLUMNS, 'SELECT run_id, seq, type, ts, call, step, skill, data::text FROM r')}) "
+        f"SELECT pg_notify('{EVENTS_CHANNEL}', run_id || ' ' || max(seq)) FROM r GROUP BY run_id"
+    )
+
+
+def implied_rows(d: Dialect) -> list[tuple[frozenset[str], str]]:
+    """The rows that events imply (a run, its end, a tool log, a model exchange), written in
+    the same transaction as the events, from a second, small array that holds only the events
+    of those types (IMPLYING_TYPES). Parameters: `rows` that array, `pid` and `host` the
+    writing process.
+
+    A tool call's run is the call whose `tool_call_start` is the run's event 1; its terminal
+    event ends the run. A tool log's input is the arguments of the call's `tool_call_start`,
+    looked up in `events` (inserted just before, or by an earlier batch).
+    """
+    implied = f"({d.rows('rows')})"
+    pid, host = d.param("pid"), d.param("host")
+    start_of_call = (
+        "(SELECT s.data FROM events AS s WHERE s.run_id = e.run_id AND s.seq < e.seq AND s.type = 'tool_call_start' "
+        f"AND {d.same('s.tool_call_id', 'e.call')} ORDER BY s.seq DESC LIMIT 1)"
+    )
+    run_columns = "runs (id, kind, name, status, started_at, input, pid, host)"
+    return [
+        (frozenset({"tool_call_start"}), d.insert_ignore(run_columns, f"""
+            SELECT run_id, 'tool', coalesce({d.get('data', 'tool')}, '?'), 'running', ts, coalesce({d.raw('data', 'arguments')}, 'null'), {pid}, {host}
+            FROM {implied} AS e WHERE type = 'tool_call_start' AND seq = 1""")),
+        (frozenset({"agent_start"}), d.insert_ignore(run_columns, f"""
+            SELECT run_id, 'agent', coalesce({d.get('data', 'model')}, '?'), 'running', ts, coalesce({d.raw('data', 'input')}, 'null'), {pid}, {host}
+            FROM {implied} AS e WHERE type = 'agent_start'""")),
+        (frozenset({"agent_done"}), f"""
+            UPDATE runs SET
+                status = CASE {d.get('e.data', 'stop_reason')} WHEN 'answer' THEN 'ok' WHEN 'cancelled' THEN 'cancelled' ELSE 'error' END,
+                finished_at = e.ts,
+                output = coalesce({d.raw('e.data', 'answer')}, 'null'),
+                error = CASE WHEN {d.same(d.get('e.data', 'stop_reason'), "'answer'")} THEN NULL
+                             ELSE {d.json_object("'code'", d.get('e.data', 'stop_reason'), "'message'", d.get('e.data', 'error'))} END,
+                usage = coalesce({d.raw('e.data', 'usage')}, 'null')
+            FROM {implied} AS e WHERE e.type = 'agent_done' AND runs.id = e.run_id"""),
+        (frozenset({"tool_call_result", "tool_call_error"}), f"""
+            INSERT INTO tool_logs (run_id, tool_call_id, tool, input, output, status, error_message, duration_ms, created_at)
+            SELECT e.run_id, coalesce(e.call, ''), coalesce({d.get(start_of_call, 'tool')}, '?'),
+                   coalesce({d.raw(start_of_call, 'arguments')}, 'null'),
+                   CASE WHEN e.type = 'tool_call_result' THEN substr(coalesce({d.raw('e.data', 'data')}, 'null'), 1, {TOOL_LOG_OUTPUT_CHARS}) END,
+                   CASE WHEN e.type = 'tool_call_result' THEN 'success'
+                        WHEN {d.same(d.get('e.data', 'error.code'), "'timeout'")} THEN 'timeout' ELSE 'error' END,
+                   CASE WHEN e.type = 'tool_call_error'
+                        THEN coalesce({d.get('e.data', 'error.code')}, 'None') || ': ' || coalesce({d.get('e.data', 'error.message')}, 'None') END,
+                   {d.get('e.data', 'metadata.duration_ms', 'double precision')}, e.ts
+            FROM {implied} AS e WHERE e.type IN ('tool_call_result', 'tool_call_error')"""),
+        (frozenset({"tool_call_result", "tool_call_error"}), f"""
+            UPDATE runs SET
+                status = CASE WHEN e.type = 'tool_call_result' THEN 'ok'
+                              WHEN {d.same(d.get('e.data', 'error.code'), "'cancelled'")} THEN 'cancelled' ELSE 'error' END,
+                finished_at = e.ts,
+                output = CASE WHEN e.type = 'tool_call_result' THEN coalesce({d.raw('e.data', 'data')}, 'null') END,
+                error = CASE WHEN e.type = 'tool_call_error' THEN coalesce(nullif({d.raw('e.data', 'error')}, 'null'), '{{}}') END,
+                usage = coalesce({d.raw('e.data', 'metadata.usage')}, 'null')
+            FROM {implied} AS e
+            WHERE e.type IN ('tool_call_result', 'tool_call_error') AND runs.id = e.run_id AND EXISTS (
+                SELECT 1 FROM events AS s
+                WHERE s.run_id = e.run_id AND s.seq = 1 AND s.type = 'tool_call_start' AND {d.same('s.tool_call_id', 'e.call')})"""),
+        (frozenset({"model_exchange"}), d.insert_ignore(
+            "model_exchanges (run_id, seq, tool_call_id, step_id, skill, model, attempt, messages, response)", f"""
+            SELECT run_id, seq, call, step, skill, {d.get('data', 'model')}, {d.get('data', 'attempt', 'bigint')}, coalesce({d.raw('data', 'messages')}, 'null'),
+                   coalesce({d.get('data', 'response')}, '')
+            FROM {implied} AS e WHERE type = 'model_exchange'""")),
+    ]
+
+
+# The SQLite writer's statements (sqlite.py); postgres.py builds its own from POSTGRESQL.
+INSERT_EVENTS = insert_events(SQLITE)
+IMPLIED_ROWS = implied_rows(SQLITE)
 IMPLYING_TYPES = frozenset().union(*(types for types, _ in IMPLIED_ROWS))

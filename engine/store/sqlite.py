@@ -1,174 +1,33 @@
-"""The embedded run store: SQLite in WAL mode, written off the hot path.
+"""The embedded run store: SQLite in WAL mode, written off the hot path (base.py says how).
 
-`RunStore.listener` appends the event to a list. Every SPILL_EVENTS events it "spills" the
-list: the events become one JSON text, made by C calls only (no Python per event), and the
-event objects can die. Holding them longer would make the garbage collector run (they are
-allocations that are not freed) and promote them to its oldest generation, whose growth
-sets off full collections: pauses of tens or hundreds of ms on the event loop. A writer
-thread wakes every 50 ms, spills what is left, and hands the texts to SQLite, which unpacks
-them without the GIL: one transaction per batch, a handful of calls into SQLite whatever its
-size (each call lets go of the GIL and must win it back from a busy event loop). Events are
-stored in arrival order, so a run's events are in `seq` order even when it fails or is
-cancelled. Many processes may share one database file (WAL + busy timeout). A run that was
-`running` when its process died is marked `interrupted` the next time the store opens.
-
-One bad event never costs other runs theirs: when a batch cannot be encoded as a whole (a lone
-surrogate, nesting deeper than JSON readers take), its rows are encoded one by one and only
-the bad row changes (surrogates replaced, or its data replaced by a note saying why). Such
-repairs and lost writes are counted by kind (`RunStore.write_failures`) and logged once per
-kind. The file and its -wal/-shm are readable by their owner only (0600): they hold inputs
-and outputs of every run.
+SQLite unpacks each batch's JSON text without the GIL. Many processes may share one database
+file (WAL + busy timeout). A run that was `running` when its process died is marked
+`interrupted` the next time the store opens. The file and its -wal/-shm are readable by their
+owner only (0600): they hold inputs and outputs of every run. Notifications (`listen`,
+`notify`) reach this process only; tool settings changed by another process are noticed by
+polling the table every SETTINGS_POLL_S while someone listens for them.
 """
 
 from __future__ import annotations
 
-import atexit
 import contextlib
-import json
-import operator
 import os
-import socket
 import sqlite3
 import threading
 import time
-import weakref
-from collections import deque
-from dataclasses import dataclass
-from itertools import compress
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
-import orjson
+from ..redaction import Redactor
+from .base import (  # noqa: F401 - re-exported: the names this module always had
+    FLUSH_INTERVAL_S, HOST, SPILL_EVENTS, STATEMENT_EVENTS, STORED_DEPTH, RunRecord, Store, StoreError, _alive,
+)
+from .schema import IMPLIED_ROWS, INSERT_EVENTS, MIGRATIONS, SchemaTooNew, migrate
 
-from ..errors import SkillyardError
-from ..events import Event
-from ..logging import logger
-from ..redaction import Redactor, RunScrubber
-from ..untrusted import find_problem, scrub_surrogates
-from .schema import IMPLIED_ROWS, IMPLYING_TYPES, INSERT_EVENTS, MIGRATIONS, SchemaTooNew, migrate
-
-FLUSH_INTERVAL_S = 0.05  # the writer wakes this often: what was queued by then is committed
-SPILL_EVENTS = 256  # the listener spills the queue at this length (~550 objects: no collection is set off)
-STATEMENT_EVENTS = 2_000  # events per INSERT (one transaction): the write lock is held for one of them
 BUSY_TIMEOUT_MS = 10_000
 WRITE_ATTEMPTS = 4  # a batch that fails with a transient error (database locked…) is retried, in order
 FILE_MODE = 0o600  # runs.db, -wal, -shm: the inputs and outputs of every run, for the owner only
-STORED_DEPTH = 200  # data nested deeper is not stored (orjson writes 255 levels, SQLite's JSON reads 1,000)
-_HOST = socket.gethostname()
-_RUN_SELECT = (  # a run and who started it (run_owners: only runs started by a service's caller have one)
-    "SELECT r.id, r.kind, r.name, r.status, r.started_at, r.finished_at, r.input, r.output, r.error, r.usage, "
-    "r.parent_run_id, o.principal FROM runs AS r LEFT JOIN run_owners AS o ON o.run_id = r.id"
-)
-
-
-class StoreError(SkillyardError):
-    """The store cannot be opened or used; the message says why and what to do."""
-
-
-@dataclass(frozen=True)
-class RunRecord:
-    id: str
-    kind: str
-    name: str
-    status: str
-    started_at: int
-    finished_at: int | None
-    input: Any
-    output: Any
-    error: Any
-    usage: Any
-    parent_run_id: str | None
-    principal: str | None = None  # the API key name that started it through the service
-
-    @property
-    def duration_ms(self) -> int | None:
-        return None if self.finished_at is None else self.finished_at - self.started_at
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**self.__dict__, "duration_ms": self.duration_ms}
-
-
-class _Barrier:
-    """Made by flush(): set by the writer once the first `count` events queued are written."""
-
-    __slots__ = ("count", "done")
-
-    def __init__(self, count: int) -> None:
-        self.count = count
-        self.done = threading.Event()
-
-
-def _loads(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
-
-
-# An event as the row that INSERT_EVENTS reads: C calls, no Python frame per event.
-_ROW = operator.attrgetter("run_id", "seq", "type", "ts", "tool_call_id", "step_id", "skill", "data")
-_TYPE = operator.itemgetter(2)
-_IMPLIES = IMPLYING_TYPES.__contains__
-_RUN_ENDS = frozenset({"tool_call_result", "tool_call_error", "agent_done"})
-
-
-def _dumps(value: Any) -> str:
-    try:  # orjson: the same compact JSON several times faster, so the writer holds the GIL less
-        return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
-    except (TypeError, orjson.JSONEncodeError):  # e.g. integers beyond 64 bits
-        try:
-            return json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":"), allow_nan=False)
-        except ValueError:  # NaN or infinity next to such an integer: keep its text
-            return json.dumps(repr(value), ensure_ascii=False)
-
-
-def _rows_json(rows: list[tuple[Any, ...]]) -> bytes:
-    """The rows as one JSON array, in one C call (data as `_dumps` writes it)."""
-    try:
-        return orjson.dumps(rows, default=str)
-    except (TypeError, orjson.JSONEncodeError):
-        pass
-    try:  # keys that are not strings (ints, enums…) cost orjson more: only when there are some
-        return orjson.dumps(rows, default=str, option=orjson.OPT_NON_STR_KEYS)
-    except (TypeError, orjson.JSONEncodeError):  # integers beyond 64 bits: row by row
-        # UnicodeEncodeError for a lone surrogate, RecursionError for absurd nesting: the caller isolates the row
-        return ("[" + ",".join(_dumps(list(row)) for row in rows) + "]").encode()
-
-
-_NOT_RECORDED = "not_recorded"  # the key of the note that replaces data the store cannot write
-
-
-def _repaired_row(row: tuple[Any, ...]) -> tuple[tuple[Any, ...], str | None]:
-    """A row that encodes, and the kind of repair it needed (None: none).
-
-    `lone_surrogate`: its lone surrogates became U+FFFD (the event is kept, text marked);
-    `unencodable`: its data became `{"not_recorded": why}` (too deep, or anything else).
-    """
-    if _encodes(row):
-        return row, None
-    problem = find_problem(row, STORED_DEPTH, numbers=False)
-    if problem is not None and "surrogate" in problem.message:
-        fixed = tuple(scrub_surrogates(row)[0])
-        if _encodes(fixed):
-            return fixed, "lone_surrogate"
-        problem = find_problem(fixed, STORED_DEPTH, numbers=False) or problem
-    why = str(problem) if problem is not None else "it cannot be written as JSON"
-    safe = tuple(scrub_surrogates(part)[0] if isinstance(part, str) else part for part in row[:7])
-    return (*safe, {_NOT_RECORDED: f"this event's data could not be stored: {why}"}), "unencodable"
-
-
-def _encodes(row: tuple[Any, ...]) -> bool:
-    """orjson writes it (so it is at most 255 levels deep: SQLite reads 1,000), or it is no
-    deeper than STORED_DEPTH and the standard library writes it (integers beyond 64 bits)."""
-    try:
-        orjson.dumps(row, default=str, option=orjson.OPT_NON_STR_KEYS)
-        return True
-    except Exception:  # noqa: BLE001 - look closer
-        pass
-    if find_problem(row, STORED_DEPTH, numbers=False) is not None:
-        return False
-    try:
-        _rows_json([row])
-        return True
-    except Exception:  # noqa: BLE001 - the caller replaces the data
-        return False
+SETTINGS_POLL_S = 0.5  # how often another process's tool-settings change is looked for
 
 
 def connect(path: Path) -> sqlite3.Connection:
@@ -187,7 +46,7 @@ def connect(path: Path) -> sqlite3.Connection:
     return connection
 
 
-def own_file(path: Path, *, create: bool = True) -> None:  # also used by tool_settings
+def own_file(path: Path, *, create: bool = True) -> None:
     """Make `path` (0600 whatever the umask) or narrow an existing one to 0600 when it is ours."""
     if create:
         try:
@@ -204,27 +63,14 @@ def own_file(path: Path, *, create: bool = True) -> None:  # also used by tool_s
         os.chmod(path, FILE_MODE)  # a new file under an odd umask, or one made by an older skillyard
 
 
-_OPEN_STORES: "weakref.WeakSet[RunStore]" = weakref.WeakSet()
-
-
-@atexit.register
-def _close_open_stores() -> None:
-    """A process that never called close() still writes what it queued before it exits."""
-    for store in list(_OPEN_STORES):
-        with contextlib.suppress(Exception):
-            store.close()
-
-
-class RunStore:
-    listener: Callable[[Event], None]
-    """The engine calls this for every event (see `_make_listener`)."""
+class RunStore(Store):
+    """The SQLite run store at `path` (made, with its directory, if new)."""
 
     def __init__(self, path: str | Path, *, redactor: Redactor | None = None, redacted_events: bool = False):
         """`redacted_events=True`: the events arrive already redacted by this same redactor
         (an Engine's own runs), so the writer does not walk them a second time."""
         self.path = Path(path)
-        self.redactor = redactor or Redactor()
-        self.redacted_events = redacted_events
+        self.where = str(self.path)
         self._write: sqlite3.Connection | None = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -244,167 +90,17 @@ class RunStore:
                 f"cannot open the run store {self.path}: {exc} — check that the directory is writable and the file "
                 "is a skillyard store (move it away to start a new one), or run with --no-store"
             ) from None
-        self._queue: list[Event] = []
-        self._lock = threading.Lock()  # taking from the queue (a spill) vs flush()'s count; never per event
-        self._taken = 0  # events taken from the queue so far (under _lock)
-        self._written = 0  # of those, how many are committed, or failed and reported (writer thread)
-        # Spilled, not yet written, in order: (JSON array of the rows, of the rows that imply
-        # other rows, the types of those, how many events)
-        self._spilled: deque[tuple[bytes, bytes, tuple[str, ...], int]] = deque()
-        self._barriers: list[_Barrier] = []
-        self._wake = threading.Lock()  # released to wake the writer (flush, close)
-        self._wake.acquire()
-        self._stop = False
-        self._closed = False
-        self._scrubbers: dict[str, RunScrubber] = {}  # run_id → its redaction state, until the run ends
-        self._run_tools: dict[str, str | None] = {}  # run_id → the call that owns it (to know when it ends)
-        self._failed: BaseException | None = None
-        self._failures: dict[str, int] = {}  # kind → how many events (see write_failures)
-        self._failures_lock = threading.Lock()  # counted by the listener's thread (spill) and the writer
-        self._owners: list[tuple[str, str]] = []  # (run_id, principal), written before the next events
-        self.listener = self._make_listener()
-        self._writer = threading.Thread(target=self._write_loop, name="skillyard-store", daemon=True)
-        self._writer.start()
-        _OPEN_STORES.add(self)
-
-    # ─── writing ──────────────────────────────────────────────────────────────────────
-
-    def _make_listener(self) -> Callable[[Event], None]:
-        """An append, and every SPILL_EVENTS events a spill (about 0.3 ms; never waits: if the
-        writer is spilling at that moment, a later event spills)."""
-        queue = self._queue
-        append = queue.append
-        spill = self._spill
-
-        def listener(event: Event) -> None:
-            append(event)
-            if len(queue) >= SPILL_EVENTS:
-                spill(blocking=False)
-
-        return listener
-
-    @property
-    def write_failures(self) -> dict[str, int]:
-        """How many events this store could not write as they were, by kind (a copy; empty: none).
-
-        `lone_surrogate`: stored with lone surrogates replaced by U+FFFD; `unencodable`: stored
-        with its data replaced by a `not_recorded` note; `write`: lost (the transaction failed).
-        """
-        with self._failures_lock:
-            return dict(self._failures)
-
-    def _count_failure(self, kind: str, events: int, detail: str) -> None:
-        """Count; log the first of each kind only (a flood of bad rows is one log line)."""
-        with self._failures_lock:
-            first = kind not in self._failures
-            self._failures[kind] = self._failures.get(kind, 0) + events
-        if first:
-            logger.error("run store: events not written as they were", kind=kind, path=str(self.path), detail=detail,
-                         hint="RunStore.write_failures counts them; later ones of this kind are not logged")
-
-    def record_owner(self, run_id: str, principal: str) -> None:
-        """Remember who started `run_id` (written by the writer thread, before the run's events)."""
-        self._owners.append((run_id, principal))
-
-    def _poke(self) -> None:
-        with contextlib.suppress(RuntimeError):  # already awake
-            self._wake.release()
-
-    def flush(self, timeout: float = 30.0) -> None:
-        """Wait until everything queued so far is committed; StoreError if writing failed."""
-        if not self._closed:
-            with self._lock:
-                barrier = _Barrier(self._taken + len(self._queue))
-                self._barriers.append(barrier)
-            self._poke()
-            if not barrier.done.wait(timeout):
-                raise StoreError(f"the run store {self.path} did not finish writing within {timeout:g}s")
-        failed, self._failed = self._failed, None  # reported once; later batches may well succeed
-        if failed is not None:
-            raise StoreError(f"writing to the run store {self.path} failed; some events were not recorded: {failed}")
-
-    def close(self) -> None:
-        """Write what is queued, stop the writer, close the file. Idempotent; never raises.
-
-        A write failure is logged (call flush() first to get it as a StoreError).
-        """
-        if self._closed:
-            return
-        try:
-            self.flush()
-        except StoreError as exc:
-            logger.error("run store: some events were not recorded", error=str(exc))
-        self._closed = True
-        self._stop = True
-        self._poke()
-        self._writer.join(timeout=10)
-        self._close_connection()
-        _OPEN_STORES.discard(self)
+        self._settings_poll: threading.Thread | None = None
+        self._start_writer(redactor, redacted_events)
 
     def __enter__(self) -> "RunStore":
         return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def _close_connection(self) -> None:
         if self._write is not None:
             with contextlib.suppress(sqlite3.Error):
                 self._write.close()
             self._write = None
-
-    def _write_loop(self) -> None:
-        """Every FLUSH_INTERVAL_S (at once for flush() and close()): spill, then commit."""
-        while True:
-            self._wake.acquire(timeout=FLUSH_INTERVAL_S)
-            stop = self._stop
-            self._write_owners()
-            self._spill()
-            self._commit()
-            if stop and not self._queue and not self._spilled:
-                return
-
-    def _spill(self, *, blocking: bool = True) -> int:
-        """Take what the listener queued and turn it into JSON: C calls only, no Python per event
-        (unless the events still need redacting). Two arrays: every event as a row, and the
-        rows of the events that imply other rows (IMPLYING_TYPES), with their types.
-
-        Runs on the listener's thread and on the writer's; holding the lock keeps the spilled
-        texts in queue order.
-        """
-        if not self._lock.acquire(blocking):
-            return 0
-        try:
-            queue = self._queue
-            count = len(queue)
-            if not count:
-                return 0
-            if self._write is None:  # closed: nobody writes them any more, let them go
-                del queue[:count]
-                return 0
-            batch = queue[:count]
-            del queue[:count]  # the listener only appends: what arrives meanwhile stays queued
-            self._taken += count
-            try:
-                rows = list(map(_ROW, batch)) if self.redacted_events else self._redacted_rows(batch)
-                del batch  # the events can go now
-                for start in range(0, count, STATEMENT_EVENTS):
-                    part = rows[start : start + STATEMENT_EVENTS] if count > STATEMENT_EVENTS else rows
-                    try:
-                        text = _rows_json(part)  # the whole batch in one C call: the common case
-                    except Exception:  # noqa: BLE001 - one bad row: isolate it, keep the others
-                        part = self._repaired(part)
-                        text = _rows_json(part)
-                    implying = list(compress(part, map(_IMPLIES, map(_TYPE, part))))
-                    kinds = tuple(set(map(_TYPE, implying)))
-                    self._spilled.append((text, _rows_json(implying), kinds, len(part)))
-            except Exception as exc:  # noqa: BLE001 - reported by flush()/close(); the engine keeps running
-                self._failed = exc
-                self._count_failure("write", count, f"{type(exc).__name__}: {exc}")
-                self._spilled.append((b"", b"", (), count))  # nothing to write, but counted, in order
-            return count
-        finally:
-            self._lock.release()
 
     def _write_owners(self) -> None:
         if not self._owners or self._write is None:
@@ -418,53 +114,18 @@ class RunStore:
             self._owners[:0] = owners  # kept, in order, for the next round
             self._failed = exc
 
-    def _commit(self) -> None:
-        """Write the spilled texts, in order, up to STATEMENT_EVENTS events per transaction (the
-        write lock is held for one, so other processes wait little)."""
-        spilled = self._spilled
-        while spilled:
-            texts: list[memoryview] = []
-            implying: list[memoryview] = []
-            types: set[str] = set()
-            count = 0
-            while spilled and (not count or count + spilled[0][3] <= STATEMENT_EVENTS):
-                text, implied, kinds, events = spilled.popleft()
-                if len(text) > 2:
-                    texts.append(memoryview(text)[1:-1])  # the array's items
-                if len(implied) > 2:
-                    implying.append(memoryview(implied)[1:-1])
-                types.update(kinds)
-                count += events
-            if texts:
-                try:
-                    self._write_rows(b"[" + b",".join(texts) + b"]", b"[" + b",".join(implying) + b"]", types)
-                except Exception as exc:  # noqa: BLE001 - reported by flush()/close(); the engine keeps running
-                    self._failed = exc
-                    self._count_failure("write", count, f"{type(exc).__name__}: {exc}")
-            self._written += count
-            self._release_barriers()  # a flush() waits for its own events only
-        self._release_barriers()  # also a flush() with nothing (left) to write
-
-    def _release_barriers(self) -> None:
-        if self._barriers:
-            with self._lock:
-                ready = [b for b in self._barriers if b.count <= self._written]
-                self._barriers = [b for b in self._barriers if b.count > self._written]
-            for barrier in ready:
-                barrier.done.set()
-
     def _write_rows(self, rows: bytes, implying: bytes, types: set[str]) -> None:
         """One transaction: the events, then the rows they imply (schema.py), only the statements
         that this batch needs (each call into SQLite is a trip back to a busy GIL)."""
         db = self._write
         assert db is not None
         statements = [sql for kinds, sql in IMPLIED_ROWS if not kinds.isdisjoint(types)]
-        implied = {"rows": implying, "pid": os.getpid(), "host": _HOST}
+        implied = {"rows": implying, "pid": os.getpid(), "host": HOST}
         for attempt in range(1, WRITE_ATTEMPTS + 1):
             try:
                 db.execute("BEGIN IMMEDIATE")
                 try:
-                    db.execute(INSERT_EVENTS, (rows,))
+                    db.execute(INSERT_EVENTS, {"rows": rows})
                     for sql in statements:
                         db.execute(sql, implied)
                     db.execute("COMMIT")
@@ -478,56 +139,13 @@ class RunStore:
                     raise
                 time.sleep(0.05 * 4**attempt)
 
-    def _repaired(self, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-        """The rows with each one that cannot be encoded repaired (see `_repaired_row`), counted."""
-        out = []
-        for row in rows:
-            fixed, kind = _repaired_row(row)
-            if kind is not None:
-                self._count_failure(kind, 1, f"event {fixed[2]} #{fixed[1]} of run {fixed[0]}")
-                if kind == "unencodable":  # its data is gone: whoever flushes hears of it
-                    self._failed = StoreError(f"an event of run {fixed[0]} could not be stored: {fixed[7][_NOT_RECORDED]}")
-            out.append(fixed)
-        return out
-
-    def _redacted_rows(self, batch: list[Event]) -> list[tuple[Any, ...]]:
-        """Rows for events that the engine did not redact (a RunStore fed by hand)."""
-        rows = []
-        for event in batch:
-            try:
-                data = self._redact(event)
-            except Exception as exc:  # noqa: BLE001 - e.g. data nested past the recursion limit: this event only
-                data = {_NOT_RECORDED: f"this event's data could not be redacted: {type(exc).__name__}"}
-                self._count_failure("unencodable", 1, f"event {event.type} #{event.seq} of run {event.run_id}")
-                self._failed = StoreError(f"an event of run {event.run_id} could not be stored: {data[_NOT_RECORDED]}")
-            rows.append((event.run_id, event.seq, event.type, event.ts, event.tool_call_id, event.step_id, event.skill, data))
-            kind = event.type
-            if kind == "tool_call_start" and event.seq == 1:
-                self._run_tools[event.run_id] = event.tool_call_id
-            elif kind in _RUN_ENDS and (kind == "agent_done" or self._run_tools.get(event.run_id, "") == event.tool_call_id):
-                self._run_tools.pop(event.run_id, None)  # the run is over: forget its redaction state
-                self._scrubbers.pop(event.run_id, None)
-        return rows
-
-    def _redact(self, event: Event) -> dict[str, Any]:
-        data = event.data
-        if event.type == "tool_call_start":
-            arguments = data.get("arguments")
-            if isinstance(arguments, (str, bytes)):  # a model's raw JSON text: redact what it says
-                with contextlib.suppress(ValueError):
-                    data = {**data, "arguments": json.loads(arguments)}
-        scrub = self._scrubbers.get(event.run_id)
-        if scrub is None:
-            scrub = self._scrubbers[event.run_id] = self.redactor.for_run()
-        return scrub(data)  # type: ignore[no-any-return]
-
     def _mark_interrupted(self) -> int:
         """Runs left `running` by a process that is gone (same host) become `interrupted`.
 
         Their finish time is their last recorded event (or now, if none was recorded).
         """
         assert self._write is not None
-        rows = self._write.execute("SELECT id, pid FROM runs WHERE status='running' AND host=?", (_HOST,)).fetchall()
+        rows = self._write.execute("SELECT id, pid FROM runs WHERE status='running' AND host=?", (HOST,)).fetchall()
         dead = [run_id for run_id, pid in rows if pid is None or not _alive(pid)]
         if dead:
             now = int(time.time() * 1000)
@@ -556,122 +174,55 @@ class RunStore:
         finally:
             connection.close()
 
-    def runs(self, *, tool: str | None = None, status: str | None = None, since_ms: int | None = None, limit: int = 20,
-             principal: str | None = None) -> list[RunRecord]:
-        """Recent runs, newest first. `since_ms` is an absolute time in ms since the epoch;
-        `principal`: only the runs started by that API key name."""
-        where, params = _where({"r.name = ?": tool, "r.status = ?": status, "r.started_at >= ?": since_ms,
-                                "o.principal = ?": principal})
+    def _fetch(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._read() as db:
-            rows = db.execute(
-                f"{_RUN_SELECT} WHERE {where} ORDER BY r.started_at DESC, r.rowid DESC LIMIT ?",
-                (*params, limit),
-            ).fetchall()
-        return [_run(row) for row in rows]
+            return db.execute(sql, params).fetchall()
 
-    def run(self, run_id: str) -> RunRecord | None:
-        """One run by id, or by a prefix of its id that matches one run only.
-
-        None if nothing matches; StoreError if the prefix matches several runs.
-        """
-        if not run_id:
-            return None
-        with self._read() as db:
-            row = db.execute(f"{_RUN_SELECT} WHERE r.id = ?", (run_id,)).fetchone()
-            if row is None:  # a prefix: a range on the primary key (no LIKE: `_` is a wildcard there)
-                rows = db.execute(
-                    f"{_RUN_SELECT} WHERE r.id >= ? AND r.id < ? ORDER BY r.id LIMIT 6",
-                    (run_id, run_id + "\U0010ffff"),
-                ).fetchall()
-                if len(rows) > 1:
-                    shown = ", ".join(r[0] for r in rows[:5]) + (", …" if len(rows) > 5 else "")
-                    raise StoreError(f"run id prefix {run_id!r} matches several runs ({shown}); give more of the id")
-                row = rows[0] if rows else None
-        return _run(row) if row else None
-
-    def events(self, run_id: str, *, after_seq: int = 0) -> list[dict[str, Any]]:
-        """A run's events in `seq` order, as `Event.to_dict()` gives them (redacted)."""
-        with self._read() as db:
-            rows = db.execute(
-                "SELECT type, run_id, seq, ts, tool_call_id, step_id, skill, data FROM events WHERE run_id = ? AND seq > ? ORDER BY seq",
-                (run_id, after_seq),
-            ).fetchall()
-        out = []
-        for kind, rid, seq, ts, call, step, skill, data in rows:
-            event: dict[str, Any] = {"type": kind, "run_id": rid, "seq": seq, "ts": ts}
-            for key, value in (("tool_call_id", call), ("step_id", step), ("skill", skill)):
-                if value is not None:
-                    event[key] = value
-            event["data"] = json.loads(data)
-            out.append(event)
-        return out
-
-    def model_exchanges(self, run_id: str) -> list[dict[str, Any]]:
-        """The prompts and answers of a run's model calls, in order (what replay answers from)."""
-        with self._read() as db:
-            rows = db.execute(
-                "SELECT seq, tool_call_id, step_id, skill, model, attempt, messages, response FROM model_exchanges WHERE run_id = ? ORDER BY seq",
-                (run_id,),
-            ).fetchall()
-        return [
-            {"seq": seq, "tool_call_id": call, "step_id": step, "skill": skill, "model": model, "attempt": attempt,
-             "messages": json.loads(messages), "response": response}
-            for seq, call, step, skill, model, attempt, messages, response in rows
-        ]
-
-    def tool_logs(self, *, tool: str | None = None, status: str | None = None, run_id: str | None = None,
-                  limit: int = 50) -> list[dict[str, Any]]:
-        """Tool execution logs, newest first (status success | error | timeout)."""
-        where, params = _where({"tool = ?": tool, "status = ?": status, "run_id = ?": run_id})
-        with self._read() as db:
-            rows = db.execute(
-                f"SELECT id, run_id, tool_call_id, tool, input, output, status, error_message, duration_ms, created_at "
-                f"FROM tool_logs WHERE {where} ORDER BY id DESC LIMIT ?",
-                (*params, limit),
-            ).fetchall()
-        keys = ("id", "run_id", "tool_call_id", "tool", "input", "output", "status", "error_message", "duration_ms", "created_at")
-        return [dict(zip(keys, row)) for row in rows]
-
-    def prune(self, older_than_ms: int) -> int:
-        """Delete runs (and their events, logs and exchanges) that started before now − older_than_ms.
-
-        Runs still `running` are kept. Returns how many runs were deleted.
-        """
-        cutoff = int(time.time() * 1000) - older_than_ms
-        old = "SELECT id FROM runs WHERE started_at < ? AND status != 'running'"
+    def _transaction(self, statements: list[tuple[str, Sequence[Any]]]) -> list[int]:
         with self._read() as db:
             db.execute("BEGIN IMMEDIATE")
             try:
-                for table in ("events", "model_exchanges", "tool_logs", "run_owners"):
-                    db.execute(f"DELETE FROM {table} WHERE run_id IN ({old})", (cutoff,))
-                count = db.execute(f"DELETE FROM runs WHERE id IN ({old})", (cutoff,)).rowcount
+                counts = [db.execute(sql, params).rowcount for sql, params in statements]
                 db.execute("COMMIT")
             except BaseException:
                 if db.in_transaction:
                     db.execute("ROLLBACK")
                 raise
-        return count
+        return counts
 
+    # ─── tool settings changed by another process ───────────────────────────────────────
 
-def _where(conditions: dict[str, Any]) -> tuple[str, list[Any]]:
-    """`{"name = ?": value}` → an SQL condition and its parameters; empty values (None, "") are skipped."""
-    used = [(clause, value) for clause, value in conditions.items() if value is not None and value != ""]
-    return " AND ".join(clause for clause, _ in used) or "1=1", [value for _, value in used]
+    def on_tool_settings_changed(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """As Store's; SQLite has no push between processes, so a thread polls the table's
+        count and newest change every SETTINGS_POLL_S (only once someone listens)."""
+        stop = super().on_tool_settings_changed(callback)
+        with self._lock:
+            if self._settings_poll is None:
+                self._settings_poll = threading.Thread(target=self._poll_settings, name="skillyard-store-settings", daemon=True)
+                self._settings_poll.start()
+        return stop
 
+    def write_tool_setting(self, setting: Any) -> None:
+        super().write_tool_setting(setting)
+        self._settings_seen = self._settings_mark()  # our own change: nobody else needs telling
 
-def _run(row: Iterable[Any]) -> RunRecord:
-    rid, kind, name, status, started, finished, input, output, error, usage, parent, principal = row
-    return RunRecord(rid, kind, name, status, started, finished, _loads(input), _loads(output), _loads(error), _loads(usage),
-                     parent, principal)
+    def delete_tool_setting(self, name: str) -> bool:
+        deleted = super().delete_tool_setting(name)
+        self._settings_seen = self._settings_mark()
+        return deleted
 
+    def _settings_mark(self) -> tuple[Any, ...] | None:
+        with contextlib.suppress(StoreError):
+            return tuple(self._fetch("SELECT count(*), max(updated_at), total(updated_at) FROM tool_settings")[0])
+        return None
 
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    def _poll_settings(self) -> None:
+        from .schema import TOOL_SETTINGS_CHANNEL
+
+        self._settings_seen = self._settings_mark()
+        while not self._closed:
+            time.sleep(SETTINGS_POLL_S)
+            mark = self._settings_mark()
+            if mark is not None and mark != self._settings_seen:
+                self._settings_seen = mark
+                self._deliver(TOOL_SETTINGS_CHANNEL, "another-process")
