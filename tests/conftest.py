@@ -32,3 +32,29 @@ def write_yaml_project(tmp_path: Path) -> WriteProject:
         return root
 
     return write
+
+
+# ─── PostgreSQL (tests/pg_cluster.py): one throwaway cluster per session, a database per module ───
+
+
+@pytest.fixture(scope="session")
+def pg_cluster():  # type: ignore[no-untyped-def]
+    """A PostgreSQL cluster of this test session (skips when PostgreSQL is not installed)."""
+    from pg_cluster import PgCluster, find_bin
+
+    bindir = find_bin()
+    if bindir is None:
+        pytest.skip("PostgreSQL is not installed (no initdb on PATH or under /usr/lib/postgresql/*/bin); "
+                    ".ci/run installs Debian's postgresql package")
+    cluster = PgCluster(bindir)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.destroy()
+
+
+@pytest.fixture(scope="module")
+def pg_url(pg_cluster) -> str:  # type: ignore[no-untyped-def]
+    """The URL of a fresh database for this test module."""
+    return pg_cluster.new_database()
