@@ -198,6 +198,7 @@ class RunStore(Store):
         stop = super().on_tool_settings_changed(callback)
         with self._lock:
             if self._settings_poll is None:
+                self._settings_seen = self._settings_mark()  # now: a change from here on is heard
                 self._settings_poll = threading.Thread(target=self._poll_settings, name="skillyard-store-settings", daemon=True)
                 self._settings_poll.start()
         return stop
@@ -219,7 +220,6 @@ class RunStore(Store):
     def _poll_settings(self) -> None:
         from .schema import TOOL_SETTINGS_CHANNEL
 
-        self._settings_seen = self._settings_mark()
         while not self._closed:
             time.sleep(SETTINGS_POLL_S)
             mark = self._settings_mark()
