@@ -15,7 +15,9 @@ from typing import Any, Callable
 from .._engine import Engine
 from ..errors import ConfigError, UsageError
 from ..link import load_project
-from ..store import RunRecord, RunStore, StoreError
+from ..store import RunRecord, Store, StoreError, store_url
+from ..store import open_store as open_url
+from ..store.open import sqlite_path, store_exists
 from ..store.replay import REPLAY_MODEL, ReplayProvider, replay_project
 from .timeline import Timeline
 
@@ -80,7 +82,7 @@ def add_store_parsers(commands: Any) -> None:
     logs.set_defaults(handler=cmd_logs)
 
 
-def _store_command(handler: Callable[[argparse.Namespace, RunStore], int]) -> Callable[[argparse.Namespace], int]:
+def _store_command(handler: Callable[[argparse.Namespace, Store], int]) -> Callable[[argparse.Namespace], int]:
     """Open the store, run the command, close the store; store errors become one clear message."""
 
     @functools.wraps(handler)
@@ -96,24 +98,24 @@ def _store_command(handler: Callable[[argparse.Namespace, RunStore], int]) -> Ca
     return run
 
 
-def _find_run(store: RunStore, run_id: str) -> RunRecord:
+def _find_run(store: Store, run_id: str) -> RunRecord:
     run = store.run(run_id)
     if run is None:
         raise UsageError(f"no run {run_id!r}; see `skillyard runs`")
     return run
 
 
-def open_store(directory: str) -> RunStore:
-    """The project's store (its engine.yaml decides where), or a clear UsageError."""
+def open_store(directory: str) -> Store:
+    """The project's store (SKILLYARD_STORE_URL, else its engine.yaml, decides where), or a clear UsageError."""
     try:
         project = load_project(directory)
     except ConfigError as exc:
         raise UsageError("the project has config errors:\n" + "\n".join(str(i) for i in exc.issues)) from None
-    path = project.root / project.settings.store.path
-    if not path.exists():
-        raise UsageError(f"no runs recorded yet ({path} does not exist); run a tool first")
     try:
-        return RunStore(path, redactor=project.redactor)
+        url = store_url(project.root, project.settings.store)
+        if not store_exists(url):
+            raise UsageError(f"no runs recorded yet ({sqlite_path(url)} does not exist); run a tool first")
+        return open_url(url, redactor=project.redactor)
     except StoreError as exc:
         raise UsageError(str(exc)) from None
 
@@ -129,7 +131,7 @@ def _short(value: Any, width: int = 100) -> str:
 
 
 @_store_command
-def cmd_runs(ns: argparse.Namespace, store: RunStore) -> int:
+def cmd_runs(ns: argparse.Namespace, store: Store) -> int:
     since = int(time.time() * 1000) - parse_age(ns.since, "--since") if ns.since else None
     runs = store.runs(tool=ns.tool, status=ns.status, since_ms=since, limit=ns.limit)
     if ns.json:
@@ -145,7 +147,7 @@ def cmd_runs(ns: argparse.Namespace, store: RunStore) -> int:
 
 
 @_store_command
-def cmd_show(ns: argparse.Namespace, store: RunStore) -> int:
+def cmd_show(ns: argparse.Namespace, store: Store) -> int:
     run = _find_run(store, ns.run_id)
     events = store.events(run.id)
     duration = f"{run.duration_ms} ms" if run.duration_ms is not None else "still running"
@@ -199,7 +201,7 @@ def _tree(events: list[dict[str, Any]]) -> list[str]:
 
 
 @_store_command
-def cmd_export(ns: argparse.Namespace, store: RunStore) -> int:
+def cmd_export(ns: argparse.Namespace, store: Store) -> int:
     run = _find_run(store, ns.run_id)
     for event in store.events(run.id):
         sys.stdout.write(json.dumps(event, ensure_ascii=False) + "\n")
@@ -207,7 +209,7 @@ def cmd_export(ns: argparse.Namespace, store: RunStore) -> int:
 
 
 @_store_command
-def cmd_replay(ns: argparse.Namespace, store: RunStore) -> int:
+def cmd_replay(ns: argparse.Namespace, store: Store) -> int:
     run = _find_run(store, ns.run_id)
     if run.kind != "tool":
         raise UsageError(f"run {run.id} is an {run.kind} run; replay works on tool runs (run-workflow, skillyard call)")
@@ -235,14 +237,14 @@ def cmd_replay(ns: argparse.Namespace, store: RunStore) -> int:
 
 
 @_store_command
-def cmd_prune(ns: argparse.Namespace, store: RunStore) -> int:
+def cmd_prune(ns: argparse.Namespace, store: Store) -> int:
     count = store.prune(parse_age(ns.older_than, "--older-than"))
     print(f"deleted {count} run(s) older than {ns.older_than}")
     return 0
 
 
 @_store_command
-def cmd_logs(ns: argparse.Namespace, store: RunStore) -> int:
+def cmd_logs(ns: argparse.Namespace, store: Store) -> int:
     logs = store.tool_logs(tool=ns.tool, status=ns.status, limit=ns.limit)
     if ns.json:
         print(json.dumps(logs, ensure_ascii=False, indent=2))

@@ -9,7 +9,8 @@ from typing import Any
 
 from .._engine import Engine
 from ..errors import ConfigError, ToolAdminError, UsageError
-from ..store import StoreError
+from ..store import StoreError, store_url
+from ..store.open import store_exists
 
 
 def add_tools_parser(commands: Any, on_config_error: Any) -> None:
@@ -46,9 +47,9 @@ def _open(ns: argparse.Namespace, *, create_store: bool) -> Engine:
     from ..link import load_project
 
     project = load_project(ns.dir)
-    use_store = create_store or (project.root / project.settings.store.path).exists()
     try:
-        return Engine.from_project(project, store=use_store)
+        url = store_url(project.root, project.settings.store)
+        return Engine.from_project(project, store=url if create_store or store_exists(url) else False)
     except StoreError as exc:
         raise UsageError(str(exc)) from None
 
