@@ -6,17 +6,18 @@ import asyncio
 import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Collection, Literal
+from typing import TYPE_CHECKING, Any, AsyncIterator, Collection, Literal
 
-from .context import RunContext
 from .errors import UsageError
-from .events import TERMINAL_TOOL_EVENTS, Event, Listener, QueuedListener, RunEvents, prepare_listeners, stream_run
+from .errors import AgentSetupError
+from .events import TERMINAL_TOOL_EVENTS, Event, Listener, QueuedListener, prepare_listeners, stream_run
 from .ids import new_id
 from .link import load_project
 from .project import Project
 from .redaction import enter_run, leave_run
 from .result import ToolResult
-from .router import Approver, route_call
+from .router import route_in_run
+from .run import Approver, Run, RunKind
 
 if TYPE_CHECKING:
     from .agent import Agent, AgentLimits
@@ -34,6 +35,7 @@ class Engine:
         _learn_configured_keys(project)
         self._project = project
         self._listeners: list[Listener] = []
+        self.runs: dict[str, Run] = {}  # the live runs, by id: any front door may answer or cancel them
         self.store = store
         if store is not None:
             self._listeners.append(store.listener)
@@ -141,45 +143,56 @@ class Engine:
         tool_call_id: str | None = None,
         run_id: str | None = None,
         approve: Approver | None = None,
+        principal: str | None = None,
     ) -> ToolResult:
-        """Route one call. Never raises for a bad call: the ToolResult carries the error."""
+        """Route one call. Never raises for a bad call: the ToolResult carries the error.
+
+        `approve` is asked when a `confirm: true` tool is called (None: such a call is
+        denied); another front door may answer first through `engine.runs[run_id].answer`.
+        """
         project = self._project  # pinned: a reload mid-call does not affect this call
-        events, queued = self.open_run(run_id or new_id("run"), on_event)
-        token = enter_run(events.scrubber)  # log lines written during the call hide its secrets too
+        run, queued = self.open_run(run_id or new_id("run"), on_event, kind="tool", name=name,
+                                    principal=principal, approver=approve)
+        token = enter_run(run.scrubber)  # log lines written during the call hide its secrets too
+        result: ToolResult | None = None
         try:
-            result = await self.route(events, project, name, args, tool_call_id=tool_call_id, model=model,
-                                      allowed_tools=allowed_tools, approve=approve)
-            return result if result.error is None else events.scrub_error(result)
+            result = await route_in_run(run, project, name, args, tool_call_id=tool_call_id, model=model,
+                                        allowed_tools=allowed_tools)
+            if result.error is not None:
+                result = run.scrub_error(result)
+            return result
         finally:
             leave_run(token)
+            self.end_run(run, *_tool_run_end(result))
             for listener in queued:
                 await listener.close()
 
-    def open_run(self, run_id: str, on_event: Listener | None) -> tuple[RunEvents, list[QueuedListener]]:
-        """The event stream of a new run: the engine's subscribers plus `on_event`."""
+    def open_run(
+        self,
+        run_id: str,
+        on_event: Listener | None = None,
+        *,
+        kind: RunKind = "tool",
+        name: str = "",
+        principal: str | None = None,
+        approver: Approver | None = None,
+        approval_timeout: float = 600.0,
+    ) -> tuple[Run, list[QueuedListener]]:
+        """A new live Run delivering to the engine's subscribers plus `on_event`, and the
+        queued (async) listeners to close when it ends. End it with `end_run`."""
         listeners = self._listeners if on_event is None else [*self._listeners, on_event]
         inline, queued = prepare_listeners(listeners)  # new lists: a later subscribe() does not reach this run
-        return RunEvents(run_id, inline, self._project.redactor.for_run()), queued
+        run = Run(run_id, inline, self._project.redactor.for_run(), kind=kind, name=name, principal=principal,
+                  approver=approver, approval_timeout=approval_timeout)
+        run.attach(asyncio.current_task())
+        self.runs[run_id] = run
+        return run, queued
 
-    @staticmethod
-    def route(
-        events: RunEvents,
-        project: Project,
-        name: str,
-        args: str | dict[str, Any] | None,
-        *,
-        tool_call_id: str | None = None,
-        model: str | None = None,
-        allowed_tools: Collection[str] | None = None,
-        approve: Approver | None = None,
-        timeout: float | None = None,
-    ) -> Awaitable[ToolResult]:
-        """One call inside an existing run (the agent loop nests its tool calls this way).
-
-        Returns the router's coroutine itself (await it), so a call has no extra frame.
-        """
-        run = RunContext(events.run_id, tool_call_id or new_id("call"), name, events, project, model)
-        return route_call(run, args, allowed_tools=allowed_tools, approve=approve, timeout=timeout)
+    def end_run(self, run: Run, status: Any, result: Any = None, error: dict[str, Any] | None = None) -> None:
+        """Record the run's end and forget it as live."""
+        run.finish(status, result=result, error=error)
+        if self.runs.get(run.run_id) is run:
+            del self.runs[run.run_id]
 
     def agent(
         self,
@@ -191,11 +204,25 @@ class Engine:
         system: str | None = None,
         approve: Approver | None = None,
     ) -> "Agent":
-        """A tool-calling loop on `model` (default: the project's default model)."""
+        """A tool-calling loop on `model` (default: the project's default model).
+
+        Raises AgentSetupError (a UsageError with `code` and `field`) for a model, tool or
+        tool_choice the project does not have: every front door gets the same check.
+        """
         from .agent import Agent, AgentLimits
 
-        return Agent(self, model or self._project.default_model, tools=tools, limits=limits or AgentLimits(),
-                     tool_choice=tool_choice, system=system, approve=approve)
+        project = self._project
+        model = model or project.default_model
+        if model not in project.models:
+            raise AgentSetupError("unknown_model", "model", model, f"unknown model; known: {', '.join(sorted(project.models))}")
+        unknown = sorted(set(tools or ()) - set(project.tools))
+        if unknown:
+            raise AgentSetupError("unknown_tool", "tools", ",".join(unknown), f"unknown tool(s) {', '.join(unknown)}; "
+                                  f"known: {', '.join(project.tools)}", available_tools=sorted(project.tools))
+        if tool_choice not in ("auto", "none", "required") and tool_choice not in project.tools:
+            raise AgentSetupError("invalid_request", "tool_choice", tool_choice, "use auto, none, required or a tool name")
+        return Agent(self, model, tools=tools, limits=limits or AgentLimits(), tool_choice=tool_choice, system=system,
+                     approve=approve)
 
     async def stream_tool(self, name: str, args: str | dict[str, Any] | None = None, **options: Any) -> AsyncIterator[Event]:
         """Yield the call's events as they happen; the last one carries `.result`."""
@@ -212,6 +239,15 @@ class Engine:
         except RuntimeError:
             return asyncio.run(self.call_tool(name, args, **options))
         raise UsageError("call_tool_sync() cannot run inside an event loop; use `await engine.call_tool(...)`")
+
+
+def _tool_run_end(result: ToolResult | None) -> tuple[Any, Any, dict[str, Any] | None]:
+    """(status, result, error) of a tool run from its ToolResult (None: it never returned)."""
+    if result is None:
+        return "cancelled", None, {"code": "cancelled", "message": "the run was cancelled"}
+    if result.error is None:
+        return "ok", result.to_dict(), None
+    return ("cancelled" if result.error.code == "cancelled" else "error"), result.to_dict(), result.error.to_dict()
 
 
 _ENV_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")

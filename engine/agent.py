@@ -17,16 +17,17 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, AsyncIterator, Collection, Literal
 
 from .errors import StepFailure
-from .events import Event, Listener, RunEvents, stream_run
+from .events import Event, Listener, stream_run
+from .ids import new_id
 from .logging import logger
 from .providers.base import ChatMessage, ModelRequest, ModelResponse, ProviderError, ToolCall, Usage, clean_response
 from .redaction import Redactor, enter_run, leave_run
 from .result import ToolResult
+from .router import route_in_run
 from .untrusted import replace_lone_surrogates
 
 if TYPE_CHECKING:
-    from ._engine import Engine
-    from .router import Approver
+    from .run import Approver, Run, RunOpener
 
 StopReason = Literal["answer", "max_steps", "timeout", "token_budget", "repeated_call", "error", "cancelled"]
 CORRECTABLE = frozenset({"unknown_tool", "invalid_arguments"})
@@ -97,7 +98,7 @@ def as_messages(messages: str | list[Any]) -> list[ChatMessage]:
 class Agent:
     def __init__(
         self,
-        engine: "Engine",
+        runs: "RunOpener",
         model: str,
         *,
         tools: Collection[str] | None,
@@ -106,7 +107,7 @@ class Agent:
         system: str | None = None,
         approve: "Approver | None" = None,
     ):
-        self.engine = engine
+        self.runs = runs  # opens, and ends, the Run of each `run()` (the Engine)
         self.model = model
         self.tools = set(tools) if tools is not None else None
         self.limits = limits
@@ -115,16 +116,19 @@ class Agent:
         self.approve = approve
         self.last_result: AgentResult | None = None
 
-    async def run(self, messages: str | list[Any], *, on_event: Listener | None = None, run_id: str | None = None) -> AgentResult:
+    async def run(
+        self, messages: str | list[Any], *, on_event: Listener | None = None, run_id: str | None = None,
+        principal: str | None = None,
+    ) -> AgentResult:
         """Run the loop to a stop. On cancellation the partial result is in `last_result`."""
-        from ._engine import new_id
-
-        events, queued = self.engine.open_run(run_id or new_id("run"), on_event)
-        token = enter_run(events.scrubber)  # log lines written during the run hide its secrets too
+        run, queued = self.runs.open_run(run_id or new_id("run"), on_event, kind="agent", name=self.model,
+                                         principal=principal, approver=self.approve)
+        token = enter_run(run.scrubber)  # log lines written during the run hide its secrets too
         try:
-            return await _Loop(self, events, as_messages(messages)).run()
+            return await _Loop(self, run, as_messages(messages)).run()
         finally:
             leave_run(token)
+            self.runs.end_run(run, *_agent_run_end(self.last_result))
             for listener in queued:
                 await listener.close()
 
@@ -136,14 +140,24 @@ class Agent:
             yield event
 
 
+def _agent_run_end(result: AgentResult | None) -> tuple[Any, Any, dict[str, Any] | None]:
+    """(status, result, error) of an agent run (None: it ended before it began)."""
+    if result is None:
+        return "error", None, {"code": "error", "message": "the run ended before it began"}
+    if result.stop_reason == "answer":
+        return "ok", result.answer, None
+    status = "cancelled" if result.stop_reason == "cancelled" else "error"
+    return status, result.answer, {"code": result.stop_reason, "message": result.error}
+
+
 class _Loop:
     """The state of one agent run."""
 
-    def __init__(self, agent: Agent, events: RunEvents, messages: list[ChatMessage]):
+    def __init__(self, agent: Agent, events: "Run", messages: list[ChatMessage]):
         self.agent = agent
         self.limits = agent.limits
         self.events = events
-        self.project = agent.engine.project  # pinned for the whole run
+        self.project = agent.runs.project  # pinned for the whole run
         self.messages = ([ChatMessage("system", agent.system)] if agent.system else []) + messages
         self.result = AgentResult(events.run_id, "answer", "", self.messages)
         self.corrections: dict[str, int] = {}
@@ -253,9 +267,9 @@ class _Loop:
 
         async def one(call: ToolCall) -> ToolResult:
             async with gate:
-                result = await self.agent.engine.route(
+                result = await route_in_run(
                     self.events, self.project, call.name, call.arguments, tool_call_id=call.id,
-                    allowed_tools=self.allowed, approve=self.agent.approve, timeout=self.limits.tool_timeout,
+                    allowed_tools=self.allowed, timeout=self.limits.tool_timeout,
                 )
             if result.error is not None:
                 result = self.events.scrub_error(result)

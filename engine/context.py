@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .events import RunEvents
 from .providers.base import ModelRequest, ModelResponse, Usage
 
 NO_USAGE = Usage()
 
 if TYPE_CHECKING:
+    from .run import Run
     from .project import Project
 
 
@@ -23,7 +23,7 @@ class RunContext:
         run_id: str,
         tool_call_id: str,
         tool: str,
-        events: RunEvents,
+        events: "Run",
         project: "Project",
         model_override: str | None = None,
     ):

@@ -62,6 +62,19 @@ class UsageError(SkillyardError):
     """A front door (CLI, Python API) was used in a way that cannot work."""
 
 
+class AgentSetupError(UsageError):
+    """`Engine.agent()` was asked for something the project does not have.
+
+    `code`: unknown_model, unknown_tool or invalid_request; `field`: model, tools or tool_choice
+    (front doors name their own flag or JSON field from it).
+    """
+
+    def __init__(self, code: str, field: str, value: Any, reason: str, **details: Any):
+        super().__init__(f"{field} {value}: {reason}")
+        self.code, self.field, self.value, self.reason, self.details = code, field, value, reason, details
+        self.message = str(self)
+
+
 @dataclass
 class StepFailure(SkillyardError):
     """A step or skill failed. `code` becomes the ToolResult error code."""

@@ -4,7 +4,7 @@ Runtime code emits; it never prints, writes files or knows who listens. Every ev
 one envelope (`Event`) with a `type` from `EventType`. Within one run `seq` counts 1, 2, 3…
 with no gaps, whoever listens.
 
-Listeners are plain callables `(Event) -> None` or async callables. A sync listener runs
+The `Run` (engine/run.py) numbers, redacts and delivers a run's events. Listeners are plain callables `(Event) -> None` or async callables. A sync listener runs
 inline and must be quick; an async listener gets its own queue and task, so a slow one
 cannot hold up the others, and nothing is dropped for it. A listener that raises is logged
 and keeps receiving later events; the others never notice.
@@ -13,19 +13,14 @@ and keeps receiving later events; the others never notice.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import functools
 import inspect
-import time
 import types
 from collections import namedtuple
-from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Literal, Union
+from typing import Any, AsyncIterator, Awaitable, Callable, Literal, Union
 
 from .logging import logger
 
-if TYPE_CHECKING:
-    from .redaction import RunScrubber, TextStream
-    from .result import ToolResult
 
 EventType = Literal[
     "agent_start",
@@ -79,7 +74,7 @@ class Event(_EventFields):
         return out
 
 
-_new_event = tuple.__new__
+new_event = tuple.__new__  # Event from a ready tuple: one C call (the Run builds 17+ per tool call)
 
 
 SyncListener = Callable[[Event], None]
@@ -91,7 +86,7 @@ def _listener_name(listener: Any) -> str:
     return getattr(listener, "__qualname__", None) or type(listener).__name__
 
 
-def _report_listener_failure(listener: Any, event_type: str, exc: Exception) -> None:
+def report_listener_failure(listener: Any, event_type: str, exc: Exception) -> None:
     """One log line per failure; the listener keeps receiving later events."""
     logger.error(
         "event listener failed",
@@ -117,7 +112,7 @@ class QueuedListener:
             try:
                 await self.listener(event)
             except Exception as exc:  # noqa: BLE001 - a listener's bug must not hurt the run
-                _report_listener_failure(self.listener, event.type, exc)
+                report_listener_failure(self.listener, event.type, exc)
 
     async def close(self) -> None:
         """Deliver what is queued, then stop."""
@@ -156,95 +151,6 @@ def prepare_listeners(listeners: list[Listener]) -> tuple[list[SyncListener], li
         else:
             inline.append(listener)  # type: ignore[arg-type]
     return inline, queued
-
-
-_now_ns = time.time_ns
-
-
-class _PassThrough:
-    """The TextStream of a run without redaction."""
-
-    @staticmethod
-    def push(piece: str) -> str:
-        return piece
-
-    @staticmethod
-    def flush() -> str:
-        return ""
-
-
-class RunEvents:
-    """Numbers, redacts and delivers the events of one run.
-
-    Redaction happens here, once, for every event type, before any listener (store, SSE,
-    hub, CLI, an embedder's callback) sees it.
-    """
-
-    __slots__ = ("run_id", "_seq", "_listeners", "_redact")
-
-    def __init__(self, run_id: str, listeners: list[SyncListener], redact: "RunScrubber | None" = None):
-        self.run_id = run_id
-        self._seq = 0
-        self._listeners = listeners
-        self._redact = redact  # sensitive values never reach a listener
-
-    @property
-    def last_seq(self) -> int:
-        return self._seq
-
-    @property
-    def scrubber(self) -> "RunScrubber | None":
-        return self._redact
-
-    def scrub_text(self, text: str) -> str:
-        """Free text (an error message bound for the caller) without the run's known secrets."""
-        return text if self._redact is None else self._redact.text(text)
-
-    def scrub_error(self, result: "ToolResult") -> "ToolResult":
-        """`result` with the run's known secrets hidden in its error message (bound for HTTP bodies).
-
-        The data of a successful call is the caller's and stays whole; an error message is a
-        diagnostic that may quote arguments (`login failed for bob with <password>`).
-        """
-        error = result.error
-        if error is None or self._redact is None:
-            return result
-        message = self._redact.text(error.message)
-        if message is error.message:
-            return result
-        return dataclasses.replace(result, error=dataclasses.replace(error, message=message))
-
-    def text_stream(self) -> "TextStream | _PassThrough":
-        """For streamed text events: holds back a tail that may be the start of a known secret."""
-        return _PassThrough() if self._redact is None else self._redact.stream()
-
-    def emit(
-        self,
-        type: EventType,
-        data: dict[str, Any],
-        tool_call_id: str | None = None,
-        step_id: str | None = None,
-        skill: str | None = None,
-        result: "ToolResult | None" = None,
-        clean: bool = False,
-    ) -> Event:
-        """`clean=True`: the caller proved (from a closed schema) that `data` holds no sensitive key.
-
-        Every event type passes through the run's redaction here (text deltas included: a
-        model may echo a password). Hot callers pass everything positionally (cheaper than
-        keywords, 17+ times per call).
-        """
-        self._seq = seq = self._seq + 1
-        redact = self._redact
-        if redact is not None:
-            data = redact.known_secrets(data) if clean else redact(data)  # clean: may still hold a value seen earlier
-        event = _new_event(Event, (type, self.run_id, seq, _now_ns() // 1_000_000, tool_call_id, step_id, skill, data, result))
-        for listener in self._listeners:
-            try:
-                listener(event)
-            except Exception as exc:  # noqa: BLE001 - see module docstring
-                _report_listener_failure(listener, type, exc)
-        return event
 
 
 async def stream_run(

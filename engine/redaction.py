@@ -1,6 +1,6 @@
 """Redaction of sensitive values (passwords, tokens, keys…) before they leave the engine.
 
-Three rules, applied to every event (in `RunEvents.emit`) and every log line:
+Three rules, applied to every event (in `Run.emit`) and every log line:
 
 - the value under a sensitive key (`password`, `apiKey`, `X-Api-Key`…) is replaced;
 - in a URL under a URL-ish key (`url`, `final_url`, `location`…), the values of sensitive

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any, Awaitable, Callable, Collection
+from typing import TYPE_CHECKING, Any, Awaitable, Collection
 
 from .context import NO_USAGE, RunContext
+from .ids import new_id
 from .deadlines import deadline
 from .errors import StepFailure
 from .logging import logger
@@ -21,7 +22,28 @@ from .result import ToolError, ToolResult
 from .timing import PLAIN_TYPES, elapsed_ms, perf_counter_ns
 from .untrusted import Problem, arguments_problem, find_problem, loads, replace_lone_surrogates, text_may_hide_problem
 
-Approver = Callable[[LinkedTool, dict[str, Any], str], Awaitable[bool]]
+if TYPE_CHECKING:
+    from .project import Project
+    from .run import Run
+
+
+def route_in_run(
+    run: "Run",
+    project: "Project",
+    name: str,
+    arguments: str | dict[str, Any] | None,
+    *,
+    tool_call_id: str | None = None,
+    model: str | None = None,
+    allowed_tools: Collection[str] | None = None,
+    timeout: float | None = None,
+) -> Awaitable[ToolResult]:
+    """One call inside a Run (a tool run's own call, or one of an agent's calls).
+
+    Returns the router's coroutine itself (await it), so a call has no extra frame.
+    """
+    context = RunContext(run.run_id, tool_call_id or new_id("call"), name, run, project, model)
+    return route_call(context, arguments, allowed_tools=allowed_tools, timeout=timeout)
 
 
 async def route_call(
@@ -29,7 +51,6 @@ async def route_call(
     arguments: str | dict[str, Any] | None,
     *,
     allowed_tools: Collection[str] | None = None,
-    approve: Approver | None = None,
     timeout: float | None = None,
 ) -> ToolResult:
     """Check and run one call; emits tool_call_start … tool_call_result / tool_call_error."""
@@ -64,9 +85,9 @@ async def route_call(
         args = _parse_arguments(arguments, problem, tool, valid)
         if project.settings.redaction.arguments == "refuse":
             _refuse_sensitive(args, project.redactor)
-        run.events.emit("tool_progress_delta", tool.matched_progress, call_id)
+        run.events.emit("tool_progress_delta", tool.matched_progress, call_id, None, None, None, True)  # engine-built
         if tool.confirm:
-            await _confirm(run, tool, args, approve)
+            await _confirm(run, tool, args)
         limit = tool.timeout if timeout is None else min(timeout, tool.timeout)
         with deadline(limit):
             data = await tool.executor.execute(args, run)
@@ -151,11 +172,11 @@ def _refuse_sensitive(args: dict[str, Any], redactor: Redactor) -> None:
         )
 
 
-async def _confirm(run: RunContext, tool: LinkedTool, args: dict[str, Any], approve: Approver | None) -> None:
+async def _confirm(run: RunContext, tool: LinkedTool, args: dict[str, Any]) -> None:
     run.events.emit(
         "confirmation_required", {"tool": tool.name, "arguments": args}, tool_call_id=run.tool_call_id
     )
-    approved = await approve(tool, args, run.tool_call_id) if approve is not None else False
+    approved = await run.events.ask_approval(tool, args, run.tool_call_id)  # the Run: its approver, or any front door
     if not approved:
         raise StepFailure("confirmation_denied", f"the user declined the call of {tool.name!r}")
 

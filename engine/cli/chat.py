@@ -13,7 +13,7 @@ import sys
 from typing import Any
 
 from ..agent import AgentLimits
-from ..errors import ConfigError, UsageError
+from ..errors import AgentSetupError, ConfigError, UsageError
 from ..events import Event
 from ..logging import configure_logging
 from ..untrusted import replace_lone_surrogates
@@ -52,19 +52,17 @@ def run_chat(ns: argparse.Namespace) -> int:
         return 2
     settings = engine.project.settings.logging
     configure_logging(settings.format, settings.level, engine.project.redactor)
-    model = ns.model or engine.project.default_model
-    if model not in engine.project.models:
-        raise UsageError(f"--model {model}: unknown model; known: {', '.join(sorted(engine.project.models))}")
     tools = [t.strip() for t in ns.tools.split(",") if t.strip()] if ns.tools else None
-    unknown = sorted(set(tools or ()) - set(engine.project.tools))
-    if unknown:
-        raise UsageError(f"--tools: unknown tool(s) {', '.join(unknown)}; known: {', '.join(engine.project.tools)}")
-    if ns.tool_choice not in ("auto", "none", "required") and ns.tool_choice not in engine.project.tools:
-        raise UsageError(f"--tool-choice {ns.tool_choice}: use auto, none, required or a tool name")
     try:
         limits = AgentLimits(max_steps=ns.max_steps)
     except ValueError as exc:
         raise UsageError(f"--max-steps: {exc}") from None
+    approve = terminal_approver(approve_all=ns.yes, stdin_is_input=ns.prompt == "-")
+    try:
+        agent = engine.agent(ns.model, tools=tools, limits=limits, tool_choice=ns.tool_choice, approve=approve)
+    except AgentSetupError as exc:
+        flag = {"model": "--model", "tools": "--tools", "tool_choice": "--tool-choice"}[exc.field]
+        raise UsageError(f"{flag} {exc.value}: {exc.reason}") from None
 
     timeline = None if ns.quiet else Timeline(sys.stderr, live=sys.stderr.isatty())
     printed_text = False
@@ -84,9 +82,6 @@ def run_chat(ns: argparse.Namespace) -> int:
         if timeline is not None:
             timeline(event)
 
-    approve = terminal_approver(approve_all=ns.yes, stdin_is_input=ns.prompt == "-")
-
-    agent = engine.agent(model, tools=tools, limits=limits, tool_choice=ns.tool_choice, approve=approve)
     try:
         result = asyncio.run(agent.run(prompt, on_event=on_event))
     except KeyboardInterrupt:

@@ -65,12 +65,14 @@ class WorkflowExecutor:
         emit = run.events.emit
         call_id = run.tool_call_id
         total = len(self.steps)
-        emit("tool_progress_delta", self._prepared, call_id)
+        # Progress payloads are built here from YAML names and counts (no sensitive key): clean=True
+        # still hides a run's known secrets but skips the key walk.
+        emit("tool_progress_delta", self._prepared, call_id, None, None, None, True)
         outputs: dict[str, Any] = {}
         output: Any = None
         for index, step in enumerate(self.steps):
             step_started = perf_counter_ns()
-            emit("tool_progress_delta", self._started[index], call_id)
+            emit("tool_progress_delta", self._started[index], call_id, None, None, None, True)
             skill = step.skill
             value = _step_input(step, args, outputs, run)
             attempt = 1
@@ -120,7 +122,7 @@ class WorkflowExecutor:
                     "step_id": step.id,
                     "duration_ms": elapsed_ms(step_started),
                 },
-                call_id,
+                call_id, None, None, None, True,
             )
         if self.resolve_output is not None:
             try:
@@ -129,7 +131,7 @@ class WorkflowExecutor:
                 raise StepFailure("execution_error", f"workflow output: {exc}") from None
             if output is MISSING:
                 output = None
-        emit("tool_progress_delta", self._done, call_id)
+        emit("tool_progress_delta", self._done, call_id, None, None, None, True)
         return output
 
 

@@ -1,34 +1,32 @@
-"""The runs this server process knows live: their events, followers, tasks and approvals.
+"""The live runs of this server process, and who follows them.
+
+A run's state (status, result, pending approvals, cancellation) is its `Run` (engine/run.py);
+the hub adds what a follower needs: the run's events in `seq` order, each with its SSE frame
+encoded once, so a follower can start from any `seq` and gets every later event exactly once,
+live, until the run ends.
 
 `RunHub` subscribes to the engine once, so it sees every run the engine executes — started
-over HTTP, over MCP at `/mcp`, or by Python code in the same process — from its first
-event. Each run keeps its events (as the store will have them: redacted the same way) in
-`seq` order, so a follower can start from any `seq` and gets every later event exactly once,
-live, until the run ends. Finished runs stay a while (the newest `keep_finished`) so a
-client that reconnects right after the end still resumes from memory; older ones are served
-from the run store.
-
-Approvals: when a run emits `confirmation_required`, a future is registered under
-(run_id, tool_call_id). The run's approver awaits exactly that future, and
-`POST /v1/runs/{run_id}/approvals/{tool_call_id}` resolves exactly that future, so two
-confirmations pending in parallel can never receive each other's answer.
+over HTTP, over MCP at `/mcp`, or by Python code in the same process — from its first event.
+Finished runs stay a while (the newest `keep_finished`) so a client that reconnects right
+after the end still resumes from memory; older ones are served from the run store.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import threading
 import time
 from collections import OrderedDict
-from typing import Any, AsyncIterator, Awaitable, Callable, Literal
+from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Literal
 
 from ..events import Event
 from ..logging import logger
 from .sse import Final, frame
 
-TERMINAL = frozenset({"tool_call_result", "tool_call_error"})
+if TYPE_CHECKING:
+    from ..run import Approver, Run
+
 RunKind = Literal["tool", "agent"]
 
 
@@ -37,31 +35,24 @@ def _now_ms() -> int:
 
 
 class LiveRun:
-    """One run's events in memory, and who is waiting for more."""
+    """One run's events in memory, and who is waiting for more. State comes from its Run."""
 
-    def __init__(
-        self, run_id: str, kind: RunKind | None, name: str, scrub: Callable[[Any], Any], *, owned: bool,
-        principal: str | None = None,
-    ):
+    def __init__(self, run_id: str, kind: RunKind | None, name: str, *, principal: str | None = None):
         self.run_id = run_id
-        self.principal = principal  # the key name that started it; None: not started over HTTP (admins only)
         self.kind = kind
         self.name = name
-        self.owned = owned  # started by this server: it ends when its task ends
+        self.principal = principal  # the key name that started it; None: not started over HTTP (admins only)
+        self.run: "Run | None" = None  # attached at its first event
         self.events: list[dict[str, Any]] = []  # contiguous: events[i]["seq"] == i + 1
         self.frames: list[bytes] = []  # the SSE frame of each event, encoded once
         self._held: dict[int, dict[str, Any]] = {}  # arrived early (off-thread emits), waiting for the gap
-        self.scrub = scrub
-        self.root_call: str | None = None
         self.started_at = _now_ms()
         self.finished_at: int | None = None
         self.status = "running"
         self.error: Any = None
-        self.result: dict[str, Any] | None = None
-        self.task: asyncio.Task[Any] | None = None
+        self.result: Any = None
+        self.task: asyncio.Task[Any] | None = None  # set for runs this server started
         self.background = False
-        self.pending: dict[str, asyncio.Future[bool]] = {}
-        self.closed = False  # its last event is in: a tool run's own result, or agent_done
         self._changed = asyncio.Event()
 
     @property
@@ -71,6 +62,10 @@ class LiveRun:
     @property
     def last_seq(self) -> int:
         return len(self.events)
+
+    @property
+    def pending_approvals(self) -> list[str]:
+        return self.run.pending_approvals if self.run is not None and not self.done else []
 
     def add(self, event: dict[str, Any]) -> None:
         seq = event["seq"]
@@ -94,28 +89,15 @@ class LiveRun:
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
 
-    def future(self, tool_call_id: str) -> "asyncio.Future[bool]":
-        fut = self.pending.get(tool_call_id)
-        if fut is None or fut.done():
-            fut = self.pending[tool_call_id] = asyncio.get_running_loop().create_future()
-        return fut
-
-    def finish(self, status: str | None = None, *, result: dict[str, Any] | None = None, error: Any = None) -> None:
+    def finish(self, run: "Run | None" = None, *, status: str = "error", error: Any = None) -> None:
+        """The run has ended: take its end from `run` (or the given status), wake every follower."""
         if self.done:
             return
-        if status is not None:
-            self.status = status
-        if result is not None:
-            self.result = result
-        if error is not None:
-            self.error = error
-        if self.status == "running":
-            self.status = "error"
-        self.finished_at = _now_ms()
-        for fut in self.pending.values():
-            if not fut.done():
-                fut.set_result(False)
-        self.pending.clear()
+        if run is not None:
+            status, error = run.status, run.error
+            self.result = run.result
+        self.status, self.error = status, error
+        self.finished_at = run.finished_at if run is not None and run.finished_at else _now_ms()
         self._notify()
 
     async def follow(self, after: int = 0, *, heartbeat: float | None = None, as_frames: bool = True) -> AsyncIterator[Any]:
@@ -123,12 +105,13 @@ class LiveRun:
         seconds without one (time for a keep-alive)."""
         index = max(0, after)
         while True:
+            done = self.done
             if as_frames:  # every frame that is ready, in one write: far fewer sends under load
                 end = len(self.frames)
                 if index < end:
                     chunk = self.frames[index] if end - index == 1 else b"".join(self.frames[index:end])
                     index = end
-                    if self.closed and not self._held:
+                    if done and not self._held:
                         yield Final(chunk)  # the run's last event: end the response in the same write
                         return
                     yield chunk
@@ -136,7 +119,7 @@ class LiveRun:
                 while index < len(self.events):
                     yield self.events[index]
                     index += 1
-            if self.done:
+            if done:
                 return
             changed = self._changed
             if heartbeat is None:
@@ -157,8 +140,9 @@ class LiveRun:
             "finished_at": self.finished_at,
             "duration_ms": None if self.finished_at is None else self.finished_at - self.started_at,
             "error": self.error,
+            "principal": self.principal,
             "live": not self.done,
-            "pending_approvals": sorted(tid for tid, fut in self.pending.items() if not fut.done()),
+            "pending_approvals": self.pending_approvals,
         }
 
 
@@ -180,9 +164,9 @@ class RunHub:
         self.approval_timeout = approval_timeout
         self.max_live = max_live
         self.max_live_per_principal = max_live_per_principal
-        self._started_live: dict[str | None, int] = {}  # live runs this server started, per principal
         self.runs: "OrderedDict[str, LiveRun]" = OrderedDict()
         self._finished: "OrderedDict[str, None]" = OrderedDict()
+        self._started_live: dict[str | None, int] = {}  # live runs this server started, per principal
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: int | None = None
         self._unsubscribe: Callable[[], None] | None = None
@@ -219,57 +203,34 @@ class RunHub:
             self._record(event)
 
     def _record(self, event: Event) -> None:
-        run = self.runs.get(event.run_id)
-        if run is None:
+        live = self.runs.get(event.run_id)
+        if live is None:
             if event.seq != 1:  # began before we subscribed: we could never give its whole stream
                 return
-            kind: RunKind | None = "agent" if event.type == "agent_start" else "tool" if event.type == "tool_call_start" else None
-            name = str(event.data.get("model" if kind == "agent" else "tool", "?"))
-            run = self._add(LiveRun(event.run_id, kind, name, self._scrubber(), owned=False))
-        if event.seq == 1 and event.type == "tool_call_start":
-            run.kind = run.kind or "tool"
-            run.root_call = event.tool_call_id
-        try:
-            data = _prepare(event)
-            record = event.to_dict()
-            record["data"] = run.scrub(data)
-        except Exception:  # noqa: BLE001 - never let a listener fail the run
-            logger.exception("server: could not record event", run_id=event.run_id, event=event.type)
-            record = {**event.to_dict(), "data": {"unrecordable": True}}
-        run.add(record)
-        if event.type == "confirmation_required" and event.tool_call_id:
-            run.future(event.tool_call_id)
-        elif event.type in TERMINAL and event.tool_call_id == run.root_call and run.kind == "tool":
-            status = "ok" if event.type == "tool_call_result" else _error_status(event.data.get("error"))
-            result = event.result.to_dict() if event.result is not None else None
-            run.closed = True
-            if run.owned:
-                run.status, run.result = status, result
-                run.error = None if status == "ok" else event.data.get("error")
-            else:
-                run.finish(status, result=result, error=None if status == "ok" else event.data.get("error"))
-                self._retire(run)
-        elif event.type == "agent_done":
-            reason = event.data.get("stop_reason")
-            status = {"answer": "ok", "cancelled": "cancelled"}.get(reason, "error")
-            error = None if status == "ok" else {"code": reason, "message": event.data.get("error")}
-            run.closed = True
-            if run.owned:
-                run.status, run.error = status, error
-            else:
-                run.finish(status, error=error)
-                self._retire(run)
+            live = self._add(LiveRun(event.run_id, None, "?"))
+        if live.run is None:
+            self._attach_run(live)
+        live.add(event.to_dict())  # the Run redacted it already: one code path, before any listener
 
-    def _scrubber(self) -> Callable[[Any], Any]:
-        redactor = getattr(self.engine.project, "redactor", None)
-        return redactor.for_run() if redactor is not None else (lambda value: value)
+    def _attach_run(self, live: LiveRun) -> None:
+        run = self.engine.runs.get(live.run_id)
+        if run is None:
+            return
+        live.run, live.kind, live.name = run, run.kind, run.name
+        live.principal = live.principal or run.principal
+        run.on_end(lambda ended: self._run_ended(live, ended))
 
-    def _add(self, run: LiveRun) -> LiveRun:
-        self.runs[run.run_id] = run
-        return run
+    def _run_ended(self, live: LiveRun, run: "Run") -> None:
+        live.finish(run)
+        if live.task is None:  # not ours: nothing else will retire it
+            self._retire(live)
 
-    def _retire(self, run: LiveRun) -> None:
-        self._finished[run.run_id] = None
+    def _add(self, live: LiveRun) -> LiveRun:
+        self.runs[live.run_id] = live
+        return live
+
+    def _retire(self, live: LiveRun) -> None:
+        self._finished[live.run_id] = None
         while len(self._finished) > self.keep_finished:
             old, _ = self._finished.popitem(last=False)
             self.runs.pop(old, None)
@@ -284,7 +245,6 @@ class RunHub:
         work: Callable[[LiveRun], Awaitable[Any]],
         *,
         principal: str | None = None,
-        root_call: str | None = None,
         background: bool = False,
     ) -> LiveRun:
         """Register the run, then start `work(run)` as a task that outlives the request.
@@ -292,15 +252,14 @@ class RunHub:
         Raises TooManyRuns when the service or `principal` is at its cap of live runs."""
         self._check_capacity(principal)
         self._started_live[principal] = self._started_live.get(principal, 0) + 1
-        run = self._add(LiveRun(run_id, kind, name, self._scrubber(), owned=True, principal=principal))
+        live = self._add(LiveRun(run_id, kind, name, principal=principal))
         store = getattr(self.engine, "store", None)
         if store is not None and principal is not None:
             store.record_owner(run_id, principal)
-        run.root_call = root_call
-        run.background = background
-        run.task = asyncio.get_running_loop().create_task(work(run), name=f"skillyard-run-{run_id}")
-        run.task.add_done_callback(lambda task: self._ended(run, task))
-        return run
+        live.background = background
+        live.task = asyncio.get_running_loop().create_task(work(live), name=f"skillyard-run-{run_id}")
+        live.task.add_done_callback(lambda task: self._ended(live, task))
+        return live
 
     def _check_capacity(self, principal: str | None) -> None:
         if self.max_live is not None and sum(self._started_live.values()) >= self.max_live:
@@ -310,75 +269,49 @@ class RunHub:
             raise TooManyRuns(f"this key has {self.max_live_per_principal} live runs (server.max_live_runs_per_key); "
                               "retry when one has ended")
 
-    def _ended(self, run: LiveRun, task: "asyncio.Task[Any]") -> None:
-        left = self._started_live.get(run.principal, 1) - 1
+    def _ended(self, live: LiveRun, task: "asyncio.Task[Any]") -> None:
+        left = self._started_live.get(live.principal, 1) - 1
         if left:
-            self._started_live[run.principal] = left
+            self._started_live[live.principal] = left
         else:
-            self._started_live.pop(run.principal, None)
+            self._started_live.pop(live.principal, None)
         if task.cancelled():
-            run.finish("cancelled", error=run.error or {"code": "cancelled", "message": "the run was cancelled"})
+            live.finish(live.run if live.run is not None and live.run.done else None, status="cancelled",
+                        error={"code": "cancelled", "message": "the run was cancelled"})
         elif task.exception() is not None:
             exc = task.exception()
-            logger.error("server: run failed", run_id=run.run_id, error=f"{type(exc).__name__}: {exc}")
-            run.finish("error", error={"code": "server_error", "message": f"{type(exc).__name__}: {exc}"})
+            logger.error("server: run failed", run_id=live.run_id, error=f"{type(exc).__name__}: {exc}")
+            live.finish(status="error", error={"code": "server_error", "message": f"{type(exc).__name__}: {exc}"})
         else:
-            value = task.result()
-            to_dict = getattr(value, "to_dict", None)
-            run.finish(None, result=to_dict() if callable(to_dict) else run.result)
-        self._retire(run)
+            live.finish(live.run)
+        self._retire(live)
 
-    def approver_for(self, run_id: str) -> Callable[[Any, dict[str, Any], str], Awaitable[bool]]:
-        """The Approver of one run: waits for the answer to that run's (tool_call_id)."""
+    def approver(self) -> "Approver":
+        """The approver of runs started over HTTP: it asks nobody, so the Run waits for an answer
+        through `POST /v1/runs/{id}/approvals/{tool_call_id}`, up to the approval timeout."""
+        timeout = self.approval_timeout
 
-        async def approve(tool: Any, args: dict[str, Any], tool_call_id: str) -> bool:
-            run = self.runs.get(run_id)
-            if run is None:
-                return False
-            fut = run.future(tool_call_id)  # registered already when confirmation_required was emitted
-            try:
-                async with asyncio.timeout(self.approval_timeout):
-                    return bool(await fut)
-            except TimeoutError:
-                return False
-            finally:
-                if run.pending.get(tool_call_id) is fut:
-                    del run.pending[tool_call_id]
+        async def wait(tool: Any, args: dict[str, Any], tool_call_id: str) -> bool:
+            await asyncio.sleep(timeout)
+            return False
 
-        return approve
+        return wait
 
     def resolve(self, run_id: str, tool_call_id: str, approve: bool) -> Literal["ok", "unknown_run", "not_pending"]:
-        run = self.runs.get(run_id)
+        run = self.engine.runs.get(run_id)
         if run is None:
             return "unknown_run"
-        fut = run.pending.get(tool_call_id)
-        if fut is None or fut.done():
-            return "not_pending"
-        fut.set_result(approve)
-        return "ok"
+        return "ok" if run.answer(tool_call_id, approve) else "not_pending"
 
     def cancel(self, run_id: str) -> bool:
-        run = self.runs.get(run_id)
-        if run is None or run.task is None or run.task.done():
+        run = self.engine.runs.get(run_id)
+        if run is not None:
+            return run.cancel()
+        live = self.runs.get(run_id)  # started, but its Run is not open yet
+        if live is None or live.task is None or live.task.done():
             return False
-        run.task.cancel()
+        live.task.cancel()
         return True
 
     def live_count(self) -> int:
         return sum(1 for run in self.runs.values() if not run.done)
-
-
-def _prepare(event: Event) -> Any:
-    """The event data as the store records it (a model's raw JSON arguments parsed)."""
-    data = event.data
-    if event.type == "tool_call_start":
-        arguments = data.get("arguments")
-        if isinstance(arguments, (str, bytes)):
-            with contextlib.suppress(ValueError):
-                data = {**data, "arguments": json.loads(arguments)}
-    return data
-
-
-def _error_status(error: Any) -> str:
-    code = error.get("code") if isinstance(error, dict) else None
-    return "cancelled" if code == "cancelled" else "error"

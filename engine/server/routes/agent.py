@@ -9,6 +9,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..._engine import new_id
+from ...errors import AgentSetupError
 from ..access import current_principal
 from ..api import SSE_DOC, ApiError, error_responses, jsonable
 from ..auth import Principal
@@ -52,19 +53,11 @@ def router(service: Service) -> APIRouter:
     async def agent(request: Request, body: AgentRequest = Body(...), principal: Principal = Depends(current_principal)) -> Any:
         from ...agent import AgentLimits, as_messages
 
-        project = engine.project
-        model = body.model or project.default_model
-        if model not in project.models:
-            raise ApiError(422, "unknown_model", f"unknown model {model!r}; known: {', '.join(sorted(project.models))}")
-        tools: list[str] | None = body.tools
-        if tools is not None:
-            unknown = sorted(set(tools) - set(project.tools))
-            if unknown:
-                raise ApiError(422, "unknown_tool", f"unknown tool(s) {', '.join(unknown)}", available_tools=sorted(project.tools))
-        if not body.enable_tools:
-            tools = []
-        if body.tool_choice not in ("auto", "none", "required") and body.tool_choice not in project.tools:
-            raise ApiError(422, "invalid_request", "tool_choice must be auto, none, required or a tool name")
+        try:
+            runner = engine.agent(body.model, tools=body.tools if body.enable_tools else [], tool_choice=body.tool_choice,
+                                  limits=AgentLimits(max_steps=body.max_steps), system=body.system, approve=hub.approver())
+        except AgentSetupError as exc:
+            raise ApiError(422, exc.code, exc.message, **exc.details) from None
         _check_prompt_size(body, limits.max_prompt_chars)
         messages = body.messages if isinstance(body.messages, str) else [m.model_dump() for m in body.messages]
         try:
@@ -74,13 +67,11 @@ def router(service: Service) -> APIRouter:
         if not parsed or not any(m.content.strip() for m in parsed):
             raise ApiError(422, "invalid_request", "messages is empty")
         run_id = new_id("run")
-        runner = engine.agent(model, tools=tools, limits=AgentLimits(max_steps=body.max_steps),
-                              tool_choice=body.tool_choice, system=body.system, approve=hub.approver_for(run_id))
 
         async def work(run: LiveRun) -> Any:
-            return await runner.run(parsed, run_id=run_id)
+            return await runner.run(parsed, run_id=run_id, principal=principal.name)
 
-        run = hub.start(run_id, "agent", model, work, principal=principal.name, background=body.background)
+        run = hub.start(run_id, "agent", runner.model, work, principal=principal.name, background=body.background)
         accept = request.headers.get("accept") or ""
         if "application/json" in accept and not wants_event_stream(accept):
             if not await finished_or_left(request, run):

@@ -96,12 +96,12 @@ def router(service: Service) -> APIRouter:
         if model is not None and model not in engine.project.models:
             raise ApiError(422, "unknown_model", f"unknown model {model!r}; known: {', '.join(sorted(engine.project.models))}")
         run_id, call_id = new_id("run"), new_id("call")
-        approve = hub.approver_for(run_id)
 
         async def work(run: LiveRun) -> Any:
-            return await engine.call_tool(name, arguments, model=model, tool_call_id=call_id, run_id=run_id, approve=approve)
+            return await engine.call_tool(name, arguments, model=model, tool_call_id=call_id, run_id=run_id,
+                                          approve=hub.approver(), principal=principal.name)
 
-        run = hub.start(run_id, "tool", name, work, principal=principal.name, root_call=call_id, background=background)
+        run = hub.start(run_id, "tool", name, work, principal=principal.name, background=background)
         if wants_event_stream(request.headers.get("accept")):
             return stream(hub, run, 0, cancel_on_disconnect=True)
         if not await finished_or_left(request, run):

@@ -1,0 +1,253 @@
+"""The Run: one run's life, in one place.
+
+A run is what users see (`skillyard runs`, `/v1/runs/{id}`): one tool call, or one agent
+loop with its tool calls. Its `Run` owns
+
+- its ids, kind, name and the principal that started it;
+- its events: a gap-free `seq`, redaction done once per event before any listener (store,
+  SSE followers, CLI timeline, an embedder's callback) sees it;
+- its status, result and end (set by whoever runs it, never re-derived from event types);
+- its pending approvals, keyed by `tool_call_id`, answered through the Run from any front
+  door (the terminal, MCP elicitation, `POST /v1/runs/{id}/approvals/{tool_call_id}`);
+- its cancellation.
+
+The `Engine` opens Runs (`Engine.open_run`) and keeps the live ones in `Engine.runs`, so a
+front door that did not start a run can still answer or cancel it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Literal, Protocol
+
+from .events import Event, EventType, SyncListener, new_event, report_listener_failure
+
+if TYPE_CHECKING:
+    from .events import Listener, QueuedListener
+    from .project import LinkedTool, Project
+    from .redaction import RunScrubber, TextStream
+    from .result import ToolResult
+
+RunKind = Literal["tool", "agent"]
+RunStatus = Literal["running", "ok", "error", "cancelled", "interrupted"]
+Approver = Callable[["LinkedTool", dict[str, Any], str], Awaitable[bool]]
+
+
+async def wait_for_answer(tool: "LinkedTool", args: dict[str, Any], tool_call_id: str) -> bool:
+    """The approver of a run that someone answers through `Run.answer` (the HTTP service):
+    it asks nobody itself, so the Run waits for the answer, up to its approval timeout."""
+    return await asyncio.Event().wait()  # type: ignore[func-returns-value]  # never returns: the answer wins
+
+
+class RunOpener(Protocol):
+    """What opens and ends Runs (the Engine): all the agent loop needs of it."""
+
+    @property
+    def project(self) -> "Project": ...
+
+    def open_run(self, run_id: str, on_event: "Listener | None" = None, *, kind: RunKind = "tool", name: str = "",
+                 principal: str | None = None, approver: Approver | None = None,
+                 ) -> "tuple[Run, list[QueuedListener]]": ...
+
+    def end_run(self, run: "Run", status: Any, result: Any = None, error: dict[str, Any] | None = None) -> None: ...
+
+
+_now_ns = time.time_ns
+
+
+class _PassThrough:
+    """The TextStream of a run without redaction."""
+
+    @staticmethod
+    def push(piece: str) -> str:
+        return piece
+
+    @staticmethod
+    def flush() -> str:
+        return ""
+
+
+class Run:
+    """One run: numbers, redacts and delivers its events; knows its state; takes answers."""
+
+    __slots__ = (
+        "run_id", "_seq", "_listeners", "_redact", "kind", "name", "principal", "status", "result", "error",
+        "started_at", "finished_at", "approver", "approval_timeout", "_pending", "_task", "_on_end",
+    )
+
+    def __init__(
+        self,
+        run_id: str,
+        listeners: list[SyncListener],
+        redact: "RunScrubber | None" = None,
+        *,
+        kind: RunKind = "tool",
+        name: str = "",
+        principal: str | None = None,
+        approver: Approver | None = None,
+        approval_timeout: float = 600.0,
+    ):
+        self.run_id = run_id
+        self._seq = 0
+        self._listeners = listeners
+        self._redact = redact  # sensitive values never reach a listener
+        self.kind = kind
+        self.name = name
+        self.principal = principal
+        self.status: RunStatus = "running"
+        self.result: Any = None
+        self.error: dict[str, Any] | None = None
+        self.started_at = _now_ns() // 1_000_000
+        self.finished_at: int | None = None
+        self.approver = approver  # None: a confirmation nobody can give is denied at once
+        self.approval_timeout = approval_timeout
+        self._pending: dict[str, asyncio.Future[bool]] | None = None  # most runs never ask
+        self._task: asyncio.Task[Any] | None = None
+        self._on_end: list[Callable[["Run"], None]] | None = None
+
+    # ─── events ──────────────────────────────────────────────────────────────────
+
+    @property
+    def last_seq(self) -> int:
+        return self._seq
+
+    @property
+    def scrubber(self) -> "RunScrubber | None":
+        return self._redact
+
+    def emit(
+        self,
+        type: EventType,
+        data: dict[str, Any],
+        tool_call_id: str | None = None,
+        step_id: str | None = None,
+        skill: str | None = None,
+        result: "ToolResult | None" = None,
+        clean: bool = False,
+    ) -> Event:
+        """`clean=True`: the caller proved (from a closed schema) that `data` holds no sensitive key.
+
+        Every event type passes through the run's redaction here (text deltas included: a
+        model may echo a password). Hot callers pass everything positionally (cheaper than
+        keywords, 17+ times per call).
+        """
+        self._seq = seq = self._seq + 1
+        redact = self._redact
+        if redact is not None:
+            data = redact.known_secrets(data) if clean else redact(data)  # clean: may still hold a value seen earlier
+        event = new_event(Event, (type, self.run_id, seq, _now_ns() // 1_000_000, tool_call_id, step_id, skill, data, result))
+        for listener in self._listeners:
+            try:
+                listener(event)
+            except Exception as exc:  # noqa: BLE001 - a listener's bug must not hurt the run
+                report_listener_failure(listener, type, exc)
+        return event
+
+    def scrub_text(self, text: str) -> str:
+        """Free text (an error message bound for the caller) without the run's known secrets."""
+        return text if self._redact is None else self._redact.text(text)
+
+    def scrub_error(self, result: "ToolResult") -> "ToolResult":
+        """`result` with the run's known secrets hidden in its error message (bound for HTTP bodies).
+
+        The data of a successful call is the caller's and stays whole; an error message is a
+        diagnostic that may quote arguments (`login failed for bob with <password>`).
+        """
+        error = result.error
+        if error is None or self._redact is None:
+            return result
+        message = self._redact.text(error.message)
+        if message is error.message:
+            return result
+        return dataclasses.replace(result, error=dataclasses.replace(error, message=message))
+
+    def text_stream(self) -> "TextStream | _PassThrough":
+        """For streamed text events: holds back a tail that may be the start of a known secret."""
+        return _PassThrough() if self._redact is None else self._redact.stream()
+
+    # ─── state and end ───────────────────────────────────────────────────────────
+
+    @property
+    def done(self) -> bool:
+        return self.finished_at is not None
+
+    def attach(self, task: "asyncio.Task[Any] | None") -> None:
+        """The task that executes this run (what `cancel` cancels)."""
+        self._task = task
+
+    def on_end(self, callback: Callable[["Run"], None]) -> None:
+        """Call `callback(run)` once the run has ended (at once if it has)."""
+        if self.done:
+            callback(self)
+        elif self._on_end is None:
+            self._on_end = [callback]
+        else:
+            self._on_end.append(callback)
+
+    def finish(self, status: RunStatus, *, result: Any = None, error: dict[str, Any] | None = None) -> None:
+        """Record the end (the first call wins); pending approvals are closed as denied."""
+        if self.finished_at is not None:
+            return
+        self.status, self.result, self.error = status, result, error
+        self.finished_at = _now_ns() // 1_000_000
+        if self._pending:
+            for future in self._pending.values():
+                if not future.done():
+                    future.set_result(False)
+            self._pending.clear()
+        callbacks, self._on_end = self._on_end, None
+        for callback in callbacks or ():
+            try:
+                callback(self)
+            except Exception as exc:  # noqa: BLE001 - an observer's bug must not hurt the run
+                report_listener_failure(callback, "run_end", exc)
+
+    def cancel(self) -> bool:
+        """Cancel the task executing the run; False when it is not running (or not here)."""
+        task = self._task
+        if task is None or task.done() or self.done:
+            return False
+        task.cancel()
+        return True
+
+    # ─── approvals ───────────────────────────────────────────────────────────────
+
+    @property
+    def pending_approvals(self) -> list[str]:
+        return sorted(call for call, future in (self._pending or {}).items() if not future.done())
+
+    async def ask_approval(self, tool: "LinkedTool", args: dict[str, Any], tool_call_id: str) -> bool:
+        """Wait for a yes or no to one call: from the run's approver (a person at a terminal,
+        an MCP client) or from `answer` (any other front door), whichever comes first.
+
+        No approver: denied at once (nobody could answer). No answer within the approval
+        timeout: denied.
+        """
+        if self.approver is None:
+            return False
+        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        if self._pending is None:
+            self._pending = {}
+        self._pending[tool_call_id] = future
+        asked = asyncio.ensure_future(self.approver(tool, args, tool_call_id))
+        try:
+            async with asyncio.timeout(self.approval_timeout):
+                done, _ = await asyncio.wait((future, asked), return_when=asyncio.FIRST_COMPLETED)
+            return bool(future.result() if future in done else asked.result())
+        except TimeoutError:
+            return False
+        finally:
+            if not asked.done():
+                asked.cancel()
+            if self._pending is not None and self._pending.get(tool_call_id) is future:
+                del self._pending[tool_call_id]
+
+    def answer(self, tool_call_id: str, approve: bool) -> bool:
+        """Answer a pending approval; False when none is pending under that id."""
+        future = (self._pending or {}).get(tool_call_id)
+        if future is None or future.done():
+            return False
+        future.set_result(approve)
+        return True
