@@ -68,7 +68,7 @@ class ToolResult:
             render = getattr(self.data, "render_model_text", None)
             if callable(render):  # data that knows how it reads best (e.g. a fetch result)
                 return str(render(self))
-            body = self.data if isinstance(self.data, str) else json.dumps(self.data, ensure_ascii=False, default=str)
+            body = self.data if isinstance(self.data, str) else _json_text(self.data)
             return f"[{self.tool} succeeded in {self.metadata.get('duration_ms', 0)} ms, {len(body)} chars]\n{body}"
         assert self.error is not None  # invariant of construction, not input validation
         lines = [f"[{self.tool} failed: {self.error.code}] {self.error.message}"]
@@ -83,3 +83,11 @@ class ToolResult:
             lines.append("Available tools: " + ", ".join(self.error.details["available_tools"]))
         lines.append(ERROR_ADVICE.get(self.error.code, "Do not retry the same call."))
         return "\n".join(lines)
+
+
+def _json_text(data: Any) -> str:
+    """JSON for a model; data no JSON writer takes (an int of 5,000 digits, nesting without end) as a note."""
+    try:
+        return json.dumps(data, ensure_ascii=False, default=str)
+    except (ValueError, RecursionError) as exc:
+        return f"(the result cannot be shown as JSON: {type(exc).__name__}: {str(exc)[:200]})"

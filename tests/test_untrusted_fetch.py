@@ -45,6 +45,8 @@ def test_a_fetched_json_page_with_a_lone_surrogate_loses_no_run(server: Loopback
     assert odd.ok and odd.data["content"] == {"title": "bad \ufffd title", "items": ["\ufffd"]}, odd
     orjson.dumps(odd.data)  # every listener can encode it
     assert "\ufffd" in odd.model_text()
+    assert odd.data["notes"] and "U+FFFD" in odd.data["notes"][0], odd.data  # the replacement is said, not silent
+    assert odd.data["notes"][0] in odd.model_text()
     for result in [*results, odd]:
         assert result.ok
         rows = assert_gap_free(db, result.run_id)

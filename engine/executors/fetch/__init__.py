@@ -35,6 +35,7 @@ OUTPUT_SCHEMA: dict[str, Any] = {
         "title": {"type": "string"},
         "degraded": {"type": "boolean"},
         "degraded_reason": {"type": "string"},
+        "notes": {"type": "array", "items": {"type": "string"}},
     },
     "required": ["url", "final_url", "status_code", "content_type", "bytes", "truncated", "duration_ms", "format", "content"],
 }

@@ -38,7 +38,7 @@ from .parse import (
     html_to_markdown,
     is_html,
     looks_binary,
-    parse_json,
+    parse_json_noted,
 )
 
 # The codes a fetch can fail with (besides the router's own).
@@ -77,6 +77,7 @@ class FetchResult(dict):  # type: ignore[type-arg]
             lines.append(f"[Cut off: the response is larger than this tool's {human_size(self['max_bytes'])} limit; only the start is shown.]")
         if self.get("degraded"):
             lines.append(f"[{self.get('degraded_reason', 'could not be parsed')}; the raw text follows.]")
+        lines.extend(f"[{note}]" for note in self.get("notes", ()))
         content = self["content"]
         if self["format"] == "binary":
             lines.append("(binary content, not shown)")
@@ -396,8 +397,10 @@ class FetchExecutor:
     async def _parse(self, data: FetchResult, text: str, content_type: str | None, final_url: str, run: Any) -> None:
         mode = self.config.parse_mode
         if mode == "json":
-            value, problem = parse_json(text)
+            value, problem, note = parse_json_noted(text)
             data.update(format="json" if problem is None else "text", content=value)
+            if note is not None:  # lone surrogates became U+FFFD: say so to the model and in the data
+                data["notes"] = [note]
             if problem:
                 data.update(degraded=True, degraded_reason=problem + (" (the response was cut off)" if data["truncated"] else ""))
             return
