@@ -67,8 +67,14 @@ class Engine:
         return engine
 
     def _settings_changed_elsewhere(self) -> None:
-        """Another process changed tool settings in the shared store: relink with them (on a
-        store thread; the swap is atomic, calls in flight keep their project)."""
+        """Another process changed tool settings in the shared store: relink with them, on a
+        thread of its own (the store's notice thread serves other listeners meanwhile); the
+        swap is atomic, calls in flight keep their project."""
+        import threading
+
+        threading.Thread(target=self._reload_from_store, name="skillyard-reload", daemon=True).start()
+
+    def _reload_from_store(self) -> None:
         from .errors import ConfigError
         from .logging import logger
 

@@ -258,3 +258,34 @@ def test_notify_reaches_listeners_and_each_batch_announces_its_runs(url: str) ->
     finally:
         writer.close()
         follower.close()
+
+
+# ─── which store: SKILLYARD_STORE_URL > store.url > store.path ─────────────────────────
+
+
+def test_the_store_url_comes_from_the_environment_then_store_url_then_store_path(tmp_path: Path) -> None:
+    from engine.spec.models import StoreSettings
+    from engine.store import store_url
+
+    root = tmp_path / "p"
+    assert store_url(root, StoreSettings(), {}) == f"sqlite:///{root.resolve()}/.skillyard/runs.db"
+    configured = StoreSettings(path="a.db", url="sqlite:///data/b.db")
+    assert store_url(root, configured, {}) == f"sqlite:///{root.resolve()}/data/b.db"
+    assert store_url(root, configured, {"SKILLYARD_STORE_URL": "postgresql://u@h:5/db"}) == "postgresql://u@h:5/db"
+    assert store_url(root, StoreSettings(url="sqlite:////abs/c.db"), {}) == "sqlite:////abs/c.db"
+    with pytest.raises(StoreError, match="SKILLYARD_STORE_URL is 'mysql://u:\\*\\*\\*@h/db', not a store URL"):
+        store_url(root, configured, {"SKILLYARD_STORE_URL": "mysql://u:pw@h/db"})
+
+
+def test_a_bad_store_url_is_a_clear_error_naming_its_place(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from test_store_support import cli
+
+    (project / "config").mkdir(exist_ok=True)
+    (project / "config" / "engine.yaml").write_text("store:\n  url: mysql://db/runs\n")
+    done = cli("skillyard", "runs", "--dir", str(project))
+    assert done.returncode == 2 and "engine.yaml:2" in done.stderr and "Traceback" not in done.stderr, done.stderr
+    (project / "config" / "engine.yaml").write_text("store:\n  enabled: true\n")
+    monkeypatch.setenv("SKILLYARD_STORE_URL", "redis://x")
+    done = cli("run-workflow", "report", "--arg", "text=x", "--dir", str(project), "--quiet")
+    assert done.returncode == 2 and "SKILLYARD_STORE_URL is 'redis://x', not a store URL" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
