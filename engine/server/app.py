@@ -42,6 +42,7 @@ from .access import Access
 from .api import ApiError, ErrorResponse
 from .auth import ApiKeys, load_api_keys
 from .hub import RunHub, TooManyRuns
+from .replicas import Replicas
 from .routes import admin, agent, runs, tools
 from .routes.mcp import mcp_route
 from .service import Limits, Service
@@ -71,15 +72,18 @@ def create_app(
     (`async with app.router.lifespan_context(app): …`) so `/mcp` and shutdown work.
     """
     keys = api_keys if isinstance(api_keys, ApiKeys) else load_api_keys(api_keys, settings=engine.project.settings)
-    service = Service(engine, _hub(engine, keep_finished, approval_timeout), keys, _limits(engine, max_body_bytes))
+    service = Service(engine, _hub(engine, keep_finished, approval_timeout), keys, _limits(engine, max_body_bytes),
+                      Replicas(engine))
     mcp_mount = mcp_route(service) if mcp else None
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         service.hub.attach()
+        service.replicas.start()
         try:
             yield
         finally:
+            service.replicas.stop()
             if mcp_mount is not None:
                 await mcp_mount[1].stop()
             await service.hub.detach()
@@ -111,7 +115,11 @@ def create_app(
 
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     _document_security(app)
-    app.add_middleware(Access, keys=keys, max_body_bytes=service.limits.max_body_bytes, on_request=service.hub.attach)
+    def first_request() -> None:  # no-ops after the first: covers apps mounted without their lifespan
+        service.hub.attach()
+        service.replicas.start()
+
+    app.add_middleware(Access, keys=keys, max_body_bytes=service.limits.max_body_bytes, on_request=first_request)
     return app
 
 

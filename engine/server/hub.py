@@ -286,22 +286,24 @@ class RunHub:
             live.finish(live.run)
         self._retire(live)
 
-    def approver(self) -> "Approver":
-        """The approver of runs started over HTTP: it asks nobody, so the Run waits for an answer
-        through `POST /v1/runs/{id}/approvals/{tool_call_id}`, up to the approval timeout."""
+    def approver(self, run_id: str) -> "Approver":
+        """The approver of a run started over HTTP: it asks nobody, so the Run waits for an
+        answer through `POST /v1/runs/{id}/approvals/{tool_call_id}` (on any replica: the
+        pending approval is kept in the store), up to the approval timeout."""
         timeout = self.approval_timeout
+        store = getattr(self.engine, "store", None)
 
         async def wait(tool: Any, args: dict[str, Any], tool_call_id: str) -> bool:
-            await asyncio.sleep(timeout)
-            return False
+            if store is not None:
+                store.set_approval(run_id, tool_call_id, "pending")
+            try:
+                await asyncio.sleep(timeout)
+                return False
+            finally:  # answered (this task is then cancelled), timed out, or the run ended
+                if store is not None:
+                    store.set_approval(run_id, tool_call_id, "closed")
 
         return wait
-
-    def resolve(self, run_id: str, tool_call_id: str, approve: bool) -> Literal["ok", "unknown_run", "not_pending"]:
-        run = self.engine.runs.get(run_id)
-        if run is None:
-            return "unknown_run"
-        return "ok" if run.answer(tool_call_id, approve) else "not_pending"
 
     def cancel(self, run_id: str) -> bool:
         run = self.engine.runs.get(run_id)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from .._engine import Engine
 from .auth import ApiKeys
 from .hub import RunHub
+from .replicas import Replicas
 
 
 @dataclass(frozen=True)
@@ -25,3 +26,4 @@ class Service:
     hub: RunHub
     keys: ApiKeys
     limits: Limits
+    replicas: Replicas

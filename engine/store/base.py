@@ -21,7 +21,7 @@ backend) loses nothing: the writer keeps the batches, in order, and tries again 
 flush() says so at once (StoreError). Past MAX_PENDING_EVENTS kept events, the oldest are
 dropped and counted (`unavailable`).
 
-The backends (sqlite.py, postgres.py) give the connection: `_write_rows`, `_write_owners`,
+The backends (sqlite.py, postgres.py) give the connection: `_write_rows`, `_write_side`,
 `_fetch`, `_transaction`, `_close_connection`, and notifications.
 """
 
@@ -231,7 +231,8 @@ class Store:
         self._failed: BaseException | None = None
         self._failures: dict[str, int] = {}  # kind → how many events (see write_failures)
         self._failures_lock = threading.Lock()  # counted by the listener's thread (spill) and the writer
-        self._owners: list[tuple[str, str]] = []  # (run_id, principal), written before the next events
+        # Small writes beside the events (who started a run, approvals), written before the next events
+        self._side: list[tuple[str, tuple[Any, ...]]] = []
         self._listeners: dict[str, list[Callable[[str], None]]] = {}  # in-process notifications (see listen)
         self._deliveries: SimpleQueue[tuple[str, str] | None] | None = None
         self.origin = f"{HOST}:{os.getpid()}:{id(self):x}"  # who made a change, in notification payloads
@@ -279,7 +280,24 @@ class Store:
 
     def record_owner(self, run_id: str, principal: str) -> None:
         """Remember who started `run_id` (written by the writer thread, before the run's events)."""
-        self._owners.append((run_id, principal))
+        self._side.append(("INSERT INTO run_owners (run_id, principal) VALUES (?, ?) ON CONFLICT DO NOTHING",
+                           (run_id, principal)))
+
+    def set_approval(self, run_id: str, tool_call_id: str, status: str) -> None:
+        """Record that a call waits for an answer (`pending`) or no longer does (`closed`), so that
+        any process sharing the store can tell (written by the writer thread, like the events)."""
+        self._side.append((
+            "INSERT INTO approvals (run_id, tool_call_id, status, updated_at) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (run_id, tool_call_id) DO UPDATE SET status = excluded.status, updated_at = excluded.updated_at",
+            (run_id, tool_call_id, status, int(time.time() * 1000)),
+        ))
+        self._poke()  # a pending approval is news for other replicas: do not wait for the next tick
+
+    def pending_approvals(self, run_id: str) -> list[str]:
+        """The tool calls of `run_id` waiting for an answer, as recorded by `set_approval`."""
+        rows = self._fetch("SELECT tool_call_id FROM approvals WHERE run_id = ? AND status = 'pending' ORDER BY tool_call_id",
+                           (run_id,))
+        return [row[0] for row in rows]
 
     def _poke(self) -> None:
         with contextlib.suppress(RuntimeError):  # already awake
@@ -339,7 +357,8 @@ class Store:
         while True:
             self._wake.acquire(timeout=backoff if self._unreachable is not None else FLUSH_INTERVAL_S)
             stop = self._stop
-            self._write_owners()
+            self._write_side()
+            self._housekeeping()
             self._spill()
             self._commit()
             backoff = min(backoff * 2, RETRY_MAX_S) if self._unreachable is not None else FLUSH_INTERVAL_S
@@ -525,9 +544,14 @@ class Store:
         Raises StoreUnavailable when the database cannot be reached (the batch is kept)."""
         raise NotImplementedError
 
-    def _write_owners(self) -> None:
-        """Write and clear `self._owners` (kept for the next round when that fails)."""
+    def _write_side(self) -> None:
+        """Run and clear the statements of `self._side` in one transaction (kept for the next
+        round when the database cannot be reached)."""
         raise NotImplementedError
+
+    def _housekeeping(self) -> None:
+        """Work of the writer's tick beside writing (a shared store: heartbeats, interrupting
+        the runs of processes that died). None for a store of one host."""
 
     def _fetch(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """The rows of one query (StoreError when the database cannot be read)."""
@@ -615,7 +639,7 @@ class Store:
         old = "SELECT id FROM runs WHERE started_at < ? AND status != 'running'"
         statements: list[tuple[str, Sequence[Any]]] = [
             (f"DELETE FROM {table} WHERE run_id IN ({old})", (cutoff,))
-            for table in ("events", "model_exchanges", "tool_logs", "run_owners")
+            for table in ("events", "model_exchanges", "tool_logs", "run_owners", "approvals")
         ]
         return self._transaction([*statements, (f"DELETE FROM runs WHERE id IN ({old})", (cutoff,))])[-1]
 

@@ -32,7 +32,8 @@ from ..redaction import Redactor
 from .base import HOST, RETRY_MAX_S, Store, StoreError, StoreUnavailable, _alive
 from .open import display_url
 from .schema import (
-    IMPLYING_TYPES, MIGRATIONS, POSTGRESQL, TOOL_SETTINGS_CHANNEL, SchemaTooNew, implied_rows, insert_events, postgres_ddl,
+    EVENTS_CHANNEL, IMPLYING_TYPES, MIGRATIONS, POSTGRESQL, TOOL_SETTINGS_CHANNEL, SchemaTooNew, implied_rows, insert_events,
+    postgres_ddl,
 )
 
 CONNECT_TIMEOUT_S = 5  # opening the store, and each attempt of the writer to reconnect
@@ -43,6 +44,25 @@ INSERT_EVENTS = insert_events(POSTGRESQL)
 IMPLIED_ROWS = implied_rows(POSTGRESQL)
 _IMPLIES = IMPLYING_TYPES.__contains__
 _PLACEHOLDERS: dict[str, str] = {}
+
+
+HEARTBEAT_S = 2.0  # each process sharing the store says it is alive this often (writer thread)
+PROCESS_TIMEOUT_MS = 8_000  # no heartbeat for this long: the process is gone, its runs are interrupted
+PROCESS_FORGOTTEN_MS = 3_600_000  # rows of processes gone this long are deleted
+_NOW_MS = "(extract(epoch from clock_timestamp()) * 1000)::bigint"  # the database's clock: one for every host
+_HEARTBEAT = (
+    f"INSERT INTO processes (id, host, pid, heartbeat_at) VALUES (%s, %s, %s, {_NOW_MS}) "
+    "ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at"
+)
+_INTERRUPT_DEAD = f"""
+    UPDATE runs SET status = 'interrupted',
+        finished_at = COALESCE((SELECT MAX(ts) FROM events WHERE events.run_id = runs.id), {_NOW_MS}),
+        error = json_build_object('code', 'interrupted', 'message',
+            'the process running it stopped (no heartbeat from ' || runs.host || ':' || runs.pid || ' for '
+            || (%s / 1000) || ' s); a pending approval was closed')::text
+    WHERE status = 'running' AND EXISTS (
+        SELECT 1 FROM processes AS p WHERE p.host = runs.host AND p.pid = runs.pid AND p.heartbeat_at < {_NOW_MS} - %s)
+    RETURNING id"""
 
 
 def _pg(query: str) -> str:
@@ -87,6 +107,8 @@ class PostgresStore(Store):
             timeout=READ_TIMEOUT_S, check=ConnectionPool.check_connection, name="skillyard-store", num_workers=1, open=True,
         )
         self._notices = _Notices(url, self.where)
+        self._process = f"{HOST}:{os.getpid()}"
+        self._next_heartbeat = 0.0
         self._start_writer(redactor, redacted_events)
 
     def __enter__(self) -> "PostgresStore":
@@ -141,19 +163,55 @@ class PostgresStore(Store):
                 self._failed = exc
                 self._count_failure("write", 1, f"event {row[2]} #{row[1]} of run {row[0]}: {self._reason(exc)}")
 
-    def _write_owners(self) -> None:
-        if not self._owners:
+    def _write_side(self) -> None:
+        if not self._side:
             return
-        owners, self._owners = self._owners, []
+        side, self._side = self._side, []
         try:
             db = self._writer_connection()
-            with db.transaction(), db.cursor() as cursor:
-                cursor.executemany("INSERT INTO run_owners (run_id, principal) VALUES (%s, %s) ON CONFLICT DO NOTHING", owners)
+            with db.transaction():
+                for sql, params in side:
+                    db.execute(_pg(sql), params)
         except (StoreUnavailable, psycopg.OperationalError, psycopg.InterfaceError):
-            self._owners[:0] = owners  # kept, in order, for the next round (the events wait too)
+            self._side[:0] = side  # kept, in order, for the next round (the events wait too)
             self._close_writer()
         except psycopg.Error as exc:
             self._failed = exc
+
+    # ─── processes: heartbeats, and the runs of a process that died ─────────────────────
+
+    def _housekeeping(self) -> None:
+        """Every HEARTBEAT_S: say this process is alive, and interrupt the runs of processes
+        whose heartbeat is older than PROCESS_TIMEOUT_S (killed, or cut off), closing their
+        pending approvals and waking their followers. Any process sharing the store does it,
+        so the runs of a dead replica end while one survives."""
+        now = time.monotonic()
+        if now < self._next_heartbeat:
+            return
+        self._next_heartbeat = now + HEARTBEAT_S
+        try:
+            db = self._writer_connection()
+            with db.transaction():
+                db.execute(_HEARTBEAT, (self._process, HOST, os.getpid()))
+                reaped = [row[0] for row in db.execute(_INTERRUPT_DEAD, (PROCESS_TIMEOUT_MS, PROCESS_TIMEOUT_MS)).fetchall()]
+                if reaped:
+                    db.execute("UPDATE approvals SET status = 'closed' WHERE status = 'pending' AND run_id = ANY(%s)", (reaped,))
+                    for run_id in reaped:
+                        db.execute("SELECT pg_notify(%s, %s)", (EVENTS_CHANNEL, f"{run_id} end"))
+                db.execute(f"DELETE FROM processes WHERE heartbeat_at < {_NOW_MS} - %s", (PROCESS_FORGOTTEN_MS,))
+        except (StoreUnavailable, psycopg.OperationalError, psycopg.InterfaceError):
+            self._close_writer()  # the events' next attempt reconnects
+        except psycopg.Error as exc:
+            logger.error("run store: heartbeat failed", store=self.where, error=self._reason(exc))
+        else:
+            if reaped:
+                logger.warning("run store: interrupted the runs of a process that stopped", store=self.where, runs=len(reaped))
+
+    def _forget_process(self) -> None:
+        """A clean stop: this process no longer holds runs (nobody has to wait for its timeout)."""
+        with contextlib.suppress(Exception):
+            with self._pool.connection() as db:
+                db.execute("DELETE FROM processes WHERE id = %s", (self._process,))
 
     def _mark_interrupted(self) -> int:
         """Runs of this host left `running` by a process that is gone become `interrupted`."""
@@ -179,6 +237,8 @@ class PostgresStore(Store):
 
     def _close_connection(self) -> None:
         self._close_writer()
+        if hasattr(self, "_process"):
+            self._forget_process()
         if hasattr(self, "_pool"):
             with contextlib.suppress(Exception):
                 self._pool.close(timeout=2)

@@ -98,6 +98,23 @@ MIGRATIONS: list[str] = [
     ) WITHOUT ROWID;
     CREATE INDEX IF NOT EXISTS run_owners_principal ON run_owners(principal);
     """,
+    # 5: approvals waiting for an answer (any replica may answer), and the processes that write
+    # to a shared store with their heartbeat (a survivor interrupts the runs of a dead one)
+    """
+    CREATE TABLE IF NOT EXISTS approvals (
+        run_id       TEXT NOT NULL,
+        tool_call_id TEXT NOT NULL,
+        status       TEXT NOT NULL,             -- pending | closed
+        updated_at   INTEGER NOT NULL,
+        PRIMARY KEY (run_id, tool_call_id)
+    ) WITHOUT ROWID;
+    CREATE TABLE IF NOT EXISTS processes (
+        id           TEXT PRIMARY KEY,          -- host:pid
+        host         TEXT NOT NULL,
+        pid          INTEGER NOT NULL,
+        heartbeat_at INTEGER NOT NULL           -- ms since the epoch, the database's clock
+    );
+    """,
 ]
 
 

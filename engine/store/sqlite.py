@@ -102,16 +102,17 @@ class RunStore(Store):
                 self._write.close()
             self._write = None
 
-    def _write_owners(self) -> None:
-        if not self._owners or self._write is None:
+    def _write_side(self) -> None:
+        if not self._side or self._write is None:
             return
-        owners, self._owners = self._owners, []
+        side, self._side = self._side, []
         try:
             with self._write:  # one short transaction
                 self._write.execute("BEGIN IMMEDIATE")
-                self._write.executemany("INSERT OR IGNORE INTO run_owners (run_id, principal) VALUES (?, ?)", owners)
+                for sql, params in side:
+                    self._write.execute(sql, params)
         except sqlite3.Error as exc:
-            self._owners[:0] = owners  # kept, in order, for the next round
+            self._side[:0] = side  # kept, in order, for the next round
             self._failed = exc
 
     def _write_rows(self, rows: bytes, implying: bytes, types: set[str]) -> None:

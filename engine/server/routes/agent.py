@@ -53,9 +53,10 @@ def router(service: Service) -> APIRouter:
     async def agent(request: Request, body: AgentRequest = Body(...), principal: Principal = Depends(current_principal)) -> Any:
         from ...agent import AgentLimits, as_messages
 
+        run_id = new_id("run")
         try:
             runner = engine.agent(body.model, tools=body.tools if body.enable_tools else [], tool_choice=body.tool_choice,
-                                  limits=AgentLimits(max_steps=body.max_steps), system=body.system, approve=hub.approver())
+                                  limits=AgentLimits(max_steps=body.max_steps), system=body.system, approve=hub.approver(run_id))
         except AgentSetupError as exc:
             raise ApiError(422, exc.code, exc.message, **exc.details) from None
         _check_prompt_size(body, limits.max_prompt_chars)
@@ -66,7 +67,6 @@ def router(service: Service) -> APIRouter:
             raise ApiError(422, "invalid_request", str(exc)) from None
         if not parsed or not any(m.content.strip() for m in parsed):
             raise ApiError(422, "invalid_request", "messages is empty")
-        run_id = new_id("run")
 
         async def work(run: LiveRun) -> Any:
             return await runner.run(parsed, run_id=run_id, principal=principal.name)

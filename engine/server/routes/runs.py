@@ -16,8 +16,9 @@ from ..api import SSE_DOC, ApiError, error_responses, jsonable, store_call
 from ..auth import Principal
 from ..hub import LiveRun
 from ..live import stream
+from ..replicas import FULL_ID_CHARS
 from ..service import Service
-from ..sse import EventStreamResponse, frame, parse_last_event_id, wants_event_stream
+from ..sse import HEARTBEAT_S, EventStreamResponse, frame, parse_last_event_id, wants_event_stream
 
 RunId = PathParam(max_length=200)
 
@@ -31,19 +32,18 @@ def _unknown(run_id: str) -> ApiError:
     return ApiError(404, "unknown_run", f"there is no run {run_id!r}")
 
 
+def _not_pending(run_id: str, tool_call_id: str) -> ApiError:
+    return ApiError(409, "not_pending", f"no confirmation is pending for call {tool_call_id!r} of run {run_id!r} "
+                                        "(answered already, timed out, or never asked)")
+
+
 def router(service: Service) -> APIRouter:
-    engine, hub = service.engine, service.hub
+    engine, hub, replicas, store = service.engine, service.hub, service.replicas, service.engine.store
     api = APIRouter()
 
     def live_run(run_id: str, principal: Principal) -> LiveRun | None:
         live = hub.runs.get(run_id)
         return live if live is not None and principal.may_see(live.principal) else None
-
-    def own_live_run(run_id: str, principal: Principal) -> LiveRun:
-        live = live_run(run_id, principal)
-        if live is None:
-            raise ApiError(404, "unknown_run", f"run {run_id!r} is not live in this server")
-        return live
 
     @api.get("/v1/runs", tags=["runs"], summary="Recent runs, newest first (a caller's own)", responses=error_responses())
     async def list_runs(
@@ -53,7 +53,6 @@ def router(service: Service) -> APIRouter:
         limit: int = Query(50, ge=1, le=500),
         principal: Principal = Depends(current_principal),
     ) -> list[dict[str, Any]]:
-        store = engine.store
         owner = None if principal.is_admin else principal.name
         if store is None:
             runs = [r.summary() for r in reversed(hub.runs.values()) if principal.may_see(r.principal)]
@@ -69,30 +68,31 @@ def router(service: Service) -> APIRouter:
         records = await store_call(read)
         for record in records:
             live = hub.runs.get(record["id"])
-            record["live"] = bool(live and not live.done)
-            record["pending_approvals"] = live.summary()["pending_approvals"] if live else []
+            record["live"] = bool(live and not live.done) or record["status"] == "running"
+            record["pending_approvals"] = live.pending_approvals if live else []
         return jsonable(records)
 
     @api.get("/v1/runs/{run_id}", tags=["runs"], summary="One run (an unambiguous id prefix works too)",
              responses=error_responses(404, 409))
     async def get_run(run_id: str = RunId, principal: Principal = Depends(current_principal)) -> dict[str, Any]:
         live = hub.runs.get(run_id)
-        store = engine.store
         if store is not None:
 
-            def read() -> tuple[Any, list[dict[str, Any]]]:
+            def read() -> tuple[Any, list[dict[str, Any]], list[str]]:
                 store.flush()
                 record = store.run(run_id)
                 if record is None or not principal.may_see(record.principal):
-                    return None, []
-                return record, store.tool_logs(run_id=record.id, limit=500)
+                    return None, [], []
+                elsewhere = record.status == "running" and record.id not in engine.runs
+                pending = store.pending_approvals(record.id) if elsewhere else []
+                return record, store.tool_logs(run_id=record.id, limit=500), pending
 
-            record, logs = await store_call(read, ambiguous=True)
+            record, logs, pending = await store_call(read, ambiguous=True)
             if record is not None:
                 live = live or hub.runs.get(record.id)
                 out = {**record.to_dict(), "tool_calls": list(reversed(logs))}
-                out["live"] = bool(live and not live.done)
-                out["pending_approvals"] = live.summary()["pending_approvals"] if live else []
+                out["live"] = bool(live and not live.done) or record.status == "running"
+                out["pending_approvals"] = live.pending_approvals if live else pending
                 out["last_seq"] = live.last_seq if live else None
                 return jsonable(out)
         if live is None or not principal.may_see(live.principal):
@@ -119,23 +119,27 @@ def router(service: Service) -> APIRouter:
         accept = request.headers.get("accept") or ""
         as_json = "application/json" in accept and not wants_event_stream(accept)
         live = live_run(run_id, principal)
-        store = engine.store
         if live is None and store is not None:
 
-            def read() -> tuple[str, list[dict[str, Any]]] | None:
+            record = await replicas.wait_stored(run_id) if len(run_id) == FULL_ID_CHARS else None
+
+            def read() -> tuple[Any, list[dict[str, Any]]] | None:
                 store.flush()
-                record = store.run(run_id)  # the full id of a prefix, or None
-                if record is None or not principal.may_see(record.principal):
+                found = record or store.run(run_id)  # the full id of a prefix, or None
+                if found is None or not principal.may_see(found.principal):
                     return None
-                return record.id, store.events(record.id, after_seq=after)
+                return found, store.events(found.id, after_seq=after)
 
             found = await store_call(read, ambiguous=True)
             if found is None:
                 raise _unknown(run_id)
-            full_id, events = found
-            live = live_run(full_id, principal)  # a prefix of a run that is still live here: follow it
+            stored, events = found
+            live = live_run(stored.id, principal)  # a prefix of a run that is still live here: follow it
             if live is None:
-                return jsonable(events) if as_json else _replay(full_id, events)
+                if as_json or stored.status != "running":
+                    return jsonable(events) if as_json else _replay(stored.id, events)
+                follow = replicas.follow(stored.id, after, heartbeat=HEARTBEAT_S)  # it runs on another replica
+                return EventStreamResponse(follow, headers={"X-Run-Id": stored.id})
         if live is None:
             raise _unknown(run_id)
         if as_json:
@@ -154,18 +158,40 @@ def router(service: Service) -> APIRouter:
         tool_call_id: str = PathParam(max_length=200),
         principal: Principal = Depends(current_principal),
     ) -> dict[str, Any]:
-        own_live_run(run_id, principal)
-        if hub.resolve(run_id, tool_call_id, body.approve) != "ok":
-            raise ApiError(409, "not_pending", f"no confirmation is pending for call {tool_call_id!r} of run {run_id!r} "
-                                               "(answered already, timed out, or never asked)")
+        run = engine.runs.get(run_id)
+        if run is not None and principal.may_see(run.principal):
+            if not run.answer(tool_call_id, body.approve):
+                raise _not_pending(run_id, tool_call_id)
+        else:  # a run of another replica: answered there, through the store's notices
+            record = await stored_run(run_id, principal)
+            pending = await store_call(lambda: store.pending_approvals(record.id)) if record.status == "running" else []
+            if tool_call_id not in pending:
+                raise _not_pending(run_id, tool_call_id)
+            await replicas.answer(record.id, tool_call_id, body.approve)
         return {"run_id": run_id, "tool_call_id": tool_call_id, "approved": body.approve}
 
     @api.post("/v1/runs/{run_id}/cancel", tags=["runs"], summary="Cancel a live run", responses=error_responses(404, 409))
     async def cancel(run_id: str = RunId, principal: Principal = Depends(current_principal)) -> dict[str, Any]:
-        own_live_run(run_id, principal)
-        if not hub.cancel(run_id):
-            raise ApiError(409, "not_running", f"run {run_id!r} is not running or was not started here")
+        run = engine.runs.get(run_id)
+        live = live_run(run_id, principal)
+        if (run is not None and principal.may_see(run.principal)) or live is not None:
+            if not hub.cancel(run_id):
+                raise ApiError(409, "not_running", f"run {run_id!r} is not running")
+        else:  # a run of another replica
+            record = await stored_run(run_id, principal)
+            if record.status != "running":
+                raise ApiError(409, "not_running", f"run {run_id!r} is not running (it is {record.status})")
+            await replicas.cancel(record.id)
         return {"run_id": run_id, "cancelled": True}
+
+    async def stored_run(run_id: str, principal: Principal) -> Any:
+        """The stored run `run_id` if the caller may see it; else 404, as if it did not exist."""
+        if store is None:
+            raise ApiError(404, "unknown_run", f"run {run_id!r} is not live in this server")
+        record = await replicas.wait_stored(run_id)
+        if record is None or not principal.may_see(record.principal):
+            raise _unknown(run_id)
+        return record
 
     return api
 

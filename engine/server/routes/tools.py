@@ -99,7 +99,7 @@ def router(service: Service) -> APIRouter:
 
         async def work(run: LiveRun) -> Any:
             return await engine.call_tool(name, arguments, model=model, tool_call_id=call_id, run_id=run_id,
-                                          approve=hub.approver(), principal=principal.name)
+                                          approve=hub.approver(run_id), principal=principal.name)
 
         run = hub.start(run_id, "tool", name, work, principal=principal.name, background=background)
         if wants_event_stream(request.headers.get("accept")):

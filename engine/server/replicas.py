@@ -1,0 +1,142 @@
+"""Runs that execute in another process sharing this service's store: one service, N replicas.
+
+With a shared store (PostgreSQL), a run started on replica A can be followed, approved and
+cancelled through replica B:
+
+- **follow**: B replays the run's stored events and then waits for the store's notice on
+  channel `skillyard_events` (`<run_id> <last_seq>`, sent by A's writer after each commit) to
+  read the next ones, until the run's stored status is no longer `running`;
+- **approve / cancel**: B checks the run (exists, is the caller's, is running; an approval is
+  pending in the store) and sends a notice on `skillyard_control`; the replica whose
+  `Engine.runs` holds the Run answers or cancels it there.
+
+With the SQLite store (one process) the same code runs: notices are delivered in-process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
+
+from ..store.schema import EVENTS_CHANNEL  # the store's writer: "<run_id> <last_seq>" after each commit
+from .api import store_call
+from .sse import Final, frame
+
+if TYPE_CHECKING:
+    from .._engine import Engine
+
+CONTROL_CHANNEL = "skillyard_control"  # {"kind": "approve" | "cancel", "run_id", …}
+FIRST_EVENT_WAIT_S = 2.0  # a run started a moment ago on another replica may not be stored yet
+FULL_ID_CHARS = len("run_") + 20  # a whole run id (engine.ids); shorter is a prefix: never waited for
+
+
+class Replicas:
+    """This process's side of the shared store: hears notices, follows and steers remote runs."""
+
+    def __init__(self, engine: "Engine"):
+        self.engine = engine
+        self._waiters: dict[str, set[asyncio.Event]] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stops: list[Callable[[], None]] = []
+
+    def start(self) -> None:
+        """Listen on the store's channels (call once, from the service's event loop)."""
+        store = self.engine.store
+        if store is None or self._loop is not None:
+            return
+        self._loop = asyncio.get_running_loop()
+        self._stops = [store.listen(EVENTS_CHANNEL, self._heard_events), store.listen(CONTROL_CHANNEL, self._heard_control)]
+
+    def stop(self) -> None:
+        for stop in self._stops:
+            stop()
+        self._stops = []
+
+    # ─── notices (called on a store thread) ──────────────────────────────────────
+
+    def _heard_events(self, payload: str) -> None:
+        run_id = payload.split(" ", 1)[0]
+        if self._loop is not None and (run_id in self._waiters or payload == "*"):
+            self._loop.call_soon_threadsafe(self._wake, run_id)
+
+    def _wake(self, run_id: str) -> None:
+        waiting = self._waiters.values() if run_id == "*" else [self._waiters.get(run_id, ())]
+        for events in waiting:
+            for event in events:
+                event.set()
+
+    def _heard_control(self, payload: str) -> None:
+        try:
+            message = json.loads(payload)
+        except ValueError:
+            return
+        if self._loop is not None and isinstance(message, dict) and message.get("run_id") in self.engine.runs:
+            self._loop.call_soon_threadsafe(self._control, message)
+
+    def _control(self, message: dict[str, Any]) -> None:
+        run = self.engine.runs.get(message["run_id"])
+        if run is None:
+            return
+        if message.get("kind") == "approve":
+            run.answer(str(message.get("tool_call_id")), bool(message.get("approve")))
+        elif message.get("kind") == "cancel":
+            run.cancel()
+
+    # ─── steering a run of another replica ───────────────────────────────────────
+
+    async def answer(self, run_id: str, tool_call_id: str, approve: bool) -> None:
+        await self._send({"kind": "approve", "run_id": run_id, "tool_call_id": tool_call_id, "approve": approve})
+
+    async def cancel(self, run_id: str) -> None:
+        await self._send({"kind": "cancel", "run_id": run_id})
+
+    async def _send(self, message: dict[str, Any]) -> None:
+        store = self.engine.store
+        assert store is not None
+        await asyncio.to_thread(store.notify, CONTROL_CHANNEL, json.dumps(message))
+
+    # ─── following a run of another replica ──────────────────────────────────────
+
+    async def follow(self, run_id: str, after: int, *, heartbeat: float) -> AsyncIterator[bytes | None]:
+        """The run's frames after `after`, read from the store as its notices come, to its end;
+        `None` after `heartbeat` seconds without one (time for a keep-alive)."""
+        store = self.engine.store
+        assert store is not None
+        woken = asyncio.Event()
+        self._waiters.setdefault(run_id, set()).add(woken)
+        try:
+            last = after
+            while True:
+                woken.clear()
+                events = await asyncio.to_thread(store.events, run_id, after_seq=last)
+                record = await asyncio.to_thread(store.run, run_id)
+                if record is not None and record.status != "running":  # ended: what it wrote is all there
+                    events += await asyncio.to_thread(store.events, run_id, after_seq=events[-1]["seq"] if events else last)
+                    if events:
+                        yield Final(b"".join(map(frame, events)))
+                    return
+                if events:
+                    last = events[-1]["seq"]
+                    yield b"".join(map(frame, events))
+                try:
+                    await asyncio.wait_for(woken.wait(), heartbeat)
+                except TimeoutError:
+                    yield None
+        finally:
+            waiters = self._waiters.get(run_id)
+            if waiters is not None:
+                waiters.discard(woken)
+                if not waiters:
+                    del self._waiters[run_id]
+
+    async def wait_stored(self, run_id: str) -> Any:
+        """The stored run, waiting a moment for one that another replica has only just started."""
+        store = self.engine.store
+        assert store is not None
+        deadline = asyncio.get_running_loop().time() + FIRST_EVENT_WAIT_S
+        while True:
+            record = await store_call(lambda: store.run(run_id), ambiguous=True)
+            if record is not None or asyncio.get_running_loop().time() > deadline or len(run_id) != FULL_ID_CHARS:
+                return record
+            await asyncio.sleep(0.05)
