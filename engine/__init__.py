@@ -3,18 +3,22 @@
 from ._engine import Engine
 from .agent import Agent, AgentLimits, AgentResult
 from .context import SkillContext
-from .errors import ConfigError, ConfigIssue, Location, SkillyardError, StepFailure, ToolAdminError, UsageError
+from .errors import (
+    AgentSetupError, ConfigError, ConfigIssue, Location, SkillyardError, StepFailure, ToolAdminError, UsageError,
+)
 from .events import Event, EventType
 from .link import load_project
 from .project import Project
 from .providers import ChatMessage, ModelRequest, ModelResponse, Provider, ProviderError, Usage, register_provider
 from .result import ToolError, ToolResult
-from .store import RunStore, StoreError
+from .run import Run
+from .store import RunStore, Store, StoreError, open_store
 
 __all__ = [
     "Agent",
     "AgentLimits",
     "AgentResult",
+    "AgentSetupError",
     "ChatMessage",
     "ConfigError",
     "ConfigIssue",
@@ -27,10 +31,12 @@ __all__ = [
     "Project",
     "Provider",
     "ProviderError",
+    "Run",
     "RunStore",
     "SkillContext",
     "SkillyardError",
     "StepFailure",
+    "Store",
     "StoreError",
     "ToolAdminError",
     "ToolError",
@@ -38,5 +44,6 @@ __all__ = [
     "Usage",
     "UsageError",
     "load_project",
+    "open_store",
     "register_provider",
 ]
