@@ -16,6 +16,7 @@ With the SQLite store (one process) the same code runs: notices are delivered in
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
 
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 
 CONTROL_CHANNEL = "skillyard_control"  # {"kind": "approve" | "cancel", "run_id", …}
 FIRST_EVENT_WAIT_S = 2.0  # a run started a moment ago on another replica may not be stored yet
+POLL_S = 1.0  # a follower reads the store at least this often, notice or not
 FULL_ID_CHARS = len("run_") + 20  # a whole run id (engine.ids); shorter is a prefix: never waited for
 
 
@@ -105,8 +107,10 @@ class Replicas:
         assert store is not None
         woken = asyncio.Event()
         self._waiters.setdefault(run_id, set()).add(woken)
+        loop = asyncio.get_running_loop()
         try:
             last = after
+            quiet_since = loop.time()
             while True:
                 woken.clear()
                 events = await asyncio.to_thread(store.events, run_id, after_seq=last)
@@ -118,11 +122,13 @@ class Replicas:
                     return
                 if events:
                     last = events[-1]["seq"]
+                    quiet_since = loop.time()
                     yield b"".join(map(frame, events))
-                try:
-                    await asyncio.wait_for(woken.wait(), heartbeat)
-                except TimeoutError:
+                elif loop.time() - quiet_since >= heartbeat:
+                    quiet_since = loop.time()
                     yield None
+                with contextlib.suppress(TimeoutError):  # a notice, or a look anyway: a SQLite store
+                    await asyncio.wait_for(woken.wait(), POLL_S)  # shared by processes sends none across
         finally:
             waiters = self._waiters.get(run_id)
             if waiters is not None:
