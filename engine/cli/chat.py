@@ -18,6 +18,7 @@ from ..events import Event
 from ..logging import configure_logging
 from ..untrusted import replace_lone_surrogates
 from .approval import terminal_approver
+from .mock_note import MockNote
 from .timeline import Timeline
 
 
@@ -65,6 +66,7 @@ def run_chat(ns: argparse.Namespace) -> int:
         raise UsageError(f"{flag} {exc.value}: {exc.reason}") from None
 
     timeline = None if ns.quiet else Timeline(sys.stderr, live=sys.stderr.isatty())
+    mock_note = None if ns.quiet else MockNote(engine.project)
     printed_text = False
 
     def on_event(event: Event) -> None:
@@ -81,6 +83,8 @@ def run_chat(ns: argparse.Namespace) -> int:
             printed_text = False
         if timeline is not None:
             timeline(event)
+        if mock_note is not None:
+            mock_note(event)
 
     try:
         result = asyncio.run(agent.run(prompt, on_event=on_event))

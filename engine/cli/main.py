@@ -22,6 +22,7 @@ from ..store import StoreError
 from ..untrusted import replace_lone_surrogates
 from .arguments import build_arguments
 from .approval import terminal_approver
+from .mock_note import MockNote
 from .timeline import Timeline, error_hints
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -113,6 +114,7 @@ def run_call(ns: argparse.Namespace) -> int:
     listeners: list[Callable[[Event], None]] = []
     if not ns.quiet:
         listeners.append(Timeline(sys.stderr, live=sys.stderr.isatty()))
+        listeners.append(MockNote(engine.project))
     if ns.output == "events":
         listeners.append(lambda event: _emit_json(event.to_dict()))
 

@@ -14,6 +14,7 @@ import re
 from typing import Any, Callable
 
 from .base import ChatMessage, ModelRequest, ModelResponse, ToolCall, Usage
+from .mock_text import Material, capitalised, read, role_of
 
 CHUNK_CHARS = 24
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9+#./-]*[A-Za-z0-9+#]|[A-Za-z]{2,}")
@@ -63,7 +64,7 @@ class MockProvider:
             text = _summarise_observations(request.messages)
         elif request.output_schema is not None:
             seed = int.from_bytes(hashlib.sha256(prompt.encode()).digest()[:4], "big")
-            value = SchemaFiller(request.output_schema, words, seed).fill()
+            value = SchemaFiller(request.output_schema, words, seed, read(prompt)).fill()
             text = json.dumps(value, ensure_ascii=False, indent=2)
         else:
             text = "Mock answer about " + ", ".join(words[:8]) + "."
@@ -120,12 +121,20 @@ def _summarise_observations(messages: tuple[ChatMessage, ...]) -> str:
 
 
 class SchemaFiller:
-    """Builds a value valid against a JSON Schema, drawing strings from a vocabulary."""
+    """Builds a value valid against a JSON Schema from the prompt's own phrases.
 
-    def __init__(self, root: dict[str, Any], words: list[str], seed: int):
+    Where a property's name or description says what it holds (a title, a list of required
+    skills, a day's focus, its tasks) the matching phrases of the prompt go there; anything
+    else draws words from the vocabulary. Counts, bounds and enums are respected.
+    """
+
+    def __init__(self, root: dict[str, Any], words: list[str], seed: int, material: Material | None = None):
         self.root = root
         self.words = words
         self.counter = seed % len(words)
+        self.material = material or Material(" ".join(words[:6]), [], words)
+        self.topic: str | None = None  # the item of a list of objects being filled (a day's skill)
+        self.used: set[int] = set()  # phrases handed out already (each used once while any is left)
 
     def fill(self) -> Any:
         return self.value(self.root, "value", 0, 0)
@@ -181,18 +190,58 @@ class SchemaFiller:
         return out
 
     def _array(self, schema: dict[str, Any], name: str, index: int, depth: int) -> Any:
-        low = schema.get("minItems", 0)
-        high = schema.get("maxItems", max(low, 3))
-        count = max(low, min(3, high))
-        items = schema.get("items", {})
+        items = self._resolve(schema.get("items", {}))
         prefix = schema.get("prefixItems") or []
-        out: list[Any] = []
-        for i in range(count):
-            item = self.value(prefix[i] if i < len(prefix) else items, name, i, depth + 1)
-            if schema.get("uniqueItems") and item in out and isinstance(item, str):
-                item = f"{item} {i + 1}"
-            out.append(item)
+        low = schema.get("minItems", 0)
+        high = schema.get("maxItems")
+        if not prefix and isinstance(items, dict) and items.get("type") == "string" and not items.get("enum") \
+                and not items.get("format") and not items.get("pattern"):
+            phrases = self._phrases(name, schema.get("description", ""))
+            count = max(low, min(len(phrases), high if high is not None else 6))
+            out = [self._fit(phrases[i % len(phrases)] if phrases else self._word(), items, i) for i in range(count)]
+        else:
+            of_objects = not prefix and isinstance(items, dict) and (items.get("type") == "object" or "properties" in items)
+            topics = self.material.topics
+            count = max(low, min(len(topics) if of_objects else 3, high if high is not None else 5 if of_objects else 3))
+            out = []
+            outer = self.topic
+            for i in range(count):
+                if of_objects:  # one topic per item: a plan's day, a list's entry
+                    self.topic = topics[i % len(topics)]
+                out.append(self.value(prefix[i] if i < len(prefix) else items, name, i, depth + 1))
+            self.topic = outer
+        if schema.get("uniqueItems"):
+            seen: list[Any] = []
+            for i, item in enumerate(out):
+                seen.append(f"{item} ({i + 1})" if isinstance(item, str) and item in seen else item)
+            out = seen
         return out
+
+    def _phrases(self, name: str, description: str) -> list[str]:
+        """What a list of strings named `name` holds: a day's tasks, a labelled list of the prompt,
+        or phrases not handed out yet."""
+        topic = self.topic
+        if topic is not None and role_of(name, description) == "tasks":
+            return [f"Review {topic}", f"Practise {topic} on a small hands-on exercise",
+                    f"Prepare a short story from your own work about {topic}"]
+        section = self.material.section_for(name, description, any_section=True)
+        if section is not None:
+            return section.items
+        return self._fresh_phrases(3)
+
+    def _fresh_phrases(self, count: int) -> list[str]:
+        phrases = self.material.phrases
+        usable = [i for i, phrase in enumerate(phrases) if phrase != self.material.title] or list(range(len(phrases)))
+        fresh = [i for i in usable if i not in self.used] or usable
+        chosen = fresh[:count]
+        self.used.update(chosen)
+        return [phrases[i] for i in chosen]
+
+    def _fit(self, text: str, schema: dict[str, Any], index: int) -> str:
+        low, high = schema.get("minLength", 0), schema.get("maxLength")
+        while len(text) < low:
+            text += " " + self._word()
+        return text[:high] if high is not None else text
 
     def _string(self, schema: dict[str, Any], name: str, index: int, depth: int) -> str:
         fmt = schema.get("format")
@@ -204,12 +253,28 @@ class SchemaFiller:
             return f"https://example.com/{self._word().lower()}"
         if fmt == "email":
             return f"{self._word().lower()}@example.com"
-        label = re.sub(r"(?<!^)(?=[A-Z])", " ", name).replace("_", " ").lower()
-        text = f"{label}: {self._word()}"
-        low, high = schema.get("minLength", 0), schema.get("maxLength")
-        while len(text) < low:
-            text += " " + self._word()
-        return text[:high] if high is not None else text
+        return self._fit(self._text_for(name, schema.get("description", "")), schema, index)
+
+    def _text_for(self, name: str, description: str) -> str:
+        """The phrase a string property named `name` should hold."""
+        role, topic, material = role_of(name, description), self.topic, self.material
+        if topic is not None:
+            if role == "deliverable":
+                return f"Notes and one worked example on {topic}"
+            if role == "summary":
+                return f"A day on {topic}"
+            if role in ("focus", "title") or role is None:
+                return capitalised(topic)
+        if role == "title":
+            return material.title
+        if role == "summary":
+            listed = ", ".join(material.topics[:4])
+            return f"{material.title}: {listed}" if listed and listed != material.title else material.title
+        section = material.section_for(name, description)
+        if section is not None:
+            return section.items[0]
+        fresh = self._fresh_phrases(1)
+        return fresh[0] if fresh else self._word()
 
     def _number(self, schema: dict[str, Any], name: str, index: int, depth: int) -> float:
         return float(self._integer(schema, name, index, depth))
