@@ -25,6 +25,8 @@ def add_serve_parsers(commands: Any) -> None:
     serve.add_argument("--access-log", action="store_true", help="log every request to stderr")
     serve.add_argument("--approval-timeout", type=float, default=600.0, metavar="SECONDS",
                        help="deny a confirmation nobody answered within this time (default 600)")
+    serve.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
+                       help="serve Prometheus metrics on 127.0.0.1:PORT (a port of its own, without API keys)")
     serve.set_defaults(handler=cmd_serve)
     mcp = commands.add_parser("mcp", help="serve the enabled tools to an MCP client over stdio")
     mcp.add_argument("--dir", default=".", help="project directory (default: current directory)")
@@ -82,7 +84,15 @@ def cmd_serve(ns: argparse.Namespace) -> int:
     from ..server import create_app
 
     try:
-        app = create_app(engine, api_keys=keys, approval_timeout=ns.approval_timeout)
+        if ns.metrics_port is not None and not 0 <= ns.metrics_port <= 65535:
+            raise UsageError(f"--metrics-port {ns.metrics_port}: use a port between 0 and 65535")
+        try:
+            app = create_app(engine, api_keys=keys, approval_timeout=ns.approval_timeout, metrics_port=ns.metrics_port)
+        except OSError as exc:  # the metrics port is taken
+            if ns.metrics_port is None:
+                raise
+            raise UsageError(f"--metrics-port {ns.metrics_port}: cannot listen on 127.0.0.1:{ns.metrics_port} "
+                             f"({exc.strerror or exc}); choose another port") from None
         where = f"http://{'[' + ns.host + ']' if ':' in ns.host else ns.host}:{ns.port}"
         enabled = sum(1 for t in engine.project.tools.values() if t.enabled)
         _say(f"skillyard: serving {enabled} tool(s) from {engine.project.root} on {where}  "
@@ -91,6 +101,9 @@ def cmd_serve(ns: argparse.Namespace) -> int:
             _say(f"skillyard: {len(keys.entries)} API key(s) configured; requests need Authorization: Bearer KEY")
         else:
             _say("skillyard: no API keys configured — serving on loopback only, and every local request acts as admin")
+        observability = app.state.observability
+        if observability is not None and observability.metrics_port is not None:
+            _say(f"skillyard: Prometheus metrics on http://127.0.0.1:{observability.metrics_port}/metrics")
         if engine.store is None:
             _say("skillyard: the run store is off — run history and replay cover this process's recent runs only")
         level = engine.project.settings.logging.level

@@ -42,6 +42,7 @@ from .access import Access
 from .api import ApiError, ErrorResponse
 from .auth import ApiKeys, load_api_keys
 from .hub import RunHub, TooManyRuns
+from .observability import open_observability
 from .replicas import Replicas
 from .routes import admin, agent, runs, tools
 from .routes.mcp import mcp_route
@@ -60,6 +61,7 @@ def create_app(
     mcp: bool = True,
     max_body_bytes: int | None = None,
     title: str = "skillyard",
+    metrics_port: int | None = None,
 ) -> FastAPI:
     """The service around `engine`, ready for uvicorn or to mount in another ASGI app.
 
@@ -75,6 +77,7 @@ def create_app(
     service = Service(engine, _hub(engine, keep_finished, approval_timeout), keys, _limits(engine, max_body_bytes),
                       Replicas(engine))
     mcp_mount = mcp_route(service) if mcp else None
+    observability = open_observability(engine, metrics_port=metrics_port)  # None (nothing imported) when off
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -87,6 +90,8 @@ def create_app(
             if mcp_mount is not None:
                 await mcp_mount[1].stop()
             await service.hub.detach()
+            if observability is not None:
+                observability.close()
         if engine.store is not None:
             with contextlib.suppress(StoreError):
                 await asyncio.to_thread(engine.store.flush)
@@ -120,6 +125,9 @@ def create_app(
         service.replicas.start()
 
     app.add_middleware(Access, keys=keys, max_body_bytes=service.limits.max_body_bytes, on_request=first_request)
+    if observability is not None:
+        observability.install(app, keys)  # outermost: the request span covers Access's refusals too
+    app.state.observability = observability
     return app
 
 

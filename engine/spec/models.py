@@ -269,6 +269,24 @@ class ServerSettings(_Spec):
     max_live_runs_per_key: int = Field(default=100, ge=1, description="Runs live at once per API key name; more gets 429.")
 
 
+class TelemetrySettings(_Spec):
+    traces: bool = Field(
+        default=False,
+        description="Export OpenTelemetry traces over OTLP/HTTP (needs the otel extra: pip install 'skillyard[otel]'). "
+        "OTEL_TRACES_EXPORTER=otlp|console or an OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT also turns them on; "
+        "OTEL_SDK_DISABLED=true or OTEL_TRACES_EXPORTER=none turns them off.",
+    )
+    endpoint: str | None = Field(
+        default=None, pattern=r"^https?://[^\s]+$",
+        description="OTLP/HTTP collector, e.g. http://127.0.0.1:4318 (spans go to <endpoint>/v1/traces). "
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT and OTEL_EXPORTER_OTLP_ENDPOINT win over it.",
+    )
+    service_name: str = Field(default="skillyard", min_length=1, description="service.name of the spans; OTEL_SERVICE_NAME wins.")
+    metrics: bool = Field(
+        default=False, description="Serve Prometheus metrics at GET /metrics (admin key) on `skillyard serve`."
+    )
+
+
 class EngineSettings(_Spec):
     router: RouterSettings = Field(default_factory=RouterSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
@@ -276,3 +294,4 @@ class EngineSettings(_Spec):
     store: StoreSettings = Field(default_factory=StoreSettings)
     redaction: RedactionSettings = Field(default_factory=RedactionSettings)
     server: ServerSettings = Field(default_factory=ServerSettings)
+    telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)

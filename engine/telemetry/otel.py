@@ -1,0 +1,305 @@
+"""OpenTelemetry spans built from a run's events (a sink: the engine never calls OpenTelemetry).
+
+The span tree of one run, in the OpenTelemetry GenAI conventions:
+
+    [HTTP request span, or the caller's span from `traceparent`]
+      invoke_agent                       an agent run (agent_start → agent_done)
+        chat <model>                     each model request of the agent (model_call_start → next event)
+        execute_tool <tool>              each tool call (tool_call_start → tool_call_result | _error)
+          workflow <name>                a workflow tool (its "prepared" → "done" progress)
+            step <step id>               one step, all its attempts ("step_started" → "step_finished")
+              skill <skill>              one attempt (skill_start → skill_result | skill_error)
+                chat <model>             a prompt skill's model request (model_exchange)
+
+A tool run has `execute_tool` at the top. The parent of the top span is the OpenTelemetry
+context current where the run's first event is emitted: the HTTP request span of
+`engine.server.tracing` (which continues an incoming `traceparent`), or an embedder's span.
+
+Only what an event carries goes on a span (names, ids, models, token counts, error codes), and
+event data is already redacted by the Run; arguments, outputs, messages and error messages are
+never copied. Listeners run inline at emit, so times are taken at delivery in nanoseconds
+(an event's `ts` is in milliseconds: a 3-step call would be a stack of zero-length spans).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+
+from ..events import Event
+from .config import TelemetryConfig, TelemetryUnavailable
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SpanExporter
+
+    from ..run import Run
+
+_now = time.time_ns
+Key = tuple[str, str]  # (tool_call_id, step_id)
+
+
+class _RunSpans:
+    """The open spans of one run."""
+
+    __slots__ = ("parent", "agent", "model", "first_call", "chat", "tools", "workflows", "steps", "skills", "marks")
+
+    def __init__(self, parent: Any):
+        self.parent = parent  # OpenTelemetry Context of the top span
+        self.agent: Span | None = None
+        self.model: str | None = None
+        self.first_call: str | None = None  # a tool run ends with the end of its first call
+        self.chat: Span | None = None  # the agent's model request in flight
+        self.tools: dict[str, Span] = {}
+        self.workflows: dict[str, Span] = {}
+        self.steps: dict[Key, Span] = {}
+        self.skills: dict[Key, Span] = {}
+        self.marks: dict[Key, int] = {}  # where a skill's next model request starts
+
+    def open_spans(self) -> list[Span]:
+        """Innermost first: ending them in this order keeps every child inside its parent."""
+        spans = [self.chat] if self.chat is not None else []
+        spans += [*self.skills.values(), *self.steps.values(), *self.workflows.values(), *self.tools.values()]
+        return spans + ([self.agent] if self.agent is not None else [])
+
+
+def _fail(span: Span, code: str) -> None:
+    span.set_attribute("error.type", code)
+    span.set_status(Status(StatusCode.ERROR, code))
+
+
+class SpanSink:
+    """An engine listener (`engine.subscribe(sink)`) that turns each run's events into spans."""
+
+    def __init__(self, tracer: trace.Tracer, live_runs: "Mapping[str, Run] | None" = None):
+        self._tracer = tracer
+        self._live_runs = live_runs  # Engine.runs: to close the spans of a run that ends without its last event
+        self._runs: dict[str, _RunSpans] = {}
+        self._lock = threading.RLock()  # a skill may emit from a worker thread
+
+    def __call__(self, event: Event) -> None:
+        handler = _HANDLERS.get(event.type)
+        if handler is None:
+            return  # text and skill progress deltas: nothing for a span
+        now = _now()
+        with self._lock:
+            state = self._runs.get(event.run_id)
+            if state is None:
+                state = self._open(event.run_id)
+            if state.chat is not None and event.type != "model_call_start":
+                state.chat.end(now)  # the agent's model answered: whatever comes next follows its request
+                state.chat = None
+            handler(self, state, event, now)
+
+    @property
+    def open_runs(self) -> int:
+        return len(self._runs)
+
+    # ─── run bookkeeping ─────────────────────────────────────────────────────────
+
+    def _open(self, run_id: str) -> _RunSpans:
+        state = self._runs[run_id] = _RunSpans(otel_context.get_current())
+        run = self._live_runs.get(run_id) if self._live_runs is not None else None
+        if run is not None:
+            run.on_end(self._run_ended)
+        return state
+
+    def _close(self, run_id: str, now: int, failure: str | None = None) -> None:
+        state = self._runs.pop(run_id, None)
+        if state is None:
+            return
+        for span in state.open_spans():
+            if failure is not None:
+                _fail(span, failure)
+            span.end(now)
+
+    def _run_ended(self, run: "Run") -> None:
+        """A run cancelled or interrupted mid-call has no closing event: end what is open."""
+        with self._lock:
+            if run.run_id in self._runs:
+                self._close(run.run_id, _now(), run.status if run.status != "ok" else None)
+
+    def _start(self, name: str, parent: Span | None, state: _RunSpans, now: int, attributes: dict[str, Any],
+               kind: SpanKind = SpanKind.INTERNAL) -> Span:
+        context = state.parent if parent is None else trace.set_span_in_context(parent, state.parent)
+        return self._tracer.start_span(name, context=context, kind=kind, attributes=attributes, start_time=now)
+
+    # ─── agent ───────────────────────────────────────────────────────────────────
+
+    def _agent_start(self, state: _RunSpans, event: Event, now: int) -> None:
+        state.model = model = str(event.data.get("model") or "")
+        state.agent = self._start("invoke_agent", None, state, now, {
+            "gen_ai.operation.name": "invoke_agent", "gen_ai.request.model": model, "skillyard.run_id": event.run_id})
+
+    def _model_call_start(self, state: _RunSpans, event: Event, now: int) -> None:
+        model = str(event.data.get("model") or state.model or "")
+        state.chat = self._start(f"chat {model}", state.agent, state, now, {
+            "gen_ai.operation.name": "chat", "gen_ai.request.model": model, "skillyard.run_id": event.run_id,
+            "skillyard.agent.step": int(event.data.get("step") or 0)}, SpanKind.CLIENT)
+
+    def _agent_done(self, state: _RunSpans, event: Event, now: int) -> None:
+        span = state.agent
+        if span is not None:
+            data = event.data
+            usage = data.get("usage") or {}
+            stop = str(data.get("stop_reason") or "")
+            span.set_attributes({
+                "gen_ai.usage.input_tokens": int(usage.get("input_tokens") or 0),
+                "gen_ai.usage.output_tokens": int(usage.get("output_tokens") or 0),
+                "skillyard.stop_reason": stop, "skillyard.agent.steps": int(data.get("steps") or 0)})
+            if stop in ("error", "timeout", "cancelled"):
+                _fail(span, "agent_" + stop)
+        self._close(event.run_id, now)
+
+    # ─── tool calls ──────────────────────────────────────────────────────────────
+
+    def _tool_call_start(self, state: _RunSpans, event: Event, now: int) -> None:
+        call = event.tool_call_id or ""
+        tool = str(event.data.get("tool") or "")
+        if state.first_call is None and state.agent is None:
+            state.first_call = call
+        state.tools[call] = self._start(f"execute_tool {tool}", state.agent, state, now, {
+            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool, "gen_ai.tool.call.id": call,
+            "gen_ai.tool.type": "function", "skillyard.run_id": event.run_id})
+
+    def _confirmation(self, state: _RunSpans, event: Event, now: int) -> None:
+        span = state.tools.get(event.tool_call_id or "")
+        if span is not None:
+            span.add_event("confirmation_required", timestamp=now)
+
+    def _tool_end(self, state: _RunSpans, event: Event, now: int) -> None:
+        call = event.tool_call_id or ""
+        code = None
+        if event.type == "tool_call_error":
+            code = str((event.data.get("error") or {}).get("code") or "execution_error")
+        for key in [k for k in state.skills if k[0] == call]:
+            state.skills.pop(key).end(now)
+        for key in [k for k in state.steps if k[0] == call]:
+            state.steps.pop(key).end(now)
+        workflow = state.workflows.pop(call, None)
+        if workflow is not None:
+            workflow.end(now)
+        span = state.tools.pop(call, None)
+        if span is not None:
+            if code is not None:
+                _fail(span, code)
+            span.end(now)
+        if call == state.first_call:
+            self._close(event.run_id, now)
+
+    def _progress(self, state: _RunSpans, event: Event, now: int) -> None:
+        """Workflow progress: where the workflow and each step begin and end."""
+        call = event.tool_call_id or ""
+        data = event.data
+        stage = data.get("stage")
+        if stage == "prepared":
+            state.workflows[call] = self._start(f"workflow {data.get('workflow')}", state.tools.get(call), state, now, {
+                "skillyard.workflow": str(data.get("workflow")), "skillyard.run_id": event.run_id,
+                "skillyard.steps": int(data.get("steps") or 0)})
+        elif stage == "step_started":
+            step_id = str(data.get("step_id"))
+            parent = state.workflows.get(call) or state.tools.get(call)
+            state.steps[(call, step_id)] = self._start(f"step {step_id}", parent, state, now, {
+                "skillyard.step_id": step_id, "skillyard.step": int(data.get("step") or 0),
+                "skillyard.run_id": event.run_id})
+        elif stage == "step_finished":
+            span = state.steps.pop((call, str(data.get("step_id"))), None)
+            if span is not None:
+                span.end(now)
+        elif stage == "done":
+            span = state.workflows.pop(call, None)
+            if span is not None:
+                span.end(now)
+
+    # ─── steps and skills ────────────────────────────────────────────────────────
+
+    def _skill_start(self, state: _RunSpans, event: Event, now: int) -> None:
+        key = (event.tool_call_id or "", event.step_id or "")
+        parent = state.steps.get(key) or state.workflows.get(key[0]) or state.tools.get(key[0])
+        state.skills[key] = self._start(f"skill {event.skill}", parent, state, now, {
+            "skillyard.skill": str(event.skill), "skillyard.skill.kind": str(event.data.get("kind") or ""),
+            "skillyard.step_id": key[1], "skillyard.attempt": int(event.data.get("attempt") or 1),
+            "skillyard.run_id": event.run_id})
+        state.marks[key] = now
+
+    def _model_exchange(self, state: _RunSpans, event: Event, now: int) -> None:
+        """A prompt skill's model request: its event comes with the answer, so it began where
+        the skill began or where its previous request ended."""
+        key = (event.tool_call_id or "", event.step_id or "")
+        data = event.data
+        model = str(data.get("model") or "")
+        usage = data.get("usage") or {}
+        parent = state.skills.get(key) or state.steps.get(key) or state.tools.get(key[0]) or state.agent
+        span = self._start(f"chat {model}", parent, state, state.marks.get(key, now), {
+            "gen_ai.operation.name": "chat", "gen_ai.request.model": model,
+            "gen_ai.usage.input_tokens": int(usage.get("input_tokens") or 0),
+            "gen_ai.usage.output_tokens": int(usage.get("output_tokens") or 0),
+            "skillyard.step_id": key[1], "skillyard.attempt": int(data.get("attempt") or 1),
+            "skillyard.run_id": event.run_id}, SpanKind.CLIENT)
+        span.end(now)
+        state.marks[key] = now
+
+    def _skill_end(self, state: _RunSpans, event: Event, now: int) -> None:
+        key = (event.tool_call_id or "", event.step_id or "")
+        state.marks.pop(key, None)
+        span = state.skills.pop(key, None)
+        if event.type == "skill_result":
+            if span is not None:
+                span.end(now)
+            return
+        code = str(event.data.get("code") or "execution_error")
+        if span is None:  # failed before the skill started (its input could not be mapped)
+            span = self._start(f"skill {event.skill}", state.steps.get(key) or state.tools.get(key[0]), state, now, {
+                "skillyard.skill": str(event.skill), "skillyard.step_id": key[1], "skillyard.run_id": event.run_id})
+        span.set_attribute("skillyard.will_retry", bool(event.data.get("will_retry")))
+        _fail(span, code)
+        span.end(now)
+        if not event.data.get("will_retry"):
+            step = state.steps.pop(key, None)
+            if step is not None:
+                _fail(step, code)
+                step.end(now)
+
+
+_HANDLERS: dict[str, Callable[[SpanSink, _RunSpans, Event, int], None]] = {
+    "agent_start": SpanSink._agent_start,
+    "model_call_start": SpanSink._model_call_start,
+    "final_answer_delta": lambda sink, state, event, now: None,  # ends the model request (in __call__)
+    "agent_error": lambda sink, state, event, now: None,  # likewise; agent_done says how the run ended
+    "agent_done": SpanSink._agent_done,
+    "tool_call_start": SpanSink._tool_call_start,
+    "confirmation_required": SpanSink._confirmation,
+    "tool_progress_delta": SpanSink._progress,
+    "skill_start": SpanSink._skill_start,
+    "model_exchange": SpanSink._model_exchange,
+    "skill_result": SpanSink._skill_end,
+    "skill_error": SpanSink._skill_end,
+    "tool_call_result": SpanSink._tool_end,
+    "tool_call_error": SpanSink._tool_end,
+}
+
+
+def tracer_provider(config: TelemetryConfig, exporter: "SpanExporter | None" = None) -> "TracerProvider":
+    """The SDK's provider with a batch processor (OTEL_BSP_* apply) on the configured exporter
+    (OTLP/HTTP: OTEL_EXPORTER_OTLP_* apply). Not made global: the service owns it."""
+    try:
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
+        if exporter is None and config.exporter == "otlp":
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    except ImportError as exc:
+        raise TelemetryUnavailable(
+            f"traces are on ({config.why}) but the OpenTelemetry SDK or its OTLP exporter is not installed "
+            f"({exc.name}): pip install 'skillyard[otel]', or turn them off (OTEL_SDK_DISABLED=true)") from None
+    provider = TracerProvider(resource=Resource.create({"service.name": config.service_name}))
+    if exporter is None:
+        exporter = ConsoleSpanExporter() if config.exporter == "console" else (
+            OTLPSpanExporter(endpoint=config.endpoint) if config.endpoint else OTLPSpanExporter())
+    provider.add_span_processor(BatchSpanProcessor(exporter))
+    return provider
