@@ -27,6 +27,13 @@ tools:
       required: [user, password]
       additionalProperties: false
     workflow: login
+  nap:
+    description: Wait a while.
+    parameters:
+      type: object
+      properties: {seconds: {type: number, maximum: 5}}
+      required: [seconds]
+    workflow: nap
 """
 
 _SKILLS = """
@@ -48,6 +55,10 @@ skills:
     kind: python
     function: telemetry_skills:check
     input: {type: object, properties: {user: {type: string}, password: {type: string}}}
+  nap:
+    kind: python
+    function: telemetry_skills:nap
+    input: {type: object, properties: {seconds: {type: number}}, required: [seconds]}
 """
 
 _WORKFLOWS = """
@@ -61,9 +72,19 @@ workflows:
   login:
     steps:
       - {id: check, skill: check, input: {user: $toolArgs.user, password: $toolArgs.password}}
+  nap:
+    steps:
+      - {id: nap, skill: nap, input: {seconds: $toolArgs.seconds}}
 """
 
 _PY = '''
+import asyncio
+
+
+async def nap(input, ctx):
+    await asyncio.sleep(input["seconds"])
+    return {"slept": input["seconds"]}
+
 def count(input, ctx):
     return {"words": len(input["text"].split())}
 
