@@ -21,6 +21,7 @@ from .run import Approver, Run, RunKind
 
 if TYPE_CHECKING:
     from .agent import Agent, AgentLimits
+    from .backends import Backend
     from .store import Store
     from .tool_admin import ToolAdmin
 
@@ -39,6 +40,7 @@ class Engine:
         self.store = store
         if store is not None:
             self._listeners.append(store.listener)
+        self.backend: "Backend | None" = None  # where calls execute (engine/backends); None: in this process
 
     @classmethod
     def from_dir(cls, path: str | Path = ".", *, store: bool | str | Path = False) -> "Engine":
@@ -157,6 +159,8 @@ class Engine:
         denied); another front door may answer first through `engine.runs[run_id].answer`.
         """
         project = self._project  # pinned: a reload mid-call does not affect this call
+        if self.backend is not None:  # the router's checks stay here; the backend's executors run elsewhere
+            project = self.backend.project_for(project)
         run, queued = self.open_run(run_id or new_id("run"), on_event, kind="tool", name=name,
                                     principal=principal, approver=approve)
         token = enter_run(run.scrubber)  # log lines written during the call hide its secrets too

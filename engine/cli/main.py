@@ -44,6 +44,13 @@ def _add_call_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no timeline on stderr")
     parser.add_argument("--yes", action="store_true", help="approve tools that ask for confirmation")
     parser.add_argument("--no-store", action="store_true", help="do not record this run in the run store")
+    add_backend_argument(parser)
+
+
+def add_backend_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--backend", choices=("local", "temporal"),
+                        help="where tool calls execute, for this command (default: execution.backend in "
+                             "config/engine.yaml, else local); temporal needs a postgresql:// store and `skillyard worker`s")
 
 
 def _fail(message: str) -> int:
@@ -93,9 +100,17 @@ def open_engine(ns: argparse.Namespace) -> Engine:
     """The engine for a CLI call, recording runs unless --no-store or engine.yaml says not to."""
     project = load_project(ns.dir)
     try:
-        return Engine.from_project(project, store=project.settings.store.enabled and not ns.no_store)
+        engine = Engine.from_project(project, store=project.settings.store.enabled and not ns.no_store)
     except StoreError as exc:
         raise UsageError(str(exc)) from None
+    try:
+        from ..backends import attach_backend
+
+        attach_backend(engine, getattr(ns, "backend", None))
+    except UsageError:
+        engine.close()
+        raise
+    return engine
 
 
 def run_call(ns: argparse.Namespace) -> int:
@@ -210,6 +225,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .serve import add_serve_parsers
 
     add_serve_parsers(commands)
+    from .worker import add_worker_parser
+
+    add_worker_parser(commands)
     ns = parser.parse_args(argv)
     return _guarded(ns.handler, ns)
 

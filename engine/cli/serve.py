@@ -16,6 +16,8 @@ EXIT_OK, EXIT_USAGE = 0, 2
 
 
 def add_serve_parsers(commands: Any) -> None:
+    from .main import add_backend_argument
+
     serve = commands.add_parser("serve", help="run the HTTP/SSE service, the web page and /mcp")
     serve.add_argument("--dir", default=".", help="project directory (default: current directory)")
     serve.add_argument("--host", default="127.0.0.1",
@@ -27,12 +29,14 @@ def add_serve_parsers(commands: Any) -> None:
                        help="deny a confirmation nobody answered within this time (default 600)")
     serve.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
                        help="serve Prometheus metrics on 127.0.0.1:PORT (a port of its own, without API keys)")
+    add_backend_argument(serve)
     serve.set_defaults(handler=cmd_serve)
     mcp = commands.add_parser("mcp", help="serve the enabled tools to an MCP client over stdio")
     mcp.add_argument("--dir", default=".", help="project directory (default: current directory)")
     mcp.add_argument("--yes", action="store_true",
                      help="approve tools that ask for confirmation (default: ask the client, deny if it cannot answer)")
     mcp.add_argument("--no-store", action="store_true", help="do not record runs in the run store")
+    add_backend_argument(mcp)
     mcp.set_defaults(handler=cmd_mcp)
 
 

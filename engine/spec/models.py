@@ -269,6 +269,29 @@ class ServerSettings(_Spec):
     max_live_runs_per_key: int = Field(default=100, ge=1, description="Runs live at once per API key name; more gets 429.")
 
 
+class TemporalSettings(_Spec):
+    address: str = Field(
+        default="127.0.0.1:7233", min_length=1,
+        description="host:port of the Temporal frontend. The environment variable SKILLYARD_TEMPORAL_ADDRESS wins.",
+    )
+    namespace: str = Field(default="default", min_length=1, description="The Temporal namespace of the executions.")
+    task_queue: str = Field(default="skillyard", min_length=1, description="The task queue `skillyard worker` polls.")
+    heartbeat_timeout: Duration = Field(
+        default=10.0,
+        description="A step's worker that has not heartbeated for this long is taken for dead; the step runs again "
+        "on another worker.",
+    )
+
+
+class ExecutionSettings(_Spec):
+    backend: Literal["local", "temporal"] = Field(
+        default="local",
+        description="local: tool calls run in the calling process. temporal: each call is a Temporal workflow "
+        "execution run by `skillyard worker` processes (needs a postgresql:// store).",
+    )
+    temporal: TemporalSettings = Field(default_factory=TemporalSettings)
+
+
 class TelemetrySettings(_Spec):
     traces: bool = Field(
         default=False,
@@ -295,3 +318,4 @@ class EngineSettings(_Spec):
     redaction: RedactionSettings = Field(default_factory=RedactionSettings)
     server: ServerSettings = Field(default_factory=ServerSettings)
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
+    execution: ExecutionSettings = Field(default_factory=ExecutionSettings)

@@ -1,0 +1,12 @@
+"""The Temporal backend: tool calls as Temporal workflow executions, steps as activities.
+
+- config.py     the execution.temporal settings, resolved (env wins), and what they require
+- revision.py   the revision of a linked project (what a worker serves)
+- protocol.py   what travels between front door, workflow and activities (plain JSON)
+- workflows.py  the workflow: steps in order, mapping, retries, event numbering (deterministic)
+- activities.py a step's skill, and writing events to the store (on the worker)
+- worker.py     `skillyard worker`: a Temporal worker for one project revision
+- client.py     the front door's side: start an execution, follow its events from the store
+
+temporalio is imported only by these modules, and they only when the backend is used.
+"""

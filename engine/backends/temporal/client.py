@@ -1,0 +1,191 @@
+"""The front door's side of the Temporal backend.
+
+The Engine asks the backend for the project a call runs on (`project_for`): the same project
+with each workflow tool's executor replaced by `RemoteWorkflow`. So the router runs every
+check of a call here, in the calling process, exactly as with the local backend (allowlist,
+enabled, JSON Schema, confirmation, the tool's timeout), and emits the call's first and last
+events; only the workflow's body runs on the workers. `RemoteWorkflow.execute` starts the
+execution (workflow id = the run id) and relays its events, followed from the shared store,
+to this run's listeners, so a timeline or an `--output events` stream looks as it does locally.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import dataclasses
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from ...errors import StepFailure, UsageError
+from ...events import Event, report_listener_failure
+from ...store.schema import EVENTS_CHANNEL
+from .config import TemporalConfig, connect, require_sdk, require_shared_store
+from .protocol import REVISION_MISMATCH, STEP_FAILURE, WORKFLOW
+from .revision import project_revision
+
+if TYPE_CHECKING:
+    from ..._engine import Engine
+    from ...context import RunContext
+    from ...project import LinkedTool, Project
+    from ...run import Run
+    from ...store import Store
+
+CANCEL_WAIT_S = 15.0  # after a cancel, how long the front door waits for the execution to end
+FOLLOW_POLL_S = 1.0  # the store is read this often even when no notice arrives (a lost notice costs ≤ this)
+
+
+class TemporalBackend:
+    """Runs workflow tools as Temporal executions; one per Engine."""
+
+    def __init__(self, store: "Store", config: TemporalConfig) -> None:
+        self.store = store
+        self.config = config
+        self._last: tuple[Project, Project] | None = None  # (linked project, its remote twin)
+        self._client: tuple[asyncio.AbstractEventLoop, Any] | None = None
+
+    @classmethod
+    def for_engine(cls, engine: "Engine") -> "TemporalBackend":
+        require_sdk()
+        return cls(require_shared_store(engine.store), TemporalConfig.of(engine.project))
+
+    def project_for(self, project: "Project") -> "Project":
+        """`project` with its workflow tools run on Temporal (built once per linked project)."""
+        last = self._last
+        if last is not None and last[0] is project:
+            return last[1]
+        revision = project_revision(project.root)
+        twin = copy.copy(project)  # shares the redactor, providers and settings; only `tools` differs
+        twin.tools = {name: self._remote(tool, revision) if tool.executor.kind == "workflow" else tool
+                      for name, tool in project.tools.items()}
+        self._last = (project, twin)
+        return twin
+
+    def _remote(self, tool: "LinkedTool", revision: str) -> "LinkedTool":
+        remote = dataclasses.replace(tool, executor=RemoteWorkflow(self, tool, revision))
+        object.__setattr__(remote, "arguments_clean", tool.arguments_clean)  # init=False fields: as linked
+        object.__setattr__(remote, "result_clean", tool.result_clean)
+        return remote
+
+    async def client(self) -> Any:
+        """The Temporal client of the running event loop (connected on first use)."""
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._client[0] is not loop:
+            try:
+                self._client = (loop, await connect(self.config))
+            except UsageError as exc:
+                raise StepFailure("execution_error", str(exc)) from None
+        return self._client[1]
+
+
+class RemoteWorkflow:
+    """A workflow tool's executor in a front door: the body runs as a Temporal execution."""
+
+    kind = "workflow"
+
+    def __init__(self, backend: TemporalBackend, tool: "LinkedTool", revision: str) -> None:
+        self.backend = backend
+        self.tool = tool
+        self.local = tool.executor
+        self.revision = revision
+        self.output_clean = getattr(tool.executor, "output_clean", None)
+
+    async def execute(self, args: dict[str, Any], run: "RunContext") -> Any:
+        if run.events.kind != "tool":  # an agent's calls share a run (and its seq): they stay local for now
+            return await self.local.execute(args, run)
+        from temporalio.client import WorkflowFailureError
+        from temporalio.exceptions import ApplicationError
+
+        client = await self.backend.client()
+        first = run.events.last_seq + 1
+        call = {"revision": self.revision, "run_id": run.run_id, "tool_call_id": run.tool_call_id, "tool": run.tool,
+                "arguments": args, "model": run.model_override, "first_seq": first, "tool_timeout": self.tool.timeout}
+        handle = await client.start_workflow(
+            WORKFLOW, call, id=run.run_id, task_queue=self.backend.config.task_queue,
+            execution_timeout=timedelta(seconds=self.tool.timeout + 60),
+        )
+        follower = _Follower(self.backend.store, run.events, first - 1)
+        try:
+            outcome = await follower.follow(asyncio.ensure_future(handle.result()))
+        except WorkflowFailureError as exc:
+            cause = exc.cause
+            if isinstance(cause, ApplicationError) and cause.type == STEP_FAILURE and cause.details:
+                info = cause.details[0]
+                await follower.catch_up(info["last_seq"])
+                raise StepFailure(info["code"], cause.message, info["details"] or None) from None
+            await follower.catch_up(None)
+            if isinstance(cause, ApplicationError) and cause.type == REVISION_MISMATCH:
+                raise StepFailure("execution_error", cause.message, {"revision": self.revision}) from None
+            raise StepFailure("execution_error", f"the Temporal execution {run.run_id} failed: {cause or exc}") from None
+        except asyncio.CancelledError:
+            await asyncio.shield(_cancel(handle, follower))
+            raise
+        await follower.catch_up(outcome["last_seq"])
+        return outcome["output"]
+
+
+async def _cancel(handle: Any, follower: "_Follower") -> None:
+    """Cancel the execution (and its running activity); wait for its end so that no event of it
+    lands after the call's own last one."""
+    try:
+        await handle.cancel()
+        async with asyncio.timeout(CANCEL_WAIT_S):
+            await asyncio.gather(handle.result(), return_exceptions=True)
+    except Exception:  # noqa: BLE001 - the call is cancelled whatever Temporal says
+        pass
+    await follower.catch_up(None)
+
+
+class _Follower:
+    """Relays a run's stored events, in seq order, to the front door's own listeners."""
+
+    def __init__(self, store: "Store", run: "Run", after: int) -> None:
+        self.store = store
+        self.run = run
+        self.after = after
+        # Every listener but the store's: these events are in the store already (the worker wrote them).
+        self.listeners = [listener for listener in run._listeners if listener is not store.listener]
+
+    async def follow(self, ended: "asyncio.Future[Any]") -> Any:
+        """Relay events as they are stored until `ended` completes; its result."""
+        loop = asyncio.get_running_loop()
+        wake = asyncio.Event()
+        prefix = self.run.run_id + " "
+
+        def heard(payload: str) -> None:
+            if payload.startswith(prefix):
+                loop.call_soon_threadsafe(wake.set)
+
+        stop = self.store.listen(EVENTS_CHANNEL, heard)
+        try:
+            while not ended.done():
+                woken = loop.create_task(wake.wait())
+                await asyncio.wait((ended, woken), timeout=FOLLOW_POLL_S, return_when=asyncio.FIRST_COMPLETED)
+                woken.cancel()
+                wake.clear()
+                await self._relay()
+            return ended.result()
+        finally:
+            stop()
+            if not ended.done():
+                ended.cancel()
+
+    async def catch_up(self, last_seq: int | None) -> None:
+        """Relay what is stored up to `last_seq` (None: whatever there is), then number on from it."""
+        if last_seq is None or self.after < last_seq:
+            await self._relay()
+        self.run._seq = max(self.run._seq, self.after)  # the call's last event follows the execution's
+
+    async def _relay(self) -> None:
+        rows = await asyncio.to_thread(self.store.events, self.run.run_id, after_seq=self.after)
+        for row in rows:
+            if row["seq"] != self.after + 1:  # not yet committed in order: the next read gets it
+                break
+            event = Event(row["type"], row["run_id"], row["seq"], row["ts"], row.get("tool_call_id"),
+                          row.get("step_id"), row.get("skill"), row["data"])
+            self.after = row["seq"]
+            for listener in self.listeners:
+                try:
+                    listener(event)
+                except Exception as exc:  # noqa: BLE001 - as Run.emit: a listener's bug must not hurt the run
+                    report_listener_failure(listener, event.type, exc)

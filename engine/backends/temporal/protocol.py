@@ -1,0 +1,27 @@
+"""What travels between the front door, the workflow and the activities: plain JSON values.
+
+Temporal records each of them in the execution's history, so they are small, versionless
+dicts and lists; names here are shared by every side (a rolling deploy keeps them stable).
+
+An event row, as the workflow numbers it: `[seq, type, ts, tool_call_id, step_id, skill, data]`.
+An event as an activity reports it (not yet numbered): `[type, ts, step_id, skill, data]`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+WORKFLOW = "skillyard.tool"  # the workflow type
+STEP_ACTIVITY = "skillyard.step"  # runs one step's skill
+RECORD_ACTIVITY = "skillyard.record_events"  # writes numbered events to the store, idempotently
+REVISION_MISMATCH = "RevisionMismatch"  # the error type of a task refused for another project revision
+STEP_FAILURE = "StepFailure"  # the error type of a call that failed (code, details and last seq in its details)
+
+
+def mismatch_message(asked: str, served: str) -> str:
+    return (f"this task was started for project revision {asked}, but this worker serves revision {served}: "
+            "run workers of the same project files as the front doors (restart the workers after a deploy)")
+
+
+def failure_details(code: str, details: dict[str, Any] | None, last_seq: int) -> dict[str, Any]:
+    return {"code": code, "details": details or {}, "last_seq": last_seq}

@@ -1,0 +1,76 @@
+"""A Temporal worker for one linked project: `skillyard worker`.
+
+It links the project once, computes its revision, opens the shared store, registers the
+skillyard workflow and activities on the task queue, and serves until asked to stop. A stop
+(SIGTERM, SIGINT) lets running activities finish for up to `graceful_s` seconds; what is not
+finished by then is handed back to Temporal, which runs it on another worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from datetime import timedelta
+from typing import TYPE_CHECKING, Callable
+
+from ...logging import logger
+from .config import TemporalConfig, connect
+from .revision import project_revision
+from .served import Served, serve
+
+if TYPE_CHECKING:
+    from ...project import Project
+    from ...store import Store
+
+# The engine's modules are shared with the workflow sandbox, not re-imported in it: the workflow
+# maps steps with the project this worker linked, and the engine's code is deterministic there.
+PASSED_THROUGH = ("engine", "jsonschema_rs", "jsonschema", "pydantic", "pydantic_core", "structlog", "orjson", "yaml",
+                  "jinja2", "markupsafe", "httpx", "openai", "psycopg", "psycopg_pool")
+
+
+def describe(project: "Project", revision: str, config: TemporalConfig) -> dict[str, object]:
+    """What the worker serves, as its start line says."""
+    workflow_tools = sorted(name for name, tool in project.tools.items() if tool.executor.kind == "workflow")
+    return {"project": str(project.root), "revision": revision, "address": config.address,
+            "namespace": config.namespace, "task_queue": config.task_queue, "tools": workflow_tools}
+
+
+async def run_worker(project: "Project", store: "Store", *, max_concurrent: int = 100, graceful_s: float = 30.0,
+                     on_start: Callable[[dict[str, object]], None] | None = None) -> None:
+    """Serve until SIGTERM or SIGINT (or cancellation)."""
+    from temporalio.worker import Worker
+    from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+    from .activities import Activities
+    from .workflows import ToolWorkflow
+
+    config = TemporalConfig.of(project)
+    revision = project_revision(project.root)
+    serve(Served(project, revision, config))
+    client = await connect(config)
+    activities = Activities(store)
+    runner = SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSED_THROUGH))
+    worker = Worker(client, task_queue=config.task_queue, workflows=[ToolWorkflow], activities=activities.all(),
+                    workflow_runner=runner, max_concurrent_activities=max_concurrent,
+                    max_concurrent_workflow_tasks=max_concurrent, graceful_shutdown_timeout=timedelta(seconds=graceful_s))
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    info = describe(project, revision, config)
+    logger.info("worker started", **info)
+    if on_start is not None:
+        on_start(info)
+    running = loop.create_task(worker.run())
+    stopping = loop.create_task(stop.wait())
+    try:
+        await asyncio.wait((running, stopping), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+        if not running.done():
+            await worker.shutdown()
+        await asyncio.gather(running, return_exceptions=True)
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(signum)
+    if running.done() and not running.cancelled() and running.exception() is not None:
+        raise running.exception()  # type: ignore[misc]

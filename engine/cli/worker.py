@@ -1,0 +1,83 @@
+"""`skillyard worker`: a Temporal worker for the project (execution.backend: temporal).
+
+It prints what it serves and its project revision at start, and stops cleanly on SIGTERM or
+Ctrl-C: running steps get a grace period, then go back to Temporal for another worker.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from typing import Any
+
+from ..errors import ConfigError, UsageError
+
+EXIT_OK, EXIT_USAGE = 0, 2
+
+
+def add_worker_parser(commands: Any) -> None:
+    worker = commands.add_parser(
+        "worker", help="run a Temporal worker for the project (execution.backend: temporal)",
+        description="Run a Temporal worker: it executes the tool calls that front doors with the temporal backend "
+                    "start. Needs the `temporal` extra, a Temporal server (execution.temporal.address or "
+                    "SKILLYARD_TEMPORAL_ADDRESS) and the shared postgresql:// run store.",
+    )
+    worker.add_argument("--dir", default=".", help="project directory (default: current directory)")
+    worker.add_argument("--max-concurrent", type=_positive, default=100, metavar="N",
+                        help="steps (activities) and workflow tasks run at once by this worker (default 100)")
+    worker.add_argument("--grace", type=float, default=30.0, metavar="SECONDS",
+                        help="on SIGTERM, how long running steps may finish before they are handed back (default 30)")
+    worker.set_defaults(handler=cmd_worker)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be 1 or more")
+    return value
+
+
+def cmd_worker(ns: argparse.Namespace) -> int:
+    from ..backends.temporal.config import require_sdk, require_shared_store
+    from ..link import load_project
+    from ..logging import configure_logging
+    from ..store import StoreError, open_store, store_url
+    from .main import _report_config
+
+    require_sdk()
+    try:
+        project = load_project(ns.dir)
+    except ConfigError as exc:
+        return _report_config(exc)
+    settings = project.settings.logging
+    configure_logging(settings.format, settings.level, project.redactor)
+    try:
+        store = open_store(store_url(project.root, project.settings.store), redactor=project.redactor,
+                           redacted_events=True)  # the activities redact before writing
+    except StoreError as exc:
+        raise UsageError(str(exc)) from None
+    try:
+        require_shared_store(store)
+        return asyncio.run(_serve(project, store, ns))
+    except KeyboardInterrupt:
+        return EXIT_OK
+    finally:
+        store.close()
+
+
+async def _serve(project: Any, store: Any, ns: argparse.Namespace) -> int:
+    from ..backends.temporal.worker import run_worker
+
+    def started(info: dict[str, Any]) -> None:
+        tools = ", ".join(info["tools"]) or "none"  # type: ignore[arg-type]
+        print(f"skillyard worker: project {info['project']} revision {info['revision']}, task queue "
+              f"{info['task_queue']} (namespace {info['namespace']} at {info['address']}); workflow tools: {tools}",
+              file=sys.stderr, flush=True)
+
+    await run_worker(project, store, max_concurrent=ns.max_concurrent, graceful_s=ns.grace, on_start=started)
+    print("skillyard worker: stopped", file=sys.stderr, flush=True)
+    return EXIT_OK
