@@ -278,3 +278,20 @@ def test_the_worker_says_what_it_serves_and_stops_on_sigterm(setup: Setup) -> No
     worker.send_signal(signal.SIGTERM)
     assert worker.wait(30) == 0
     assert "stopped" in Path(worker.log.name).read_text()  # type: ignore[attr-defined]
+
+
+# ─── secrets ─────────────────────────────────────────────────────────────────────────────
+
+
+def test_a_secret_of_the_arguments_reaches_no_sink_of_the_worker(setup: Setup) -> None:
+    worker = setup.start_worker()
+    planted = "PLANTED-" + uuid.uuid4().hex
+    done = setup.call("flaky", "--args-json", json.dumps({"text": planted, "api_key": planted}), "--output", "events")
+    assert done.returncode == 0, done.stderr
+    events, result = events_of(done.stdout)
+    assert result["data"] == {"ok": planted}  # the caller's data stays whole
+    assert planted not in json.dumps(events) and planted not in done.stderr
+    stored = setup.stored(result["run_id"])
+    assert len(stored) == len(events) and planted not in json.dumps(stored)
+    assert any(e["type"] == "skill_start" for e in stored)  # the worker's events, redacted by the worker
+    assert planted not in Path(worker.log.name).read_text()  # type: ignore[attr-defined]
