@@ -315,3 +315,9 @@ def test_arg_values_parse_as_strict_json_or_stay_text() -> None:
                       "q": "quoted", "nan": "NaN", "inf": "-Infinity", "big": "1e400", "eq": "a=b", "empty": ""}
     with pytest.raises(Exception, match="NaN is not a JSON value"):
         build_arguments('{"a": NaN}', [])
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0 and capsys.readouterr().out.startswith("skillyard ")

@@ -199,6 +199,7 @@ def run_workflow_main(argv: Sequence[str] | None = None) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="skillyard", description="Declarative tools, skills and workflows for LLM tool calling.")
+    parser.add_argument("--version", action="version", version=f"skillyard {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     call = commands.add_parser("call", help="call a tool (same as run-workflow)")
     _add_call_arguments(call)
@@ -230,6 +231,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_worker_parser(commands)
     ns = parser.parse_args(argv)
     return _guarded(ns.handler, ns)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("skillyard")
+    except PackageNotFoundError:  # running from a source tree that was never installed
+        return "(not installed)"
 
 
 def _guarded(handler: Callable[[argparse.Namespace], int], ns: argparse.Namespace) -> int:
