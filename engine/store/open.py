@@ -75,6 +75,8 @@ def display_url(url: str) -> str:
 def open_store(url: str | Path, *, redactor: Redactor | None = None, redacted_events: bool = False) -> Store:
     """Open the store at `url` (sqlite:///<absolute path> or postgresql://…; a bare path is a
     SQLite file). StoreError, naming the store without its password, if it cannot open."""
+    if url is None or not str(url).strip():  # str(None) would quietly make a SQLite file named "None"
+        raise StoreError("no store given: pass a sqlite:/// or postgresql:// URL, or a path")
     text = str(url)
     if is_postgres(text):
         from .postgres import PostgresStore
