@@ -6,8 +6,8 @@
    (ASGI `client`) must be loopback, the `Host` header must name a loopback host and an
    `Origin`, if any, must be loopback. (An app embedded under `uvicorn.run(host="0.0.0.0")`
    would otherwise serve the network as admin: a `Host` header is whatever the client says.)
-2. `/v1/*` and `/mcp` need a key; `/v1/admin/*` an admin key. The principal is put in the
-   scope for the routes (`current_principal`).
+2. `/v1/*`, `/mcp` and `/metrics` need a key; `/v1/admin/*` and `/metrics` an admin key. The
+   principal is put in the scope for the routes (`current_principal`).
 3. Every request body is capped while it streams in: a `Content-Length` over the cap is
    refused at once, and a chunked body is cut off with 413 as soon as it passes the cap.
 
@@ -27,7 +27,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from .auth import LOCAL, ApiKeys, Principal, host_header_name, is_loopback_host, loopback_origin, presented_key
 
 PRINCIPAL_KEY = "skillyard.principal"
-_PROTECTED = ("/v1/", "/mcp")
+_PROTECTED = ("/v1/", "/mcp", "/metrics")
+_ADMIN_ONLY = ("/v1/admin/", "/metrics")
 
 
 class BodyTooLarge(HTTPException):
@@ -79,7 +80,7 @@ class Access:
             message = "the API key is not valid" if key else (
                 "an API key is required: send `Authorization: Bearer KEY` or `X-API-Key: KEY`")
             return 401, "unauthorized", message, {"WWW-Authenticate": "Bearer"}
-        if path.startswith("/v1/admin/") and not principal.is_admin:
+        if path.startswith(_ADMIN_ONLY) and not principal.is_admin:
             return 403, "forbidden", "this needs an API key with the admin role", {}
         scope[PRINCIPAL_KEY] = principal
         return None

@@ -126,7 +126,7 @@ def create_app(
 
     app.add_middleware(Access, keys=keys, max_body_bytes=service.limits.max_body_bytes, on_request=first_request)
     if observability is not None:
-        observability.install(app, keys)  # outermost: the request span covers Access's refusals too
+        observability.install(app)  # outermost: the request span covers Access's refusals too
     app.state.observability = observability
     return app
 

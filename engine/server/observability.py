@@ -13,7 +13,6 @@ from fastapi import FastAPI
 
 from .._engine import Engine
 from ..telemetry import TelemetryConfig, TelemetryUnavailable, resolve
-from .auth import ApiKeys
 
 
 class Observability:
@@ -58,7 +57,7 @@ class Observability:
     def metrics_port(self) -> int | None:
         return None if self._metrics_server is None else int(self._metrics_server.server_address[1])
 
-    def install(self, app: FastAPI, keys: ApiKeys) -> None:
+    def install(self, app: FastAPI) -> None:
         """Add the request middleware (call after every other middleware: it must be outermost)
         and `GET /metrics` when `telemetry.metrics` is on."""
         from .tracing import RequestTelemetry
@@ -68,7 +67,7 @@ class Observability:
         if self.metrics is not None and self.config.metrics:
             from .routes import metrics
 
-            app.include_router(metrics.router(self.metrics.registry, keys))
+            app.include_router(metrics.router(self.metrics.registry))
 
     def close(self) -> None:
         """Detach from the engine, export the spans still batched, stop the metrics port."""
