@@ -50,6 +50,8 @@ class Activities:
     @activity.defn(name=STEP_ACTIVITY)
     async def run_step(self, task: dict[str, Any]) -> dict[str, Any]:
         here = _check_revision(task["revision"])
+        if task.get("record"):  # the workflow's events before this step (numbered, so a retry rewrites nothing)
+            await self._write(task["run_id"], task.get("arguments"), task["record"])
         step = here.project.tools[task["tool"]].executor.steps[task["step"]]
         events: list[list[Any]] = []
         run = Run(task["run_id"], [lambda e: events.append([e.type, e.ts, e.step_id, e.skill, e.data])])
@@ -69,13 +71,17 @@ class Activities:
 
     @activity.defn(name=RECORD_ACTIVITY)
     async def record_events(self, batch: dict[str, Any]) -> int:
-        run_id = batch["run_id"]
-        scrub = self._scrubber(run_id, batch.get("arguments"))
-        listener = self.store.listener
-        for seq, kind, ts, call_id, step_id, skill, data in batch["events"]:
-            listener(Event(kind, run_id, seq, ts, call_id, step_id, skill, scrub(data)))
-        await asyncio.to_thread(self.store.flush)  # a StoreError fails the attempt: Temporal tries again
+        await self._write(batch["run_id"], batch.get("arguments"), batch["events"])
         return len(batch["events"])
+
+    async def _write(self, run_id: str, arguments: Any, rows: list[list[Any]]) -> None:
+        """Numbered events into the store, committed before returning (a StoreError fails the
+        attempt, and Temporal tries again)."""
+        scrub = self._scrubber(run_id, arguments)
+        listener = self.store.listener
+        for seq, kind, ts, call_id, step_id, skill, data in rows:
+            listener(Event(kind, run_id, seq, ts, call_id, step_id, skill, scrub(data)))
+        await asyncio.to_thread(self.store.flush)
 
     def _scrubber(self, run_id: str, arguments: Any) -> "RunScrubber":
         """The run's redaction state; a new one first reads the call's arguments (to know their secrets)."""

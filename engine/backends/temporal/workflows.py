@@ -3,8 +3,10 @@
 Deterministic (Temporal replays it): the `$toolArgs`/`$steps` mapping and the step input
 checks run here on the project the worker linked (served.py, passed through the sandbox);
 every I/O is an activity. Events get their `seq` here, and only here: an activity returns
-its events unnumbered with its result, and the workflow writes numbered batches through the
-record activity, keyed by (run_id, seq). A step that ran twice (its worker died mid-step)
+its events unnumbered with its result, and the workflow writes numbered batches, keyed by
+(run_id, seq): the events so far go with the next step's activity, which writes them before
+its skill runs (one activity per step, not two), and the last ones through the record
+activity. A retried write changes nothing; a step that ran twice (its worker died mid-step)
 reports only the events of the run that completed, so the store holds each seq once.
 
 A skill's failure comes back as a value, and the step's `retry` is applied here with the
@@ -84,12 +86,13 @@ class ToolWorkflow:
         limit = step.timeout if step.timeout is not None else self._call["tool_timeout"]
         while True:
             self._add("skill_start", {"input": value, "attempt": attempt, "kind": skill.kind}, step.id, skill.name)
-            await self._record()
+            batch, self._pending = self._pending, []  # written by the step's activity before the skill runs
             outcome = await workflow.execute_activity(
                 STEP_ACTIVITY,
                 {"revision": self._call["revision"], "run_id": self._call["run_id"],
                  "tool_call_id": self._call["tool_call_id"], "tool": self._call["tool"], "step": index,
-                 "input": value, "model": self._call.get("model"), "attempt": attempt},
+                 "input": value, "model": self._call.get("model"), "attempt": attempt,
+                 "record": batch, "arguments": self._call["arguments"]},
                 start_to_close_timeout=timedelta(seconds=limit + GRACE_S),
                 heartbeat_timeout=timedelta(seconds=served().config.heartbeat_timeout),
                 retry_policy=INFRASTRUCTURE_RETRY,
