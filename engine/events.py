@@ -17,7 +17,9 @@ import functools
 import inspect
 import types
 from collections import namedtuple
-from typing import Any, AsyncIterator, Awaitable, Callable, Literal, Union
+from typing import Any, AsyncIterator, Awaitable, Callable, Literal, TypeVar, Union
+
+import orjson
 
 from .logging import logger
 
@@ -46,16 +48,23 @@ TERMINAL_TOOL_EVENTS = frozenset({"tool_call_result", "tool_call_error"})
 
 _EventFields = namedtuple(
     "_EventFields",
-    ["type", "run_id", "seq", "ts", "tool_call_id", "step_id", "skill", "data", "result"],
-    defaults=(None, None, None, {}, None),
+    ["type", "run_id", "seq", "ts", "tool_call_id", "step_id", "skill", "data", "result", "data_json"],
+    defaults=(None, None, None, {}, None, None),
 )
+
+_dumps = orjson.dumps
 
 
 class Event(_EventFields):
     """One thing that happened in a run. `result` is set on the terminal tool event.
 
     Fields: `type` (an EventType), `run_id`, `seq`, `ts` (milliseconds since the epoch),
-    `tool_call_id`, `step_id`, `skill`, `data` (read-only for listeners), `result`.
+    `tool_call_id`, `step_id`, `skill`, `data` (read-only for listeners), `result`, and
+    `data_json`: the event's encoded record, its data as JSON bytes, encoded once by the Run
+    for every sink that needs it (see `record_sink`) — the store keeps it as is, the SSE
+    stream and `--output events` write `json()` around it. None when no sink of the run
+    needs it, or when no fast encoding exists (a lone surrogate, nesting past 255 levels,
+    an integer beyond 64 bits: each sink then writes its own fallback).
     An immutable named tuple: a run builds 17+ of them per tool call, and a tuple is built
     in one step where a dataclass runs an `__init__` (≈0.3 µs saved per event).
     """
@@ -73,8 +82,59 @@ class Event(_EventFields):
         out["data"] = self.data
         return out
 
+    def json(self) -> bytes | None:
+        """`to_dict()` as compact JSON bytes, built around `data_json` (the data is not encoded
+        again: only the few short envelope fields are); None when no fast encoding exists."""
+        data = self.data_json
+        if data is None:
+            data = encode_data(self.data)
+            if data is None:
+                return None
+        head: dict[str, Any] = {"type": self.type, "run_id": self.run_id, "seq": self.seq, "ts": self.ts}
+        if self.tool_call_id is not None:
+            head["tool_call_id"] = self.tool_call_id
+        if self.step_id is not None:
+            head["step_id"] = self.step_id
+        if self.skill is not None:
+            head["skill"] = self.skill
+        try:
+            return _dumps(head)[:-1] + b',"data":' + data + b"}"
+        except (TypeError, orjson.JSONEncodeError):  # a lone surrogate in an id
+            return None
+
 
 new_event = tuple.__new__  # Event from a ready tuple: one C call (the Run builds 17+ per tool call)
+
+
+def encode_data(data: Any) -> bytes | None:
+    """An event's data as compact JSON bytes (non-JSON values as their str); None when orjson
+    cannot write it. Non-string keys cost orjson more: tried only when the plain call fails."""
+    try:
+        return _dumps(data, default=str)
+    except (TypeError, orjson.JSONEncodeError):
+        pass
+    try:
+        return _dumps(data, default=str, option=orjson.OPT_NON_STR_KEYS)
+    except (TypeError, orjson.JSONEncodeError):  # a lone surrogate, too deep, an integer beyond 64 bits
+        return None
+
+
+_L = TypeVar("_L")
+
+
+def record_sink(listener: _L) -> _L:
+    """Mark `listener` as a sink of records: the runs it listens to encode `Event.data_json`
+    (once, shared with every other sink). Runs without such a listener encode nothing."""
+    listener.wants_records = True  # type: ignore[attr-defined]
+    return listener
+
+
+def wants_records(listeners: "list[Any]") -> bool:
+    """Whether one of `listeners` (or the listener a QueuedListener wraps) is a record sink."""
+    for listener in listeners:
+        if getattr(listener, "wants_records", False) or getattr(getattr(listener, "listener", None), "wants_records", False):
+            return True
+    return False
 
 
 SyncListener = Callable[[Event], None]

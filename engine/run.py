@@ -22,7 +22,9 @@ import dataclasses
 import time
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Literal, Protocol
 
-from .events import Event, EventType, SyncListener, new_event, report_listener_failure
+import orjson
+
+from .events import Event, EventType, SyncListener, encode_data, new_event, report_listener_failure, wants_records
 
 if TYPE_CHECKING:
     from .events import Listener, QueuedListener
@@ -55,6 +57,7 @@ class RunOpener(Protocol):
 
 
 _now_ns = time.time_ns
+_dumps = orjson.dumps
 
 
 class _PassThrough:
@@ -74,7 +77,7 @@ class Run:
 
     __slots__ = (
         "run_id", "_seq", "_listeners", "_redact", "kind", "name", "principal", "status", "result", "error",
-        "started_at", "finished_at", "approver", "approval_timeout", "_pending", "_task", "_on_end",
+        "started_at", "finished_at", "approver", "approval_timeout", "_pending", "_task", "_on_end", "_records",
     )
 
     def __init__(
@@ -93,6 +96,7 @@ class Run:
         self._seq = 0
         self._listeners = listeners
         self._redact = redact  # sensitive values never reach a listener
+        self._records = wants_records(listeners)  # a sink (store, SSE, --output events) needs each event's JSON
         self.kind = kind
         self.name = name
         self.principal = principal
@@ -130,14 +134,22 @@ class Run:
         """`clean=True`: the caller proved (from a closed schema) that `data` holds no sensitive key.
 
         Every event type passes through the run's redaction here (text deltas included: a
-        model may echo a password). Hot callers pass everything positionally (cheaper than
-        keywords, 17+ times per call).
+        model may echo a password). When a listener is a record sink, the redacted data is
+        encoded here, once, for all of them (`Event.data_json`); otherwise never. Hot callers
+        pass everything positionally (cheaper than keywords, 17+ times per call).
         """
         self._seq = seq = self._seq + 1
         redact = self._redact
         if redact is not None:
             data = redact.known_secrets(data) if clean else redact(data)  # clean: may still hold a value seen earlier
-        event = new_event(Event, (type, self.run_id, seq, _now_ns() // 1_000_000, tool_call_id, step_id, skill, data, result))
+        encoded = None
+        if self._records:
+            try:
+                encoded = _dumps(data, default=str)
+            except Exception:  # noqa: BLE001 - non-string keys, or no fast encoding (the sinks then write their own)
+                encoded = encode_data(data)
+        event = new_event(Event, (type, self.run_id, seq, _now_ns() // 1_000_000, tool_call_id, step_id, skill, data, result,
+                                  encoded))
         for listener in self._listeners:
             try:
                 listener(event)

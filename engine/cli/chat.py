@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 from typing import Any
 
 from ..agent import AgentLimits
 from ..errors import AgentSetupError, ConfigError, UsageError
-from ..events import Event
+from ..events import Event, record_sink
 from ..logging import configure_logging
 from ..untrusted import replace_lone_surrogates
 from .approval import terminal_approver
@@ -38,7 +37,7 @@ def add_chat_parser(commands: Any, run_handler: Any) -> None:
 
 
 def run_chat(ns: argparse.Namespace) -> int:
-    from .main import close_recording, open_engine, report_unrecorded
+    from .main import close_recording, emit_event, open_engine, report_unrecorded
 
     from .arguments import read_stdin
 
@@ -72,8 +71,7 @@ def run_chat(ns: argparse.Namespace) -> int:
     def on_event(event: Event) -> None:
         nonlocal printed_text
         if ns.output == "events":
-            sys.stdout.write(replace_lone_surrogates(json.dumps(event.to_dict(), ensure_ascii=False, default=str)) + "\n")
-            sys.stdout.flush()
+            emit_event(event)
         elif event.type == "model_text_delta":
             sys.stdout.write(replace_lone_surrogates(event.data["text"]))
             sys.stdout.flush()
@@ -85,6 +83,9 @@ def run_chat(ns: argparse.Namespace) -> int:
             timeline(event)
         if mock_note is not None:
             mock_note(event)
+
+    if ns.output == "events":
+        record_sink(on_event)  # the run encodes each event's data once; emit_event writes around it
 
     try:
         result = asyncio.run(agent.run(prompt, on_event=on_event))

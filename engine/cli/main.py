@@ -14,7 +14,7 @@ from typing import Any, Callable, Sequence
 
 from .._engine import Engine
 from ..errors import ConfigError, UsageError
-from ..events import Event
+from ..events import Event, record_sink
 from ..link import check_project, load_project
 from ..logging import configure_logging
 from ..result import ToolResult
@@ -76,6 +76,17 @@ def _emit_json(value: Any, *, pretty: bool = False) -> None:
     sys.stdout.flush()
 
 
+def emit_event(event: Event) -> None:
+    """One event as a JSON line on stdout (`--output events`), built around the data its Run
+    encoded once (`Event.json`); the standard library's writer when there is no fast encoding."""
+    body = event.json()
+    if body is None:
+        _emit_json(event.to_dict())
+        return
+    sys.stdout.write(body.decode() + "\n")
+    sys.stdout.flush()
+
+
 def close_recording(engine: Engine) -> str | None:
     """Close the engine; why its run was not (wholly) recorded in the run store, or None."""
     try:
@@ -131,11 +142,14 @@ def run_call(ns: argparse.Namespace) -> int:
         listeners.append(Timeline(sys.stderr, live=sys.stderr.isatty()))
         listeners.append(MockNote(engine.project))
     if ns.output == "events":
-        listeners.append(lambda event: _emit_json(event.to_dict()))
+        listeners.append(emit_event)
 
     def on_event(event: Event) -> None:
         for listener in listeners:
             listener(event)
+
+    if ns.output == "events":
+        record_sink(on_event)  # the run encodes each event's data once; emit_event writes around it
 
     stdin_used = ns.args_json == "-" or any(pair.endswith("=-") for pair in ns.arg)
     approve = terminal_approver(approve_all=ns.yes, stdin_is_input=stdin_used)

@@ -20,9 +20,9 @@ import time
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Literal
 
-from ..events import Event
+from ..events import Event, record_sink
 from ..logging import logger
-from .sse import Final, frame
+from .sse import Final, event_frame, frame
 
 if TYPE_CHECKING:
     from ..run import Approver, Run
@@ -45,7 +45,7 @@ class LiveRun:
         self.run: "Run | None" = None  # attached at its first event
         self.events: list[dict[str, Any]] = []  # contiguous: events[i]["seq"] == i + 1
         self.frames: list[bytes] = []  # the SSE frame of each event, encoded once
-        self._held: dict[int, dict[str, Any]] = {}  # arrived early (off-thread emits), waiting for the gap
+        self._held: dict[int, tuple[dict[str, Any], bytes | None]] = {}  # arrived early (off-thread emits), waiting for the gap
         self.started_at = _now_ms()
         self.finished_at: int | None = None
         self.status = "running"
@@ -67,23 +67,24 @@ class LiveRun:
     def pending_approvals(self) -> list[str]:
         return self.run.pending_approvals if self.run is not None and not self.done else []
 
-    def add(self, event: dict[str, Any]) -> None:
+    def add(self, event: dict[str, Any], encoded: bytes | None = None) -> None:
+        """Add one event (its dict, and its SSE frame when it is already encoded)."""
         seq = event["seq"]
         if seq != len(self.events) + 1:
             if seq > len(self.events):
-                self._held[seq] = event
+                self._held[seq] = (event, encoded)
             return
-        self._append(event)
+        self._append(event, encoded)
         while self._held:
             nxt = self._held.pop(len(self.events) + 1, None)
             if nxt is None:
                 break
-            self._append(nxt)
+            self._append(*nxt)
         self._notify()
 
-    def _append(self, event: dict[str, Any]) -> None:
+    def _append(self, event: dict[str, Any], encoded: bytes | None) -> None:
         self.events.append(event)
-        self.frames.append(frame(event))
+        self.frames.append(frame(event) if encoded is None else encoded)
 
     def _notify(self) -> None:
         changed, self._changed = self._changed, asyncio.Event()
@@ -195,6 +196,7 @@ class RunHub:
 
     # ─── recording ───────────────────────────────────────────────────────────────
 
+    @record_sink  # the Run encodes each event's data once: the frame is built around it
     def listener(self, event: Event) -> None:
         """The engine's listener: O(1) work per event in the loop thread."""
         if self._thread is not None and threading.get_ident() != self._thread and self._loop is not None:
@@ -210,7 +212,7 @@ class RunHub:
             live = self._add(LiveRun(event.run_id, None, "?"))
         if live.run is None:
             self._attach_run(live)
-        live.add(event.to_dict())  # the Run redacted it already: one code path, before any listener
+        live.add(event.to_dict(), event_frame(event))  # the Run redacted it already: one code path, before any listener
 
     def _attach_run(self, live: LiveRun) -> None:
         run = self.engine.runs.get(live.run_id)

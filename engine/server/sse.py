@@ -1,7 +1,8 @@
 """Server-sent events: the frame format and a response that notices a client leaving.
 
 Every frame is one engine event: `id:` is its `seq`, `event:` its `type`, `data:` the event
-JSON (`Event.to_dict()`, one line). A browser's `EventSource` or any SSE client resumes a
+JSON (`Event.to_dict()`, one line; for a live event, `Event.json()`: built around the data
+its Run encoded once). A browser's `EventSource` or any SSE client resumes a
 stream by sending the last `id:` it saw as `Last-Event-ID`.
 
 `EventStreamResponse` listens for the client's disconnect *while* it waits for the next
@@ -15,11 +16,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from typing import Any, AsyncIterator, Callable, Mapping
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Mapping
 
 import orjson
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
+
+if TYPE_CHECKING:
+    from ..events import Event
 
 MEDIA_TYPE = "text/event-stream"
 PING = b": ping\n\n"  # a comment line: keeps proxies from closing an idle stream; clients ignore it
@@ -48,6 +52,14 @@ def _dumps_bytes(value: Any) -> bytes:
 def frame(event: Mapping[str, Any]) -> bytes:
     """The SSE frame of one event dict (`type`, `seq`, …)."""
     return b"id: %d\nevent: %s\ndata: %s\n\n" % (event["seq"], event["type"].encode(), _dumps_bytes(event))
+
+
+def event_frame(event: "Event") -> bytes:
+    """The SSE frame of an engine event, around the data its Run encoded once (`Event.json`)."""
+    body = event.json()
+    if body is None:  # no fast encoding: the escaped fallback of `frame`
+        return frame(event.to_dict())
+    return b"id: %d\nevent: %s\ndata: %s\n\n" % (event.seq, event.type.encode(), body)
 
 
 def wants_event_stream(accept: str | None) -> bool:

@@ -1,15 +1,14 @@
 """What every run store shares, whatever its database: the listener, the writer thread, reads.
 
 `Store.listener` appends the event to a list. Every SPILL_EVENTS events it "spills" the
-list: the events become one JSON text, made by C calls only (no Python per event), and the
-event objects can die. Holding them longer would make the garbage collector run (they are
-allocations that are not freed) and promote them to its oldest generation, whose growth
-sets off full collections: pauses of tens or hundreds of ms on the event loop. A writer
-thread wakes every FLUSH_INTERVAL_S, spills what is left, and hands the texts to the
-database, which unpacks them itself: one transaction per batch, a handful of calls whatever
-its size (each call lets go of the GIL and must win it back from a busy event loop). Events
-are stored in arrival order, so a run's events are in `seq` order even when it fails or is
-cancelled.
+list: the events become ready rows (rows.py: plain column values, the data's JSON text being
+the record the Run encoded once — C calls only —, and the few rows that events imply,
+computed in Python), and the event objects can die. Holding them longer would make the garbage collector
+run (they are allocations that are not freed) and promote them to its oldest generation,
+whose growth sets off full collections: pauses of tens or hundreds of ms on the event loop.
+A writer thread wakes every FLUSH_INTERVAL_S, spills what is left, and hands the rows to the
+database: one transaction per batch, nothing for the database to parse. Events are stored in
+arrival order, so a run's events are in `seq` order even when it fails or is cancelled.
 
 One bad event never costs other runs theirs: when a batch cannot be encoded as a whole (a lone
 surrogate, nesting deeper than JSON readers take), its rows are encoded one by one and only
@@ -38,18 +37,19 @@ import time
 import weakref
 from collections import deque
 from dataclasses import dataclass
-from itertools import compress
+from itertools import chain, compress
 from queue import SimpleQueue
 from typing import Any, Callable, Iterable, Sequence
 
 import orjson
 
 from ..errors import SkillyardError
-from ..events import Event
+from ..events import Event, record_sink
 from ..logging import logger
 from ..redaction import Redactor, RunScrubber
 from ..untrusted import find_problem, scrub_surrogates
-from .schema import EVENTS_CHANNEL, IMPLYING_TYPES, TOOL_SETTINGS_CHANNEL
+from .rows import EVENT_WIDTH, IMPLYING_TYPES, Batch, Implier, json_text
+from .schema import EVENTS_CHANNEL, TOOL_SETTINGS_CHANNEL
 from .tool_settings import DELETE_SETTING, SELECT_SETTINGS, UPSERT_SETTING, ToolSetting, setting_params, setting_from_row
 
 FLUSH_INTERVAL_S = 0.05  # the writer wakes this often: what was queued by then is committed
@@ -111,34 +111,13 @@ def _loads(text: str | None) -> Any:
     return None if text is None else json.loads(text)
 
 
-# An event as the row that INSERT_EVENTS reads: C calls, no Python frame per event.
-_ROW = operator.attrgetter("run_id", "seq", "type", "ts", "tool_call_id", "step_id", "skill", "data")
-_TYPE = operator.itemgetter(2)
-_IMPLIES = IMPLYING_TYPES.__contains__
 _RUN_ENDS = frozenset({"tool_call_result", "tool_call_error", "agent_done"})
-
-
-def _dumps(value: Any) -> str:
-    try:  # orjson: the same compact JSON several times faster, so the writer holds the GIL less
-        return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
-    except (TypeError, orjson.JSONEncodeError):  # e.g. integers beyond 64 bits
-        try:
-            return json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":"), allow_nan=False)
-        except ValueError:  # NaN or infinity next to such an integer: keep its text
-            return json.dumps(repr(value), ensure_ascii=False)
-
-
-def _rows_json(rows: list[tuple[Any, ...]]) -> bytes:
-    """The rows as one JSON array, in one C call (data as `_dumps` writes it)."""
-    try:
-        return orjson.dumps(rows, default=str)
-    except (TypeError, orjson.JSONEncodeError):
-        pass
-    try:  # keys that are not strings (ints, enums…) cost orjson more: only when there are some
-        return orjson.dumps(rows, default=str, option=orjson.OPT_NON_STR_KEYS)
-    except (TypeError, orjson.JSONEncodeError):  # integers beyond 64 bits: row by row
-        # UnicodeEncodeError for a lone surrogate, RecursionError for absurd nesting: the caller isolates the row
-        return ("[" + ",".join(_dumps(list(row)) for row in rows) + "]").encode()
+_IMPLIES = IMPLYING_TYPES.__contains__
+# An event's parts as C calls (the spill makes rows without a Python frame per event)
+_META = operator.attrgetter("run_id", "seq", "type", "ts", "tool_call_id", "step_id", "skill")
+_TYPE = operator.itemgetter(0)
+_DATA_JSON = operator.itemgetter(9)
+_DECODE = bytes.decode
 
 
 _NOT_RECORDED = "not_recorded"  # the key of the note that replaces data the store cannot write
@@ -174,7 +153,7 @@ def _encodes(row: tuple[Any, ...]) -> bool:
     if find_problem(row, STORED_DEPTH, numbers=False) is not None:
         return False
     try:
-        _rows_json([row])
+        json_text(row).encode()  # a lone surrogate is no UTF-8
         return True
     except Exception:  # noqa: BLE001 - the caller replaces the data
         return False
@@ -216,9 +195,9 @@ class Store:
         self._lock = threading.Lock()  # taking from the queue (a spill) vs flush()'s count; never per event
         self._taken = 0  # events taken from the queue so far (under _lock)
         self._written = 0  # of those, how many are committed, or failed and reported (writer thread)
-        # Spilled, not yet written, in order: (JSON array of the rows, of the rows that imply
-        # other rows, the types of those, how many events)
-        self._spilled: deque[tuple[bytes, bytes, tuple[str, ...], int]] = deque()
+        # Spilled, not yet written, in order: (event rows, the rows they imply, how many events)
+        self._spilled: deque[tuple[Batch, int]] = deque()
+        self._implier = Implier(os.getpid(), HOST)
         self._barriers: list[_Barrier] = []
         self._wake = threading.Lock()  # released to wake the writer (flush, close)
         self._wake.acquire()
@@ -255,7 +234,8 @@ class Store:
             if len(queue) >= SPILL_EVENTS:
                 spill(blocking=False)
 
-        return listener
+        # redacted events arrive with their data encoded (the Run encodes it once for every sink)
+        return record_sink(listener) if self.redacted_events else listener
 
     @property
     def write_failures(self) -> dict[str, int]:
@@ -363,17 +343,16 @@ class Store:
             self._commit()
             backoff = min(backoff * 2, RETRY_MAX_S) if self._unreachable is not None else FLUSH_INTERVAL_S
             if stop and self._unreachable is not None and self._spilled:
-                self._drop_kept(sum(item[3] for item in self._spilled), "the store was closed while its database was out of reach")
+                self._drop_kept(sum(item[1] for item in self._spilled), "the store was closed while its database was out of reach")
             if stop and not self._queue and not self._spilled:
                 return
 
     def _spill(self, *, blocking: bool = True) -> int:
-        """Take what the listener queued and turn it into JSON: C calls only, no Python per event
-        (unless the events still need redacting). Two arrays: every event as a row, and the
-        rows of the events that imply other rows (IMPLYING_TYPES), with their types.
+        """Take what the listener queued and turn it into ready rows (see `_ready`), in parts
+        of at most STATEMENT_EVENTS events.
 
         Runs on the listener's thread and on the writer's; holding the lock keeps the spilled
-        texts in queue order.
+        rows in queue order.
         """
         if not self._lock.acquire(blocking):
             return 0
@@ -389,49 +368,80 @@ class Store:
             del queue[:count]  # the listener only appends: what arrives meanwhile stays queued
             self._taken += count
             try:
-                rows = list(map(_ROW, batch)) if self.redacted_events else self._redacted_rows(batch)
-                del batch  # the events can go now
                 for start in range(0, count, STATEMENT_EVENTS):
-                    part = rows[start : start + STATEMENT_EVENTS] if count > STATEMENT_EVENTS else rows
-                    try:
-                        text = _rows_json(part)  # the whole batch in one C call: the common case
-                    except Exception:  # noqa: BLE001 - one bad row: isolate it, keep the others
-                        part = self._repaired(part)
-                        text = _rows_json(part)
-                    implying = list(compress(part, map(_IMPLIES, map(_TYPE, part))))
-                    kinds = tuple(set(map(_TYPE, implying)))
-                    self._spilled.append((text, _rows_json(implying), kinds, len(part)))
+                    part = batch[start : start + STATEMENT_EVENTS] if count > STATEMENT_EVENTS else batch
+                    self._spilled.append((self._ready(part), len(part)))
             except Exception as exc:  # noqa: BLE001 - reported by flush()/close(); the engine keeps running
                 self._failed = exc
                 self._count_failure("write", count, f"{type(exc).__name__}: {exc}")
-                self._spilled.append((b"", b"", (), count))  # nothing to write, but counted, in order
+                self._spilled.append((Batch(), count))  # nothing to write, but counted, in order
             return count
         finally:
             self._lock.release()
 
+    def _ready(self, batch: list[Event]) -> Batch:
+        """The events as rows of plain values (data as JSON text), and the rows they imply.
+
+        Events redacted by their Run bring their data encoded (`data_json`): the rows are
+        then made by C calls only, no Python per event (this runs on the event loop's thread
+        every SPILL_EVENTS events); Python looks only at the few events that imply rows.
+        Otherwise (a store fed by hand, data no fast encoder writes) each event is redacted
+        if need be, encoded, and repaired if it cannot be (`_repaired_row`).
+        """
+        out = Batch()
+        texts = None
+        if self.redacted_events:
+            try:
+                texts = list(map(_DECODE, map(_DATA_JSON, batch)))
+            except TypeError:  # an event without data_json (None): row by row
+                pass
+        if texts is None:
+            return self._ready_one_by_one(batch, out)
+        out.events = list(chain.from_iterable(map(operator.add, map(_META, batch), zip(texts))))
+        out.count = len(batch)
+        imply = self._implier.imply
+        for index in compress(range(len(batch)), map(_IMPLIES, map(_TYPE, batch))):
+            event = batch[index]
+            imply(index, (event[1], event[2], event[0], event[3], event[4], event[5], event[6]), event[7], out)
+        return out
+
+    def _ready_one_by_one(self, batch: list[Event], out: Batch) -> Batch:
+        values = out.events
+        imply = self._implier.imply
+        for index, event in enumerate(batch):
+            if event.data_json is not None and self.redacted_events:
+                row = event[1], event[2], event[0], event[3], event[4], event[5], event[6], event.data
+                text = event.data_json.decode()
+            else:
+                row = self._repaired(event) if self.redacted_events else self._redacted_row(event)
+                text = json_text(row[7])
+            values += (*row[:7], text)
+            if _IMPLIES(row[2]):
+                imply(index, row[:7], row[7], out)
+        out.count = len(batch)
+        return out
+
     def _commit(self) -> None:
-        """Write the spilled texts, in order, up to STATEMENT_EVENTS events per transaction (the
+        """Write the spilled rows, in order, up to STATEMENT_EVENTS events per transaction (the
         write lock is held for one, so other processes wait little)."""
         spilled = self._spilled
         while spilled:
-            texts: list[memoryview] = []
-            implying: list[memoryview] = []
-            types: set[str] = set()
             count = 0
             taken = []
-            while spilled and (not count or count + spilled[0][3] <= STATEMENT_EVENTS):
+            while spilled and (not count or count + spilled[0][1] <= STATEMENT_EVENTS):
                 taken.append(spilled.popleft())
-                text, implied, kinds, events = taken[-1]
-                if len(text) > 2:
-                    texts.append(memoryview(text)[1:-1])  # the array's items
-                if len(implied) > 2:
-                    implying.append(memoryview(implied)[1:-1])
-                types.update(kinds)
-                count += events
-            if texts:
-                rows = b"[" + b",".join(texts) + b"]"
+                count += taken[-1][1]
+            rows = taken[0][0]
+            if len(taken) > 1:
+                rows = Batch()
+                for part, _ in taken:
+                    rows.extend(part)
+            if rows.count:
                 try:
-                    self._write_rows(rows, b"[" + b",".join(implying) + b"]", types)
+                    try:
+                        self._write_rows(rows)
+                    except (UnicodeEncodeError, orjson.JSONEncodeError):  # a lone surrogate in an id (the data's were repaired)
+                        self._write_rows(self._scrubbed(rows))
                 except StoreUnavailable as exc:  # kept, in order, for the next attempt
                     spilled.extendleft(reversed(taken))
                     self._out_of_reach(exc)
@@ -449,6 +459,18 @@ class Store:
             self._release_barriers()  # a flush() waits for its own events only
         self._release_barriers()  # also a flush() with nothing (left) to write
 
+    def _scrubbed(self, rows: Batch) -> Batch:
+        """`rows` with lone surrogates replaced by U+FFFD in every value (counted per event:
+        `lone_surrogate`); implied rows are scrubbed alike."""
+        fixed = Batch()
+        for index in range(rows.count):
+            row, changed = scrub_surrogates(tuple(rows.events[index * EVENT_WIDTH : (index + 1) * EVENT_WIDTH]))
+            if changed:
+                self._count_failure("lone_surrogate", 1, f"event {row[2]} #{row[1]} of run {row[0]}")
+            fixed.add_event(row)
+        fixed.implied = scrub_surrogates(rows.implied)[0]
+        return fixed
+
     def _out_of_reach(self, exc: BaseException) -> None:
         """The database cannot be reached: tell waiting flush() calls now, keep at most
         MAX_PENDING_EVENTS events (the oldest beyond go, counted)."""
@@ -461,7 +483,7 @@ class Store:
         for barrier in waiting:
             barrier.unreachable = exc
             barrier.done.set()
-        kept = sum(item[3] for item in self._spilled)
+        kept = sum(item[1] for item in self._spilled)
         if kept > MAX_PENDING_EVENTS:
             self._drop_kept(kept - MAX_PENDING_EVENTS, f"more than {MAX_PENDING_EVENTS} events waited for the database")
 
@@ -469,17 +491,17 @@ class Store:
         """Let the oldest kept batches go (at least `at_least` events), counted as `unavailable`."""
         dropped = 0
         while self._spilled and dropped < at_least:
-            dropped += self._spilled.popleft()[3]
+            dropped += self._spilled.popleft()[1]
         self._written += dropped
         self._count_failure("unavailable", dropped, why)
         self._failed = StoreError(f"{dropped} events were not recorded: {why}")
 
-    def _notice_events(self, rows: bytes) -> None:
+    def _notice_events(self, rows: Batch) -> None:
         """In-process EVENTS_CHANNEL notices ("<run_id> <last seq>" per run), for a backend
         whose database does not send them itself; only when someone listens."""
         last: dict[str, int] = {}
-        for row in orjson.loads(rows):
-            last[row[0]] = max(last.get(row[0], 0), row[1])
+        for run_id, seq in zip(rows.events[0::EVENT_WIDTH], rows.events[1::EVENT_WIDTH]):
+            last[run_id] = max(last.get(run_id, 0), seq)
         for run_id, seq in last.items():
             self._deliver(EVENTS_CHANNEL, f"{run_id} {seq}")
 
@@ -491,36 +513,33 @@ class Store:
             for barrier in ready:
                 barrier.done.set()
 
-    def _repaired(self, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-        """The rows with each one that cannot be encoded repaired (see `_repaired_row`), counted."""
-        out = []
-        for row in rows:
-            fixed, kind = _repaired_row(row)
-            if kind is not None:
-                self._count_failure(kind, 1, f"event {fixed[2]} #{fixed[1]} of run {fixed[0]}")
-                if kind == "unencodable":  # its data is gone: whoever flushes hears of it
-                    self._failed = StoreError(f"an event of run {fixed[0]} could not be stored: {fixed[7][_NOT_RECORDED]}")
-            out.append(fixed)
-        return out
+    def _repaired(self, event: Event) -> tuple[Any, ...]:
+        """The event as a row that encodes (data still a value), repaired if need be (see
+        `_repaired_row`), the repair counted."""
+        fixed, kind = _repaired_row((event.run_id, event.seq, event.type, event.ts, event.tool_call_id, event.step_id,
+                                     event.skill, event.data))
+        if kind is not None:
+            self._count_failure(kind, 1, f"event {fixed[2]} #{fixed[1]} of run {fixed[0]}")
+            if kind == "unencodable":  # its data is gone: whoever flushes hears of it
+                self._failed = StoreError(f"an event of run {fixed[0]} could not be stored: {fixed[7][_NOT_RECORDED]}")
+        return fixed
 
-    def _redacted_rows(self, batch: list[Event]) -> list[tuple[Any, ...]]:
-        """Rows for events that the engine did not redact (a RunStore fed by hand)."""
-        rows = []
-        for event in batch:
-            try:
-                data = self._redact(event)
-            except Exception as exc:  # noqa: BLE001 - e.g. data nested past the recursion limit: this event only
-                data = {_NOT_RECORDED: f"this event's data could not be redacted: {type(exc).__name__}"}
-                self._count_failure("unencodable", 1, f"event {event.type} #{event.seq} of run {event.run_id}")
-                self._failed = StoreError(f"an event of run {event.run_id} could not be stored: {data[_NOT_RECORDED]}")
-            rows.append((event.run_id, event.seq, event.type, event.ts, event.tool_call_id, event.step_id, event.skill, data))
-            kind = event.type
-            if kind == "tool_call_start" and event.seq == 1:
-                self._run_tools[event.run_id] = event.tool_call_id
-            elif kind in _RUN_ENDS and (kind == "agent_done" or self._run_tools.get(event.run_id, "") == event.tool_call_id):
-                self._run_tools.pop(event.run_id, None)  # the run is over: forget its redaction state
-                self._scrubbers.pop(event.run_id, None)
-        return rows
+    def _redacted_row(self, event: Event) -> tuple[Any, ...]:
+        """The row of an event that the engine did not redact (a store fed by hand), repaired
+        if need be; a run's redaction state is forgotten when the run ends."""
+        try:
+            data = self._redact(event)
+        except Exception as exc:  # noqa: BLE001 - e.g. data nested past the recursion limit: this event only
+            data = {_NOT_RECORDED: f"this event's data could not be redacted: {type(exc).__name__}"}
+            self._count_failure("unencodable", 1, f"event {event.type} #{event.seq} of run {event.run_id}")
+            self._failed = StoreError(f"an event of run {event.run_id} could not be stored: {data[_NOT_RECORDED]}")
+        kind = event.type
+        if kind == "tool_call_start" and event.seq == 1:
+            self._run_tools[event.run_id] = event.tool_call_id
+        elif kind in _RUN_ENDS and (kind == "agent_done" or self._run_tools.get(event.run_id, "") == event.tool_call_id):
+            self._run_tools.pop(event.run_id, None)  # the run is over: forget its redaction state
+            self._scrubbers.pop(event.run_id, None)
+        return self._repaired(event._replace(data=data))
 
     def _redact(self, event: Event) -> dict[str, Any]:
         data = event.data
@@ -539,8 +558,9 @@ class Store:
 
     _LOCAL_EVENTS_NOTICE = True  # False: the database itself notifies EVENTS_CHANNEL (postgres)
 
-    def _write_rows(self, rows: bytes, implying: bytes, types: set[str]) -> None:
-        """One transaction: the events (a JSON array), then the rows they imply (schema.py).
+    def _write_rows(self, rows: Batch) -> None:
+        """One transaction: the event rows, then the rows they imply (rows.py), in the
+        statements' order IMPLIED_ORDER.
         Raises StoreUnavailable when the database cannot be reached (the batch is kept)."""
         raise NotImplementedError
 

@@ -1,9 +1,10 @@
 """The shared run store: PostgreSQL, for several processes (service replicas) at once.
 
 The same tables, migrations and writer as SQLite (base.py, schema.py): the listener appends,
-a writer thread sends each batch as one JSON text that PostgreSQL unpacks itself
-(json_array_elements), one transaction per batch, idempotent (a batch sent twice changes
-nothing). The statement that inserts a batch also NOTIFYs EVENTS_CHANNEL with each run's last
+a writer thread sends each batch's ready rows as one JSON array (one parameter: the cheapest
+for this process; PostgreSQL unpacks it with json_array_elements, parsing no event's data)
+and the rows they imply (rows.py) in the same pipeline, one transaction per batch, events
+idempotent (a batch sent twice changes nothing). The statement that inserts a batch also NOTIFYs EVENTS_CHANNEL with each run's last
 seq, so followers in other processes hear of new events when the batch commits.
 
 The writer has a connection of its own; reads, tool settings and notify() borrow one from a
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import threading
 import time
 from typing import Any, Callable, Sequence
@@ -31,18 +33,15 @@ from ..logging import logger
 from ..redaction import Redactor
 from .base import HOST, RETRY_MAX_S, Store, StoreError, StoreUnavailable, _alive
 from .open import display_url
+from .rows import Batch
 from .schema import (
-    EVENTS_CHANNEL, IMPLYING_TYPES, MIGRATIONS, POSTGRESQL, TOOL_SETTINGS_CHANNEL, SchemaTooNew, implied_rows, insert_events,
-    postgres_ddl,
+    EVENTS_CHANNEL, INSERT_EVENTS_PG, MIGRATIONS, POSTGRES_BULK, POSTGRESQL, TOOL_SETTINGS_CHANNEL, SchemaTooNew, implied_statements, postgres_ddl,
 )
 
 CONNECT_TIMEOUT_S = 5  # opening the store, and each attempt of the writer to reconnect
 READ_TIMEOUT_S = 10.0  # a read waits this long for a pooled connection
 LISTEN_POLL_S = 0.2  # the listener thread looks for new channels (and stop) this often
 MIGRATION_LOCK = 0x736B696C6C79  # pg_advisory_xact_lock key ("skilly"): one migrating process at a time
-INSERT_EVENTS = insert_events(POSTGRESQL)
-IMPLIED_ROWS = implied_rows(POSTGRESQL)
-_IMPLIES = IMPLYING_TYPES.__contains__
 _PLACEHOLDERS: dict[str, str] = {}
 
 
@@ -71,6 +70,14 @@ def _pg(query: str) -> str:
     if out is None:
         out = _PLACEHOLDERS[query] = query.replace("%", "%%").replace("?", "%s")
     return out
+
+
+def _pg_quoted(query: str) -> str:
+    """As `_pg`, leaving a `?` inside a quoted SQL literal alone."""
+    return re.sub(r"'[^']*'|\?", lambda m: "%s" if m.group() == "?" else m.group(), query.replace("%", "%%"))
+
+
+IMPLIED = {name: _pg_quoted(sql) for name, sql in implied_statements(POSTGRESQL).items()}
 
 
 class PostgresStore(Store):
@@ -130,38 +137,42 @@ class PostgresStore(Store):
                 raise StoreUnavailable(self._reason(exc)) from None
         return self._write
 
-    def _write_rows(self, rows: bytes, implying: bytes, types: set[str]) -> None:
-        """One transaction: the events, then only the implied-row statements this batch needs."""
-        statements = [sql for kinds, sql in IMPLIED_ROWS if not kinds.isdisjoint(types)]
+    def _write_rows(self, rows: Batch) -> None:
+        """One transaction: the events, then the rows they imply."""
         try:
-            self._write_batch(rows.decode(), implying.decode(), statements)
+            self._write_batch(rows)
         except (psycopg.OperationalError, psycopg.InterfaceError) as exc:  # the server went away, restarts…
             self._close_writer()
             raise StoreUnavailable(self._reason(exc)) from None
         except psycopg.Error:  # a row PostgreSQL refuses (e.g. \\u0000 in a text column): the others still go
-            self._write_one_by_one(rows, types)
+            self._write_one_by_one(rows)
 
-    def _write_batch(self, rows: str, implying: str, statements: list[str]) -> None:
+    def _write_batch(self, rows: Batch) -> None:
         db = self._writer_connection()
-        implied = {"rows": implying, "pid": os.getpid(), "host": HOST}
         with db.transaction():
-            db.execute(INSERT_EVENTS, {"rows": rows})
-            for statement in statements:
-                db.execute(statement, implied)
+            db.execute(INSERT_EVENTS_PG, (orjson.dumps(rows.events).decode(),))
+            for name, params in rows.implied_by_statement():
+                bulk = POSTGRES_BULK.get(name)
+                if bulk is not None:
+                    db.execute(bulk, (orjson.dumps(list(params)).decode(),))
+                else:
+                    with db.cursor() as cursor:
+                        cursor.executemany(IMPLIED[name], params)
 
-    def _write_one_by_one(self, rows: bytes, types: set[str]) -> None:
-        """Each row in a transaction of its own; a row that still fails is counted (`write`)."""
-        for row in orjson.loads(rows):
-            one = orjson.dumps([row]).decode()
-            implied = [sql for kinds, sql in IMPLIED_ROWS if row[2] in kinds]
+    def _write_one_by_one(self, rows: Batch) -> None:
+        """Each event (with the rows it implies) in a transaction of its own; an event that
+        still fails is counted (`write`)."""
+        for index in range(rows.count):
+            single = rows.one(index)
             try:
-                self._write_batch(one, one if _IMPLIES(row[2]) else "[]", implied)
+                self._write_batch(single)
             except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
                 self._close_writer()
                 raise StoreUnavailable(self._reason(exc)) from None
             except psycopg.Error as exc:
+                run_id, seq, kind = single.events[:3]
                 self._failed = exc
-                self._count_failure("write", 1, f"event {row[2]} #{row[1]} of run {row[0]}: {self._reason(exc)}")
+                self._count_failure("write", 1, f"event {kind} #{seq} of run {run_id}: {self._reason(exc)}")
 
     def _write_side(self) -> None:
         if not self._side:

@@ -162,7 +162,6 @@ def migrate(connection: sqlite3.Connection) -> int:
     return len(MIGRATIONS)
 
 
-TOOL_LOG_OUTPUT_CHARS = 10_000
 EVENTS_CHANNEL = "skillyard_events"  # after each committed batch: "<run_id> <last seq>" per run
 TOOL_SETTINGS_CHANNEL = "skillyard_tool_settings"  # after a change of tool settings: "<origin> <tool name>"
 
@@ -183,7 +182,7 @@ def postgres_ddl(migration: str) -> str:
 
 @dataclass(frozen=True)
 class Dialect:
-    """How the writer's statements read JSON and parameters in one database."""
+    """Where the writer's statements differ between SQLite and PostgreSQL (JSON operators, NULL equality)."""
 
     name: str
 
@@ -191,14 +190,10 @@ class Dialect:
     def pg(self) -> bool:
         return self.name == "postgresql"
 
-    def param(self, name: str) -> str:
-        return f"%({name})s" if self.pg else f":{name}"
-
-    def get(self, expr: str, path: str, cast: str = "") -> str:
+    def get(self, expr: str, path: str) -> str:
         """The SQL value at `path` ("a.b") of the JSON in `expr` (NULL when missing)."""
         if self.pg:
-            value = f"(({expr})::json #>> '{{{path.replace('.', ',')}}}')"
-            return f"{value}::{cast}" if cast else value
+            return f"(({expr})::json #>> '{{{path.replace('.', ',')}}}')"
         return f"json_extract({expr}, '$.{path}')"
 
     def raw(self, expr: str, path: str) -> str:
@@ -211,119 +206,71 @@ class Dialect:
         """Equality where NULL equals NULL."""
         return f"{left} IS NOT DISTINCT FROM {right}" if self.pg else f"{left} IS {right}"
 
-    def insert_ignore(self, into: str, select: str) -> str:
-        """INSERT … SELECT that skips rows whose key is already there (a batch written twice)."""
-        if self.pg:
-            return f"INSERT INTO {into} {select} ON CONFLICT DO NOTHING"
-        return f"INSERT OR IGNORE INTO {into} {select}"
-
-    def json_object(self, *pairs: str) -> str:
-        return f"json_build_object({', '.join(pairs)})::text" if self.pg else f"json_object({', '.join(pairs)})"
-
-    def rows(self, param: str) -> str:
-        """A batch (one JSON array of rows [run_id, seq, type, ts, call, step, skill, data]) as a table.
-
-        SQLite: json_extract and json_quote, not -> and ->>, which need SQLite 3.38 (some Linux
-        distributions still ship older ones). PostgreSQL: `json`, not `jsonb`: it keeps each
-        event's text as it came (no re-encoding) and parses faster; `data` stays json here.
-        """
-        if self.pg:
-            return (
-                "SELECT value->>0 AS run_id, (value->>1)::bigint AS seq, value->>2 AS type, (value->>3)::bigint AS ts, "
-                "value->>4 AS call, value->>5 AS step, value->>6 AS skill, value->7 AS data "
-                f"FROM json_array_elements(CAST({self.param(param)} AS json))"
-            )
-        columns = ", ".join(f"json_extract(value, '$[{i}]') AS {name}" for i, name in enumerate(
-            ("run_id", "seq", "type", "ts", "call", "step", "skill")
-        )) + ", json_quote(json_extract(value, '$[7]')) AS data"
-        return f"SELECT {columns} FROM json_each(CAST({self.param(param)} AS TEXT))"
-
 
 SQLITE = Dialect("sqlite")
 POSTGRESQL = Dialect("postgresql")
 _EVENT_COLUMNS = "events (run_id, seq, type, ts, tool_call_id, step_id, skill, data)"
+_LOG_COLUMNS = "tool_logs (run_id, tool_call_id, tool, input, output, status, error_message, duration_ms, created_at)"
+
+# One event row, ready (`?` placeholders: a PostgreSQL backend renders them as `%s`). SQLite
+# takes a batch of them through executemany; PostgreSQL through INSERT_EVENTS_PG.
+INSERT_EVENT = f"INSERT INTO {_EVENT_COLUMNS} VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
+
+# PostgreSQL: a batch as one flat JSON array of ready values, EVENT_WIDTH per event (one
+# parameter, one round trip; the server parses no event's data: `data` is a JSON string
+# holding the data's text; jsonb: its elements are reached by index in constant time), each
+# row once (a batch written twice changes nothing); the same statement NOTIFYs
+# EVENTS_CHANNEL with each run's last seq, delivered on commit.
+INSERT_EVENTS_PG = (
+    "WITH a AS (SELECT %s::jsonb AS v), "
+    "r AS (SELECT v->>(8*i) AS run_id, (v->>(8*i+1))::bigint AS seq, v->>(8*i+2) AS type, (v->>(8*i+3))::bigint AS ts, "
+    "v->>(8*i+4) AS call, v->>(8*i+5) AS step, v->>(8*i+6) AS skill, v->>(8*i+7) AS data "
+    "FROM a, generate_series(0, jsonb_array_length(v) / 8 - 1) AS i), "
+    f"i AS (INSERT INTO {_EVENT_COLUMNS} SELECT * FROM r ON CONFLICT DO NOTHING) "
+    f"SELECT pg_notify('{EVENTS_CHANNEL}', run_id || ' ' || max(seq)) FROM r GROUP BY run_id"
+)
 
 
-def insert_events(d: Dialect) -> str:
-    """One batch of events (parameter `rows`), each once: a batch written twice changes nothing.
-
-    PostgreSQL: the same statement notifies EVENTS_CHANNEL with each run's last seq (delivered
-    on commit), so followers in other processes learn of new events at once.
-    """
-    if not d.pg:
-        return d.insert_ignore(_EVENT_COLUMNS, f"SELECT * FROM ({d.rows('rows')})")
-    return (
-        f"WITH r AS ({d.rows('rows')}), "
-        f"i AS ({d.insert_ignore(_EVENT_COLUMNS, 'SELECT run_id, seq, type, ts, call, step, skill, data::text FROM r')}) "
-        f"SELECT pg_notify('{EVENTS_CHANNEL}', run_id || ' ' || max(seq)) FROM r GROUP BY run_id"
-    )
-
-
-def implied_rows(d: Dialect) -> list[tuple[frozenset[str], str]]:
-    """The rows that events imply (a run, its end, a tool log, a model exchange), written in
-    the same transaction as the events, from a second, small array that holds only the events
-    of those types (IMPLYING_TYPES). Parameters: `rows` that array, `pid` and `host` the
-    writing process.
-
-    A tool call's run is the call whose `tool_call_start` is the run's event 1; its terminal
-    event ends the run. A tool log's input is the arguments of the call's `tool_call_start`,
-    looked up in `events` (inserted just before, or by an earlier batch).
-    """
-    implied = f"({d.rows('rows')})"
-    pid, host = d.param("pid"), d.param("host")
-    start_of_call = (
-        "(SELECT s.data FROM events AS s WHERE s.run_id = e.run_id AND s.seq < e.seq AND s.type = 'tool_call_start' "
-        f"AND {d.same('s.tool_call_id', 'e.call')} ORDER BY s.seq DESC LIMIT 1)"
-    )
-    run_columns = "runs (id, kind, name, status, started_at, input, pid, host)"
-    return [
-        (frozenset({"tool_call_start"}), d.insert_ignore(run_columns, f"""
-            SELECT run_id, 'tool', coalesce({d.get('data', 'tool')}, '?'), 'running', ts, coalesce({d.raw('data', 'arguments')}, 'null'), {pid}, {host}
-            FROM {implied} AS e WHERE type = 'tool_call_start' AND seq = 1""")),
-        (frozenset({"agent_start"}), d.insert_ignore(run_columns, f"""
-            SELECT run_id, 'agent', coalesce({d.get('data', 'model')}, '?'), 'running', ts, coalesce({d.raw('data', 'input')}, 'null'), {pid}, {host}
-            FROM {implied} AS e WHERE type = 'agent_start'""")),
-        (frozenset({"agent_done"}), f"""
-            UPDATE runs SET
-                status = CASE {d.get('e.data', 'stop_reason')} WHEN 'answer' THEN 'ok' WHEN 'cancelled' THEN 'cancelled' ELSE 'error' END,
-                finished_at = e.ts,
-                output = coalesce({d.raw('e.data', 'answer')}, 'null'),
-                error = CASE WHEN {d.same(d.get('e.data', 'stop_reason'), "'answer'")} THEN NULL
-                             ELSE {d.json_object("'code'", d.get('e.data', 'stop_reason'), "'message'", d.get('e.data', 'error'))} END,
-                usage = coalesce({d.raw('e.data', 'usage')}, 'null')
-            FROM {implied} AS e WHERE e.type = 'agent_done' AND runs.id = e.run_id"""),
-        (frozenset({"tool_call_result", "tool_call_error"}), f"""
-            INSERT INTO tool_logs (run_id, tool_call_id, tool, input, output, status, error_message, duration_ms, created_at)
-            SELECT e.run_id, coalesce(e.call, ''), coalesce({d.get(start_of_call, 'tool')}, '?'),
-                   coalesce({d.raw(start_of_call, 'arguments')}, 'null'),
-                   CASE WHEN e.type = 'tool_call_result' THEN substr(coalesce({d.raw('e.data', 'data')}, 'null'), 1, {TOOL_LOG_OUTPUT_CHARS}) END,
-                   CASE WHEN e.type = 'tool_call_result' THEN 'success'
-                        WHEN {d.same(d.get('e.data', 'error.code'), "'timeout'")} THEN 'timeout' ELSE 'error' END,
-                   CASE WHEN e.type = 'tool_call_error'
-                        THEN coalesce({d.get('e.data', 'error.code')}, 'None') || ': ' || coalesce({d.get('e.data', 'error.message')}, 'None') END,
-                   {d.get('e.data', 'metadata.duration_ms', 'double precision')}, e.ts
-            FROM {implied} AS e WHERE e.type IN ('tool_call_result', 'tool_call_error')"""),
-        (frozenset({"tool_call_result", "tool_call_error"}), f"""
-            UPDATE runs SET
-                status = CASE WHEN e.type = 'tool_call_result' THEN 'ok'
-                              WHEN {d.same(d.get('e.data', 'error.code'), "'cancelled'")} THEN 'cancelled' ELSE 'error' END,
-                finished_at = e.ts,
-                output = CASE WHEN e.type = 'tool_call_result' THEN coalesce({d.raw('e.data', 'data')}, 'null') END,
-                error = CASE WHEN e.type = 'tool_call_error' THEN coalesce(nullif({d.raw('e.data', 'error')}, 'null'), '{{}}') END,
-                usage = coalesce({d.raw('e.data', 'metadata.usage')}, 'null')
-            FROM {implied} AS e
-            WHERE e.type IN ('tool_call_result', 'tool_call_error') AND runs.id = e.run_id AND EXISTS (
-                SELECT 1 FROM events AS s
-                WHERE s.run_id = e.run_id AND s.seq = 1 AND s.type = 'tool_call_start' AND {d.same('s.tool_call_id', 'e.call')})"""),
-        (frozenset({"model_exchange"}), d.insert_ignore(
-            "model_exchanges (run_id, seq, tool_call_id, step_id, skill, model, attempt, messages, response)", f"""
-            SELECT run_id, seq, call, step, skill, {d.get('data', 'model')}, {d.get('data', 'attempt', 'bigint')}, coalesce({d.raw('data', 'messages')}, 'null'),
-                   coalesce({d.get('data', 'response')}, '')
-            FROM {implied} AS e WHERE type = 'model_exchange'""")),
-    ]
+def implied_statements(d: Dialect) -> dict[str, str]:
+    """The statements of the rows that events imply, by name (rows.py computes their
+    parameters, in the order given there). A tool call's run is the call whose
+    `tool_call_start` is the run's event 1: only its terminal event ends the run. A tool log
+    whose call start this process did not see finds it in `events` (tool_log_lookup: a
+    statement of its own, as SQLite evaluates such a subquery even where coalesce does not
+    need it)."""
+    start = ("(SELECT s.data FROM events AS s WHERE s.run_id = ? AND s.seq < ? AND s.type = 'tool_call_start' "
+             f"AND {d.same('s.tool_call_id', '?')} ORDER BY s.seq DESC LIMIT 1)")
+    return {
+        "run_start": "INSERT INTO runs (id, kind, name, status, started_at, input, pid, host) "
+                     "VALUES (?, ?, ?, 'running', ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+        "agent_end": "UPDATE runs SET status = ?, finished_at = ?, output = ?, error = ?, usage = ? WHERE id = ?",
+        "tool_log": f"INSERT INTO {_LOG_COLUMNS} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "tool_log_lookup": f"INSERT INTO {_LOG_COLUMNS} VALUES (?, ?, coalesce({d.get(start, 'tool')}, '?'), "
+                           f"coalesce({d.raw(start, 'arguments')}, 'null'), ?, ?, ?, ?, ?)",
+        "tool_end": "UPDATE runs SET status = ?, finished_at = ?, output = ?, error = ?, usage = ? WHERE id = ? AND EXISTS ("
+                    "SELECT 1 FROM events AS s WHERE s.run_id = runs.id AND s.seq = 1 AND s.type = 'tool_call_start' "
+                    f"AND {d.same('s.tool_call_id', '?')})",
+        "exchange": "INSERT INTO model_exchanges (run_id, seq, tool_call_id, step_id, skill, model, attempt, messages, response) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+    }
 
 
-# The SQLite writer's statements (sqlite.py); postgres.py builds its own from POSTGRESQL.
-INSERT_EVENTS = insert_events(SQLITE)
-IMPLIED_ROWS = implied_rows(SQLITE)
-IMPLYING_TYPES = frozenset().union(*(types for types, _ in IMPLIED_ROWS))
+# PostgreSQL takes the implied rows of a batch as one JSON array per statement (one parameter:
+# psycopg's executemany costs this process ~25 µs per row), the values in the order of the
+# `?` placeholders of implied_statements. tool_log_lookup (rare) keeps executemany.
+_PG_ROWS = "json_array_elements(%s::json) AS e(v)"
+POSTGRES_BULK = {
+    "run_start": "INSERT INTO runs (id, kind, name, status, started_at, input, pid, host) "
+                 "SELECT v->>0, v->>1, v->>2, 'running', (v->>3)::bigint, v->>4, (v->>5)::bigint, v->>6 "
+                 f"FROM {_PG_ROWS} ON CONFLICT DO NOTHING",
+    "agent_end": "UPDATE runs SET status = v->>0, finished_at = (v->>1)::bigint, output = v->>2, error = v->>3, usage = v->>4 "
+                 f"FROM {_PG_ROWS} WHERE runs.id = v->>5",
+    "tool_log": f"INSERT INTO {_LOG_COLUMNS} SELECT v->>0, v->>1, v->>2, v->>3, v->>4, v->>5, v->>6, "
+                f"(v->>7)::double precision, (v->>8)::bigint FROM {_PG_ROWS}",
+    "tool_end": "UPDATE runs SET status = v->>0, finished_at = (v->>1)::bigint, output = v->>2, error = v->>3, usage = v->>4 "
+                f"FROM {_PG_ROWS} WHERE runs.id = v->>5 AND EXISTS (SELECT 1 FROM events AS s WHERE s.run_id = runs.id "
+                "AND s.seq = 1 AND s.type = 'tool_call_start' AND s.tool_call_id IS NOT DISTINCT FROM v->>6)",
+    "exchange": "INSERT INTO model_exchanges (run_id, seq, tool_call_id, step_id, skill, model, attempt, messages, response) "
+                "SELECT v->>0, (v->>1)::bigint, v->>2, v->>3, v->>4, v->>5, (v->>6)::bigint, v->>7, v->>8 "
+                f"FROM {_PG_ROWS} ON CONFLICT DO NOTHING",
+}

@@ -1,6 +1,6 @@
 """The embedded run store: SQLite in WAL mode, written off the hot path (base.py says how).
 
-SQLite unpacks each batch's JSON text without the GIL. Many processes may share one database
+A batch's ready rows go in through executemany, one transaction per batch. Many processes may share one database
 file (WAL + busy timeout). A run that was `running` when its process died is marked
 `interrupted` the next time the store opens. The file and its -wal/-shm are readable by their
 owner only (0600): they hold inputs and outputs of every run. Notifications (`listen`,
@@ -11,6 +11,7 @@ polling the table every SETTINGS_POLL_S while someone listens for them.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sqlite3
 import threading
@@ -22,12 +23,23 @@ from ..redaction import Redactor
 from .base import (  # noqa: F401 - re-exported: the names this module always had
     FLUSH_INTERVAL_S, HOST, SPILL_EVENTS, STATEMENT_EVENTS, STORED_DEPTH, RunRecord, Store, StoreError, _alive,
 )
-from .schema import IMPLIED_ROWS, INSERT_EVENTS, MIGRATIONS, SchemaTooNew, migrate
+from .rows import EVENT_WIDTH, Batch
+from .schema import INSERT_EVENT, MIGRATIONS, SQLITE, SchemaTooNew, implied_statements, migrate
 
 BUSY_TIMEOUT_MS = 10_000
 WRITE_ATTEMPTS = 4  # a batch that fails with a transient error (database locked…) is retried, in order
 FILE_MODE = 0o600  # runs.db, -wal, -shm: the inputs and outputs of every run, for the owner only
 SETTINGS_POLL_S = 0.5  # how often another process's tool-settings change is looked for
+IMPLIED = implied_statements(SQLITE)
+MAX_STATEMENT_ROWS = 256  # events per INSERT statement (fewer if the SQLite build takes fewer parameters)
+
+
+@functools.lru_cache(maxsize=16)
+def _insert_rows(size: int) -> str:
+    """INSERT_EVENT for `size` rows at once."""
+    head, row = INSERT_EVENT.split(" VALUES ")
+    row, tail = row.split(") ", 1)
+    return f"{head} VALUES {', '.join([row + ')'] * size)} {tail}"
 
 
 def connect(path: Path) -> sqlite3.Connection:
@@ -91,6 +103,8 @@ class RunStore(Store):
                 "is a skillyard store (move it away to start a new one), or run with --no-store"
             ) from None
         self._settings_poll: threading.Thread | None = None
+        limit = self._write.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)  # 999 in builds before SQLite 3.32
+        self._max_rows = 1 << (min(MAX_STATEMENT_ROWS, limit // EVENT_WIDTH).bit_length() - 1)
         self._start_writer(redactor, redacted_events)
 
     def __enter__(self) -> "RunStore":
@@ -115,20 +129,21 @@ class RunStore(Store):
             self._side[:0] = side  # kept, in order, for the next round
             self._failed = exc
 
-    def _write_rows(self, rows: bytes, implying: bytes, types: set[str]) -> None:
-        """One transaction: the events, then the rows they imply (schema.py), only the statements
-        that this batch needs (each call into SQLite is a trip back to a busy GIL)."""
+    def _write_rows(self, rows: Batch) -> None:
+        """One transaction: the events, then the rows they imply, all as plain values (no JSON
+        for SQLite to parse). Events go in through multi-row INSERTs: each statement lets go
+        of the GIL once and must win it back from a busy event loop, so few big ones beat
+        executemany's one per row."""
         db = self._write
         assert db is not None
-        statements = [sql for kinds, sql in IMPLIED_ROWS if not kinds.isdisjoint(types)]
-        implied = {"rows": implying, "pid": os.getpid(), "host": HOST}
+        statements = [(IMPLIED[name], params) for name, params in rows.implied_by_statement()]
         for attempt in range(1, WRITE_ATTEMPTS + 1):
             try:
                 db.execute("BEGIN IMMEDIATE")
                 try:
-                    db.execute(INSERT_EVENTS, {"rows": rows})
-                    for sql in statements:
-                        db.execute(sql, implied)
+                    self._insert_events(db, rows.events)
+                    for sql, params in statements:
+                        db.executemany(sql, params)
                     db.execute("COMMIT")
                 except BaseException:
                     if db.in_transaction:
@@ -139,6 +154,17 @@ class RunStore(Store):
                 if attempt == WRITE_ATTEMPTS:
                     raise
                 time.sleep(0.05 * 4**attempt)
+
+    def _insert_events(self, db: sqlite3.Connection, values: list[Any]) -> None:
+        """The events (EVENT_WIDTH values each) in statements of `size` rows, sizes powers of
+        two: a handful of statements per batch, each prepared once (the module caches them)."""
+        count, done = len(values) // EVENT_WIDTH, 0
+        size = self._max_rows
+        while done < count:
+            while count - done < size:
+                size //= 2
+            db.execute(_insert_rows(size), values[done * EVENT_WIDTH : (done + size) * EVENT_WIDTH])
+            done += size
 
     def _mark_interrupted(self) -> int:
         """Runs left `running` by a process that is gone (same host) become `interrupted`.

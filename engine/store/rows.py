@@ -1,0 +1,192 @@
+"""Ready rows: what the store writes for an event, and the rows that events imply, in Python.
+
+The database receives plain column values: an event's row is (run_id, seq, type, ts,
+tool_call_id, step_id, skill, data as JSON text), its data taken from the event's record
+(encoded once by the Run) when there is one. A few event types imply rows of other tables
+(IMPLYING_TYPES): a run's first `tool_call_start` or its `agent_start` open the run, a
+terminal tool event writes a tool log and ends the run it started, `agent_done` ends an
+agent run, `model_exchange` keeps a model call for replay. `Implier` computes those rows
+from the event's data (the same data the event row holds), so the database parses no JSON.
+
+A tool log's tool and input come from its call's `tool_call_start`, remembered here until
+the call ends (at most MAX_OPEN_CALLS calls); a start this process did not see (another
+process's, or forgotten) is looked up in the events table by the statement (schema.py).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterator
+
+import orjson
+
+IMPLYING_TYPES = frozenset({"tool_call_start", "agent_start", "agent_done", "tool_call_result", "tool_call_error",
+                            "model_exchange"})
+TOOL_LOG_OUTPUT_CHARS = 10_000
+MAX_OPEN_CALLS = 100_000  # calls whose start is remembered for their tool log; older ones are looked up
+
+# The implied statements, in the order they run in a batch's transaction (schema.implied_statements)
+RUN_START, AGENT_END, TOOL_LOG, TOOL_LOG_LOOKUP, TOOL_END, EXCHANGE = (
+    "run_start", "agent_end", "tool_log", "tool_log_lookup", "tool_end", "exchange")
+IMPLIED_ORDER = (RUN_START, AGENT_END, TOOL_LOG, TOOL_LOG_LOOKUP, TOOL_END, EXCHANGE)
+
+WIDTHS = {RUN_START: 7, AGENT_END: 6, TOOL_LOG: 9, TOOL_LOG_LOOKUP: 13, TOOL_END: 7, EXCHANGE: 9}  # parameters per row
+EVENT_WIDTH = 8  # run_id, seq, type, ts, tool_call_id, step_id, skill, data
+Row = tuple[Any, ...]
+
+
+class Batch:
+    """The ready rows of some events, kept in two flat lists: three objects whatever the size.
+    Rows held as tuples (or lists per statement) until the writer commits them would be
+    allocations that live on, setting off the garbage collector (whose full collections
+    pause the event loop for tens of ms)."""
+
+    __slots__ = ("events", "count", "implied")
+
+    def __init__(self) -> None:
+        self.events: list[Any] = []  # EVENT_WIDTH values per event
+        self.count = 0  # events
+        self.implied: list[Any] = []  # per implied row: statement name, index of its event, WIDTHS[name] values
+
+    def add_event(self, row: Row) -> None:
+        self.events += row
+        self.count += 1
+
+    def add_implied(self, index: int, name: str, params: Row) -> None:
+        self.implied += (name, index, *params)
+
+    def extend(self, other: "Batch") -> None:
+        """Append `other`'s rows (its event indexes shifted after this batch's)."""
+        offset = self.count
+        self.events += other.events
+        self.count += other.count
+        for name, index, params in other.each_implied():
+            self.add_implied(index + offset, name, params)
+
+    def each_implied(self) -> "list[tuple[str, int, list[Any]]]":
+        out = []
+        values, at = self.implied, 0
+        while at < len(values):
+            name, index, width = values[at], values[at + 1], WIDTHS[values[at]]
+            out.append((name, index, values[at + 2 : at + 2 + width]))
+            at += 2 + width
+        return out
+
+    def implied_by_statement(self) -> "list[tuple[str, Iterator[list[Any]]]]":
+        """The implied rows of each statement present, in IMPLIED_ORDER, each row made only as
+        the database takes it (a generator: nothing piles up for the garbage collector)."""
+        present = set(self.implied[at] for at in self._starts())
+        return [(name, self._rows_of(name)) for name in IMPLIED_ORDER if name in present]
+
+    def _starts(self) -> "Iterator[int]":
+        values, at = self.implied, 0
+        while at < len(values):
+            yield at
+            at += 2 + WIDTHS[values[at]]
+
+    def _rows_of(self, name: str) -> "Iterator[list[Any]]":
+        values, width = self.implied, WIDTHS[name]
+        for at in self._starts():
+            if values[at] == name:
+                yield values[at + 2 : at + 2 + width]
+
+    def one(self, index: int) -> "Batch":
+        """A batch of the event at `index` alone, with the rows it implies."""
+        single = Batch()
+        single.add_event(tuple(self.events[index * EVENT_WIDTH : (index + 1) * EVENT_WIDTH]))
+        for name, event, params in self.each_implied():
+            if event == index:
+                single.add_implied(0, name, tuple(params))
+        return single
+
+
+def json_text(value: Any) -> str:
+    """A value as the JSON text the store keeps (orjson's; the standard library's for what orjson refuses)."""
+    try:
+        return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+    except (TypeError, orjson.JSONEncodeError):  # e.g. integers beyond 64 bits
+        try:
+            return json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":"), allow_nan=False)
+        except ValueError:  # NaN or infinity next to such an integer: keep its text
+            return json.dumps(repr(value), ensure_ascii=False)
+
+
+def _scalar(value: Any) -> str | None:
+    """A JSON value as SQL text (what `->>` gives): a string as is, anything else as JSON."""
+    return value if value is None or isinstance(value, str) else json_text(value)
+
+
+def _message(value: Any) -> str:
+    return "None" if value is None else value if isinstance(value, str) else json_text(value)
+
+
+def _get(value: Any, key: str) -> Any:
+    return value.get(key) if isinstance(value, dict) else None
+
+
+class Implier:
+    """Turns implying events into the rows they imply; remembers open calls between batches.
+
+    Used by one thread at a time (the store's spill, under its lock)."""
+
+    def __init__(self, pid: int, host: str) -> None:
+        self.pid, self.host = pid, host
+        self._calls: dict[tuple[str, str | None], tuple[str | None, str]] = {}  # (run, call) → (tool, arguments JSON)
+
+    def imply(self, index: int, row: Row, data: Any, out: Batch) -> None:
+        """Append the rows that the event `row` (whose data is `data`) implies to `out`."""
+        run_id, seq, kind, ts, call = row[0], row[1], row[2], row[3], row[4]
+        if kind == "tool_call_start":
+            tool, arguments = _get(data, "tool"), json_text(_get(data, "arguments"))
+            self._remember(run_id, call, _scalar(tool), arguments)
+            if seq == 1:
+                out.add_implied(index, RUN_START, (run_id, "tool", _scalar(tool) or "?", ts, arguments, self.pid, self.host))
+        elif kind == "agent_start":
+            out.add_implied(index, RUN_START, (run_id, "agent", _scalar(_get(data, "model")) or "?", ts,
+                                           json_text(_get(data, "input")), self.pid, self.host))
+        elif kind == "agent_done":
+            stop = _get(data, "stop_reason")
+            status = "ok" if stop == "answer" else "cancelled" if stop == "cancelled" else "error"
+            error = None if stop == "answer" else json_text({"code": stop, "message": _get(data, "error")})
+            out.add_implied(index, AGENT_END, (status, ts, json_text(_get(data, "answer")), error, json_text(_get(data, "usage")),
+                                           run_id))
+        elif kind == "model_exchange":
+            attempt = _get(data, "attempt")
+            out.add_implied(index, EXCHANGE, (
+                run_id, seq, call, row[5], row[6], _scalar(_get(data, "model")),
+                attempt if isinstance(attempt, int) and not isinstance(attempt, bool) else None,
+                json_text(_get(data, "messages")), _scalar(_get(data, "response")) or "",
+            ))
+        elif kind == "tool_call_result" or kind == "tool_call_error":
+            self._end_call(index, row, data, out)
+
+    def _remember(self, run_id: str, call: str | None, tool: str | None, arguments: str) -> None:
+        calls = self._calls
+        calls[(run_id, call)] = (tool, arguments)
+        if len(calls) > MAX_OPEN_CALLS:  # calls that never ended: the oldest go (their log looks the start up)
+            del calls[next(iter(calls))]
+
+    def _end_call(self, index: int, row: Row, data: Any, out: Batch) -> None:
+        """A tool log for the call, and the end of the run if the call is the run's own (the
+        statement checks that its `tool_call_start` is the run's event 1)."""
+        run_id, seq, kind, ts, call = row[0], row[1], row[2], row[3], row[4]
+        tool, arguments = self._calls.pop((run_id, call), (None, None))
+        metadata = _get(data, "metadata")
+        duration = _get(metadata, "duration_ms")
+        duration = float(duration) if isinstance(duration, (int, float)) and not isinstance(duration, bool) else None
+        usage = json_text(_get(metadata, "usage"))
+        if kind == "tool_call_result":
+            output = json_text(_get(data, "data"))
+            log = (output[:TOOL_LOG_OUTPUT_CHARS], "success", None)
+            end = ("ok", ts, output, None, usage)
+        else:
+            error = _get(data, "error")
+            code = _get(error, "code")
+            log = (None, "timeout" if code == "timeout" else "error", f"{_message(code)}: {_message(_get(error, 'message'))}")
+            end = ("cancelled" if code == "cancelled" else "error", ts, None, "{}" if error is None else json_text(error), usage)
+        if arguments is not None:  # run_id, tool_call_id, tool, input, output, status, error_message, duration_ms, created_at
+            out.add_implied(index, TOOL_LOG, (run_id, "" if call is None else call, tool or "?", arguments, *log, duration, ts))
+        else:  # the call's start is looked up in events (run_id, seq, tool_call_id: twice)
+            out.add_implied(index, TOOL_LOG_LOOKUP, (run_id, "" if call is None else call, run_id, seq, call, run_id, seq, call,
+                                                     *log, duration, ts))
+        out.add_implied(index, TOOL_END, (*end, run_id, call))

@@ -1,0 +1,127 @@
+"""Ready rows and the record encoded once (issue 11 §1).
+
+The Run encodes each event's data once (`Event.data_json`) when a record sink listens — the
+store, the SSE hub, `--output events` — and never otherwise; the store writes plain column
+values made from it and computes the implied rows in Python, with the same stored results.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine import Engine
+from engine.events import Event, encode_data, record_sink
+from engine.link import load_project
+from engine.server.sse import event_frame, frame
+from engine.store import open_store
+from test_store_backends import engine_on, project, sql, url  # noqa: F401 - fixtures
+from test_store_support import write_project
+
+
+class Counted:
+    """A value JSON cannot hold: written as its str(), which counts how often it is encoded."""
+
+    calls = 0
+
+    def __str__(self) -> str:
+        Counted.calls += 1
+        return "counted"
+
+
+def _emit_in_a_run(engine: Engine, on_event: Any, data: dict[str, Any]) -> Event:
+    async def main() -> Event:
+        run, queued = engine.open_run("run_once", on_event)
+        event = run.emit("tool_progress_delta", data, "call_1")
+        engine.end_run(run, "ok")
+        for listener in queued:
+            await listener.close()
+        return event
+
+    return asyncio.run(main())
+
+
+def test_the_run_encodes_the_data_once_for_every_sink(tmp_path: Path) -> None:
+    engine = Engine.from_project(load_project(write_project(tmp_path / "project")), store=tmp_path / "runs.db")
+    lines: list[bytes] = []
+    Counted.calls = 0
+    event = _emit_in_a_run(engine, record_sink(lambda e: lines.append(e.json())), {"value": Counted(), "n": 1})
+    engine.close()
+    assert Counted.calls == 1, "store and line share one encoding"
+    assert event.data_json == b'{"value":"counted","n":1}'
+    assert json.loads(lines[0]) == {**event.to_dict(), "data": {"value": "counted", "n": 1}}
+    assert sql(f"sqlite:///{tmp_path}/runs.db", "SELECT data FROM events WHERE run_id = 'run_once'") == [('{"value":"counted","n":1}',)]
+
+
+def test_a_run_without_a_record_sink_encodes_nothing(tmp_path: Path) -> None:
+    engine = Engine.from_project(load_project(write_project(tmp_path / "project")))
+    Counted.calls = 0
+    event = _emit_in_a_run(engine, [].append, {"value": Counted()})
+    engine.close()
+    assert Counted.calls == 0 and event.data_json is None
+
+
+@pytest.mark.parametrize("data", [
+    {"text": "héllo \"q\"\n", "n": 0.1 + 0.2, "deep": [{"a": None}]},
+    {1: "a non-string key", "big": 2**40},
+    {"n": 10**30},  # no fast encoding: the fallback
+    {"t": "a\ud800b"},  # a lone surrogate: the escaped fallback
+])
+def test_an_sse_frame_is_the_frame_of_the_event_dict(data: dict[str, Any]) -> None:
+    event = Event("skill_result", "run_1", 3, 7, "call_1", "s1", "sk", data)
+    event = event._replace(data_json=encode_data(data))
+    assert event_frame(event) == frame(event.to_dict())
+    if event.data_json is not None:
+        assert json.loads(event.json()) == json.loads(json.dumps(event.to_dict(), default=str))
+
+
+def test_a_tool_log_whose_call_started_in_another_process_finds_its_start(url: str) -> None:  # noqa: F811
+    start = Event("tool_call_start", "run_split", 1, 10, "call_1", data={"tool": "report", "arguments": {"text": "a"}})
+    end = Event("tool_call_result", "run_split", 2, 20, "call_1", data={"ok": True, "data": {"n": 1}, "metadata": {"duration_ms": 2}})
+    with open_store(url) as first:
+        first.listener(start)
+    with open_store(url) as second:  # knows nothing of the start but what is stored
+        second.listener(end)
+        second.flush()
+        (log,) = second.tool_logs(run_id="run_split")
+        run = second.run("run_split")
+    assert (log["tool"], json.loads(log["input"]), log["output"], log["status"]) == ("report", {"text": "a"}, '{"n":1}', "success")
+    assert run is not None and (run.status, run.output, run.finished_at) == ("ok", {"n": 1}, 20)
+
+
+def test_a_lone_surrogate_in_an_id_is_replaced_and_loses_no_other_run(url: str) -> None:  # noqa: F811
+    def encoded(event: Event) -> Event:  # as a Run delivers them to a store that takes redacted events
+        return event._replace(data_json=encode_data(event.data))
+
+    with open_store(url) as store:
+        store.redacted_events = True
+        store.listener(encoded(Event("tool_call_start", "run_bad", 1, 1, "call_\ud800", data={"tool": "t", "arguments": {}})))
+        store.listener(encoded(Event("tool_call_start", "run_good", 1, 1, "call_1", data={"tool": "t", "arguments": {"x": 1}})))
+        store.flush()
+        assert store.write_failures == {"lone_surrogate": 1}
+        assert store.run("run_good").input == {"x": 1} and store.run("run_bad") is not None
+        assert store.events("run_bad")[0]["tool_call_id"] == "call_\ufffd"
+
+
+def test_pending_rows_are_a_handful_of_objects_whatever_their_number(tmp_path: Path) -> None:
+    """Rows kept as tuples until the writer commits them set off the garbage collector's
+    full collections (long pauses of the event loop); a spill keeps them in flat lists."""
+    events = [Event("tool_progress_delta", f"run_{i // 50}", i % 50 + 1, 1, "call_1", data={"n": i}) for i in range(2_000)]
+    events = [event._replace(data_json=encode_data(event.data)) for event in events]
+    with open_store(f"sqlite:///{tmp_path}/runs.db") as store:
+        store.redacted_events = True
+        gc.collect()
+        gc.disable()
+        try:
+            before = len(gc.get_objects())
+            batch = store._ready(events)
+            grown = len(gc.get_objects()) - before
+        finally:
+            gc.enable()
+        assert batch.count == 2_000 and len(batch.events) == 16_000
+        assert grown <= 5, f"{grown} tracked objects for 2,000 rows"
