@@ -30,6 +30,8 @@ BUSY_TIMEOUT_MS = 10_000
 WRITE_ATTEMPTS = 4  # a batch that fails with a transient error (database locked…) is retried, in order
 FILE_MODE = 0o600  # runs.db, -wal, -shm: the inputs and outputs of every run, for the owner only
 SETTINGS_POLL_S = 0.5  # how often another process's tool-settings change is looked for
+WRITER_CACHE_KIB = 65_536  # the writer's page cache, at most (SQLite's default: 2 MiB)
+WRITER_MMAP_BYTES = 256 << 20  # the writer reads the file through a mapping up to this size
 IMPLIED = implied_statements(SQLITE)
 MAX_STATEMENT_ROWS = 256  # events per INSERT statement (fewer if the SQLite build takes fewer parameters)
 
@@ -42,14 +44,21 @@ def _insert_rows(size: int) -> str:
     return f"{head} VALUES {', '.join([row + ')'] * size)} {tail}"
 
 
-def connect(path: Path) -> sqlite3.Connection:
-    """The writer's connection; the file (made if new) and its -wal/-shm get FILE_MODE."""
+def connect(path: Path, *, writer: bool = False) -> sqlite3.Connection:
+    """A connection (`writer`: the writer thread's, with a bigger page cache); the file (made
+    if new) and its -wal/-shm get FILE_MODE."""
     own_file(path)
     connection = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
     try:
         connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         connection.execute("PRAGMA journal_mode = WAL")
         connection.execute("PRAGMA synchronous = NORMAL")
+        if writer:
+            # The events B-tree's keys start with a random run id, so each run's rows land on
+            # another page: pages found in the cache or mapped are not read through a system
+            # call each time (about a fifth of the writer's CPU). Memory is taken as pages are used.
+            connection.execute(f"PRAGMA cache_size = -{WRITER_CACHE_KIB}")
+            connection.execute(f"PRAGMA mmap_size = {WRITER_MMAP_BYTES}")
         for suffix in ("-wal", "-shm"):  # SQLite makes them with the file's mode; older ones may be wider
             own_file(path.with_name(path.name + suffix), create=False)
     except BaseException:
@@ -86,7 +95,7 @@ class RunStore(Store):
         self._write: sqlite3.Connection | None = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._write = connect(self.path)
+            self._write = connect(self.path, writer=True)
             self.schema_version = migrate(self._write)
             self.interrupted = self._mark_interrupted()
         except SchemaTooNew as exc:
