@@ -125,3 +125,25 @@ def test_pending_rows_are_a_handful_of_objects_whatever_their_number(tmp_path: P
             gc.enable()
         assert batch.count == 2_000 and len(batch.events) == 16_000
         assert grown <= 5, f"{grown} tracked objects for 2,000 rows"
+
+
+def test_a_batch_retried_after_a_transient_error_keeps_its_implied_rows(tmp_path: Path) -> None:
+    """SQLite retries a batch that failed with a transient error: the run and its tool log
+    are written by the retry too (the implied rows are made again for each attempt)."""
+    calls = []
+
+    def fail_once() -> int:
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("a transient failure")
+        return 0
+
+    with open_store(f"sqlite:///{tmp_path}/runs.db") as store:
+        store._write.create_function("fail_once", 0, fail_once)
+        store._write.execute("CREATE TEMP TRIGGER fail_first AFTER INSERT ON tool_logs BEGIN SELECT fail_once(); END")
+        store.listener(Event("tool_call_start", "run_retry", 1, 10, "call_1", data={"tool": "report", "arguments": {"a": 1}}))
+        store.listener(Event("tool_call_result", "run_retry", 2, 20, "call_1", data={"ok": True, "data": 1}))
+        store.flush()
+        assert len(calls) == 2, "failed once, then written"
+        run = store.run("run_retry")
+        assert run is not None and run.status == "ok" and [log["tool"] for log in store.tool_logs()] == ["report"]

@@ -16,6 +16,7 @@ import os
 import sqlite3
 import threading
 import time
+from itertools import chain
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
@@ -23,7 +24,7 @@ from ..redaction import Redactor
 from .base import (  # noqa: F401 - re-exported: the names this module always had
     FLUSH_INTERVAL_S, HOST, SPILL_EVENTS, STATEMENT_EVENTS, STORED_DEPTH, RunRecord, Store, StoreError, _alive,
 )
-from .rows import EVENT_WIDTH, Batch
+from .rows import EVENT_WIDTH, WIDTHS, Batch
 from .schema import INSERT_EVENT, MIGRATIONS, SQLITE, SchemaTooNew, implied_statements, migrate
 
 BUSY_TIMEOUT_MS = 10_000
@@ -33,15 +34,18 @@ SETTINGS_POLL_S = 0.5  # how often another process's tool-settings change is loo
 WRITER_CACHE_KIB = 65_536  # the writer's page cache, at most (SQLite's default: 2 MiB)
 WRITER_MMAP_BYTES = 256 << 20  # the writer reads the file through a mapping up to this size
 IMPLIED = implied_statements(SQLITE)
-MAX_STATEMENT_ROWS = 256  # events per INSERT statement (fewer if the SQLite build takes fewer parameters)
+MAX_STATEMENT_ROWS = 256  # rows per INSERT statement (fewer if the SQLite build takes fewer parameters)
 
 
-@functools.lru_cache(maxsize=16)
-def _insert_rows(size: int) -> str:
-    """INSERT_EVENT for `size` rows at once."""
-    head, row = INSERT_EVENT.split(" VALUES ")
-    row, tail = row.split(") ", 1)
-    return f"{head} VALUES {', '.join([row + ')'] * size)} {tail}"
+MULTI_ROW = frozenset({"run_start", "tool_log", "exchange"})  # implied INSERTs that take several rows per statement
+
+
+@functools.lru_cache(maxsize=64)
+def _insert_rows(sql: str, size: int) -> str:
+    """An `INSERT … VALUES (?, …) [tail]` statement for `size` rows at once."""
+    head, rest = sql.split(" VALUES (", 1)
+    group, tail = rest.split(")", 1)
+    return f"{head} VALUES {', '.join([f'({group})'] * size)}{tail}"
 
 
 def connect(path: Path, *, writer: bool = False) -> sqlite3.Connection:
@@ -112,8 +116,7 @@ class RunStore(Store):
                 "is a skillyard store (move it away to start a new one), or run with --no-store"
             ) from None
         self._settings_poll: threading.Thread | None = None
-        limit = self._write.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)  # 999 in builds before SQLite 3.32
-        self._max_rows = 1 << (min(MAX_STATEMENT_ROWS, limit // EVENT_WIDTH).bit_length() - 1)
+        self._max_parameters = self._write.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)  # 999 before SQLite 3.32
         self._start_writer(redactor, redacted_events)
 
     def __enter__(self) -> "RunStore":
@@ -142,17 +145,19 @@ class RunStore(Store):
         """One transaction: the events, then the rows they imply, all as plain values (no JSON
         for SQLite to parse). Events go in through multi-row INSERTs: each statement lets go
         of the GIL once and must win it back from a busy event loop, so few big ones beat
-        executemany's one per row."""
+        executemany's one per row; so do the implied inserts (updates: executemany)."""
         db = self._write
         assert db is not None
-        statements = [(IMPLIED[name], params) for name, params in rows.implied_by_statement()]
         for attempt in range(1, WRITE_ATTEMPTS + 1):
             try:
                 db.execute("BEGIN IMMEDIATE")
                 try:
-                    self._insert_events(db, rows.events)
-                    for sql, params in statements:
-                        db.executemany(sql, params)
+                    self._insert_many(db, INSERT_EVENT, rows.events, EVENT_WIDTH)
+                    for name, params in rows.implied_by_statement():  # generators: made again for each attempt
+                        if name in MULTI_ROW:
+                            self._insert_many(db, IMPLIED[name], list(chain.from_iterable(params)), WIDTHS[name])
+                        else:
+                            db.executemany(IMPLIED[name], params)
                     db.execute("COMMIT")
                 except BaseException:
                     if db.in_transaction:
@@ -164,15 +169,15 @@ class RunStore(Store):
                     raise
                 time.sleep(0.05 * 4**attempt)
 
-    def _insert_events(self, db: sqlite3.Connection, values: list[Any]) -> None:
-        """The events (EVENT_WIDTH values each) in statements of `size` rows, sizes powers of
-        two: a handful of statements per batch, each prepared once (the module caches them)."""
-        count, done = len(values) // EVENT_WIDTH, 0
-        size = self._max_rows
+    def _insert_many(self, db: sqlite3.Connection, sql: str, values: list[Any], width: int) -> None:
+        """Rows of `width` values each, in statements of several rows (sizes: powers of two,
+        each statement prepared once, the module caches them): a handful per batch."""
+        count, done = len(values) // width, 0
+        size = 1 << (min(MAX_STATEMENT_ROWS, self._max_parameters // width).bit_length() - 1)
         while done < count:
             while count - done < size:
                 size //= 2
-            db.execute(_insert_rows(size), values[done * EVENT_WIDTH : (done + size) * EVENT_WIDTH])
+            db.execute(_insert_rows(sql, size), values[done * width : (done + size) * width])
             done += size
 
     def _mark_interrupted(self) -> int:
