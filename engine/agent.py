@@ -151,7 +151,13 @@ def _agent_run_end(result: AgentResult | None) -> tuple[Any, Any, dict[str, Any]
 
 
 class _Loop:
-    """The state of one agent run."""
+    """The state of one agent run.
+
+    `route` runs one tool call in the run; a durable loop (the Temporal backend's agent
+    workflow) replaces it with one that routes the call on a worker.
+    """
+
+    route = staticmethod(route_in_run)
 
     def __init__(self, agent: Agent, events: "Run", messages: list[ChatMessage]):
         self.agent = agent
@@ -267,7 +273,7 @@ class _Loop:
 
         async def one(call: ToolCall) -> ToolResult:
             async with gate:
-                result = await route_in_run(
+                result = await self.route(
                     self.events, self.project, call.name, call.arguments, tool_call_id=call.id,
                     allowed_tools=self.allowed, timeout=self.limits.tool_timeout,
                 )

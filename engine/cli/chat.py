@@ -33,6 +33,9 @@ def add_chat_parser(commands: Any, run_handler: Any) -> None:
     chat.add_argument("--output", choices=("text", "events"), default="text", help="text: the answer; events: JSON lines")
     chat.add_argument("--quiet", action="store_true", help="no timeline on stderr")
     chat.add_argument("--no-store", action="store_true", help="do not record this run in the run store")
+    from .main import add_backend_argument
+
+    add_backend_argument(chat)  # temporal: the loop runs as a workflow on `skillyard worker`s
     chat.set_defaults(handler=run_handler)
 
 
@@ -63,6 +66,10 @@ def run_chat(ns: argparse.Namespace) -> int:
     except AgentSetupError as exc:
         flag = {"model": "--model", "tools": "--tools", "tool_choice": "--tool-choice"}[exc.field]
         raise UsageError(f"{flag} {exc.value}: {exc.reason}") from None
+    if engine.backend is not None:
+        from ..backends.temporal.agent_client import agent_for
+
+        agent = agent_for(engine, agent)
 
     timeline = None if ns.quiet else Timeline(sys.stderr, live=sys.stderr.isatty())
     mock_note = None if ns.quiet else MockNote(engine.project)

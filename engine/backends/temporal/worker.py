@@ -42,6 +42,8 @@ async def run_worker(project: "Project", store: "Store", *, max_concurrent: int 
     from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
     from .activities import Activities
+    from .agent_activities import AgentActivities
+    from .agent_workflow import AgentWorkflow
     from .workflows import ToolWorkflow
 
     config = TemporalConfig.of(project)
@@ -50,7 +52,8 @@ async def run_worker(project: "Project", store: "Store", *, max_concurrent: int 
     client = await connect(config)
     activities = Activities(store)
     runner = SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSED_THROUGH))
-    worker = Worker(client, task_queue=config.task_queue, workflows=[ToolWorkflow], activities=activities.all(),
+    worker = Worker(client, task_queue=config.task_queue, workflows=[ToolWorkflow, AgentWorkflow],
+                    activities=activities.all() + AgentActivities(activities).all(),
                     workflow_runner=runner, max_concurrent_activities=max_concurrent,
                     max_concurrent_workflow_tasks=max_concurrent, graceful_shutdown_timeout=timedelta(seconds=graceful_s))
     stop = asyncio.Event()

@@ -1,0 +1,140 @@
+"""The front door of an agent run on Temporal: start the agent workflow, follow its events.
+
+`TemporalAgent` has the `Agent`'s surface (`run`, `last_result`): `skillyard chat`, an
+embedder or a service use it as they use a local agent. The loop runs on the workers
+(agent_workflow.py); this side opens the live Run (so this process can answer and cancel
+it), relays the stored events to its listeners, and answers confirmations: the Run's
+approver (the terminal, `--yes`) or any answer given to the Run in this process goes to the
+workflow as the `approve` signal. A front door with nobody to ask sends nothing: the call
+waits for an answer from any other front door (`send_approval`), up to the approval timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from ...agent import Agent, AgentResult, _agent_run_end, as_messages
+from ...events import Event
+from ...ids import new_id
+from ...providers.base import Usage
+from ...redaction import enter_run, leave_run
+from .agent_protocol import AGENT_WORKFLOW, APPROVE_SIGNAL, PENDING_QUERY, message_in, message_out, result_in
+from .client import TemporalBackend, _cancel, _Follower
+from .protocol import REVISION_MISMATCH
+from .revision import project_revision
+
+if TYPE_CHECKING:
+    from ..._engine import Engine
+    from ...run import Run
+
+
+def agent_for(engine: "Engine", agent: Agent) -> "Agent | TemporalAgent":
+    """`agent` as it runs with the engine's backend: on Temporal when the engine has that backend."""
+    if isinstance(engine.backend, TemporalBackend):
+        return TemporalAgent(engine, engine.backend, agent)
+    return agent
+
+
+async def send_approval(client: Any, run_id: str, tool_call_id: str, approve: bool) -> None:
+    """Answer a pending confirmation of an agent run on Temporal, from any front door."""
+    await client.get_workflow_handle(run_id).signal(APPROVE_SIGNAL, args=[tool_call_id, approve])
+
+
+async def pending_approvals(client: Any, run_id: str) -> list[str]:
+    """The tool_call_ids of an agent run on Temporal that wait for an answer."""
+    return list(await client.get_workflow_handle(run_id).query(PENDING_QUERY))
+
+
+class TemporalAgent:
+    """An agent whose loop is a Temporal workflow execution (workflow id = the run id)."""
+
+    def __init__(self, engine: "Engine", backend: TemporalBackend, agent: Agent) -> None:
+        self.engine = engine
+        self.backend = backend
+        self.agent = agent
+        self.model = agent.model
+        self.last_result: AgentResult | None = None
+
+    async def run(self, messages: str | list[Any], *, on_event: Any = None, run_id: str | None = None,
+                  principal: str | None = None) -> AgentResult:
+        """Run the loop on the workers to a stop; on cancellation the execution is cancelled too."""
+        agent = self.agent
+        run, queued = self.engine.open_run(run_id or new_id("run"), on_event, kind="agent", name=agent.model,
+                                           principal=principal, approver=agent.approve)
+        token = enter_run(run.scrubber)
+        try:
+            return await self._run(run, as_messages(messages))
+        finally:
+            leave_run(token)
+            self.engine.end_run(run, *_agent_run_end(self.last_result))
+            for listener in queued:
+                await listener.close()
+
+    async def _run(self, run: "Run", messages: list[Any]) -> AgentResult:
+        from temporalio.client import WorkflowFailureError
+
+        agent = self.agent
+        client = await self.backend.client()
+        call = {"revision": project_revision(self.engine.project.root), "run_id": run.run_id, "model": agent.model,
+                "tools": sorted(agent.tools) if agent.tools is not None else None,
+                "limits": dict(agent.limits.__dict__), "tool_choice": agent.tool_choice, "system": agent.system,
+                "messages": [message_out(m) for m in messages], "principal": run.principal,
+                "approval_timeout": run.approval_timeout}
+        handle = await client.start_workflow(AGENT_WORKFLOW, call, id=run.run_id, task_queue=self.backend.config.task_queue)
+        follower = _Follower(self.backend.store, run, 0)
+        answers = _Answers(self.engine, run, handle)
+        follower.listeners.append(answers.heard)
+        try:
+            outcome = await follower.follow(asyncio.ensure_future(handle.result()))
+        except WorkflowFailureError as exc:
+            await follower.catch_up(None)
+            cause = exc.cause
+            message = getattr(cause, "message", None) or str(cause or exc)
+            if getattr(cause, "type", None) != REVISION_MISMATCH:
+                message = f"the Temporal execution {run.run_id} failed: {message}"
+            self.last_result = AgentResult(run.run_id, "error", "", messages, error=message)
+            return self.last_result
+        except asyncio.CancelledError:
+            await asyncio.shield(_cancel(handle, follower))
+            self.last_result = AgentResult(run.run_id, "cancelled", "", messages)
+            raise
+        finally:
+            answers.close()
+        await follower.catch_up(outcome["last_seq"])
+        self.last_result = _result(run.run_id, outcome)
+        return self.last_result
+
+
+def _result(run_id: str, outcome: dict[str, Any]) -> AgentResult:
+    return AgentResult(run_id, outcome["stop_reason"], outcome["answer"],
+                       [message_in(m) for m in outcome.get("messages", ())],
+                       [result_in(r) for r in outcome["tool_results"]], Usage(*outcome["usage"]), outcome["steps"],
+                       outcome["error"])
+
+
+class _Answers:
+    """Asks this front door's approver about each confirmation it sees, and signals the answer."""
+
+    def __init__(self, engine: "Engine", run: "Run", handle: Any) -> None:
+        self.engine = engine
+        self.run = run
+        self.handle = handle
+        self.asking: dict[str, asyncio.Task[None]] = {}
+
+    def heard(self, event: Event) -> None:
+        call_id = event.tool_call_id
+        if event.type == "confirmation_required" and call_id and self.run.approver is not None:
+            tool = self.engine.project.tools.get(event.data.get("tool"))
+            if tool is not None and call_id not in self.asking:
+                self.asking[call_id] = asyncio.ensure_future(self._ask(tool, event.data.get("arguments") or {}, call_id))
+        elif event.type in ("tool_call_result", "tool_call_error") and call_id in self.asking:
+            self.asking.pop(call_id).cancel()  # answered elsewhere (or timed out): stop asking here
+
+    async def _ask(self, tool: Any, args: dict[str, Any], call_id: str) -> None:
+        approved = await self.run.ask_approval(tool, args, call_id)
+        await self.handle.signal(APPROVE_SIGNAL, args=[call_id, approved])
+
+    def close(self) -> None:
+        for task in self.asking.values():
+            task.cancel()

@@ -1,0 +1,203 @@
+"""The agent loop as a Temporal workflow: the local loop (engine/agent.py), made durable.
+
+The workflow runs the very `_Loop` of the local agent, deterministically, on the project the
+worker linked; only its two kinds of I/O leave it, each as an activity:
+
+- a model request (`MODEL_ACTIVITY`): its answer is recorded in the execution's history, so
+  after a worker crash the loop replays with it and the request is never sent again;
+- a tool call (`TOOL_ACTIVITY`): routed on a worker as locally. A `confirm: true` tool
+  waits here for the `approve` signal keyed by its tool_call_id, on a durable timer (the
+  approval timeout), so a pending approval outlives every worker and every front door.
+
+The loop's state (messages, steps, usage, repeated and corrected calls) is rebuilt by
+replay, and its total timeout is a Temporal timer, so every limit holds across restarts.
+Events are numbered by the workflow's Run (gap-free `seq`, as locally) and written in
+batches keyed by (run_id, seq): the batch so far goes with the next activity, which writes
+it before its work; a replay rewrites nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.exceptions import ApplicationError
+from temporalio.workflow import ActivityCancellationType
+
+with workflow.unsafe.imports_passed_through():
+    from ...agent import Agent, AgentLimits, _Loop
+    from ...providers.base import ModelRequest, ModelResponse, ProviderError
+    from ...result import ToolResult
+    from ...run import Run
+    from .agent_protocol import (AGENT_WORKFLOW, APPROVE_SIGNAL, MODEL_ACTIVITY, PENDING_QUERY, TOOL_ACTIVITY,
+                                 message_in, message_out, request_out, response_in, result_in, result_out)
+    from .protocol import RECORD_ACTIVITY, REVISION_MISMATCH, mismatch_message
+    from .served import served
+    from .workflows import GRACE_S, INFRASTRUCTURE_RETRY, RECORD_TIMEOUT
+
+MODEL_TIMEOUT_S = 600.0  # start-to-close of one model request when the run has no total timeout
+
+
+@workflow.defn(name=AGENT_WORKFLOW)
+class AgentWorkflow:
+    """One agent run (workflow id = the run id)."""
+
+    def __init__(self) -> None:
+        self._call: dict[str, Any] = {}
+        self._pending: list[list[Any]] = []  # numbered events not yet written
+        self._answers: dict[str, bool] = {}
+        self._waiting: set[str] = set()
+        self._run: Run | None = None
+
+    @workflow.signal(name=APPROVE_SIGNAL)
+    def approve(self, tool_call_id: str, approve: bool) -> None:
+        """An answer from any front door; the first one for a call wins."""
+        self._answers.setdefault(tool_call_id, bool(approve))
+
+    @workflow.query(name=PENDING_QUERY)
+    def pending_approvals(self) -> list[str]:
+        return sorted(self._waiting)
+
+    @workflow.run
+    async def run(self, call: dict[str, Any]) -> dict[str, Any]:
+        """`call`: revision, run_id, model, tools, limits, tool_choice, system, messages, principal,
+        approval_timeout. Returns the AgentResult's fields (tool results as plain JSON) and last_seq."""
+        self._call = call
+        here = served()
+        if call["revision"] != here.revision:
+            raise ApplicationError(mismatch_message(call["revision"], here.revision), type=REVISION_MISMATCH,
+                                   non_retryable=True)
+        project = self._project(here.project)
+        self._run = run = Run(call["run_id"], [self._collect], project.redactor.for_run(), kind="agent",
+                              name=call["model"], principal=call.get("principal"))
+        agent = Agent(_Opener(project), call["model"], tools=call.get("tools"), limits=AgentLimits(**call["limits"]),
+                      tool_choice=call.get("tool_choice", "auto"), system=call.get("system"))
+        loop = _DurableLoop(agent, run, [message_in(m) for m in call["messages"]])
+        loop.flow = self
+        try:
+            result = await loop.run()
+        except asyncio.CancelledError:
+            await self._record()  # agent_done (cancelled) reaches the store before the execution ends
+            raise
+        await self._record()
+        return {"stop_reason": result.stop_reason, "answer": result.answer, "steps": result.steps,
+                "usage": [result.usage.input_tokens, result.usage.output_tokens], "error": result.error,
+                "tool_results": [result_out(r) for r in result.tool_results],
+                "messages": [message_out(m) for m in result.messages], "last_seq": run.last_seq}
+
+    def _project(self, linked: Any) -> Any:
+        """The linked project whose models answer through the model activity."""
+        twin = copy.copy(linked)
+
+        def provider(name: str) -> tuple[Any, Any]:
+            spec = linked.models.get(name)
+            if spec is None:
+                return linked.provider(name)  # raises the local error
+            return _ActivityProvider(self, name), spec
+
+        twin.provider = provider
+        return twin
+
+    # ─── events ──────────────────────────────────────────────────────────────────
+
+    def _collect(self, event: Any) -> None:
+        self._pending.append([event.seq, event.type, event.ts, event.tool_call_id, event.step_id, event.skill, event.data])
+
+    def _take(self) -> list[list[Any]]:
+        batch, self._pending = self._pending, []
+        return batch
+
+    async def _record(self) -> None:
+        if self._pending:
+            await workflow.execute_activity(
+                RECORD_ACTIVITY, {"run_id": self._call["run_id"], "arguments": None, "events": self._take()},
+                start_to_close_timeout=RECORD_TIMEOUT, retry_policy=INFRASTRUCTURE_RETRY,
+                cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED)
+
+    # ─── the two kinds of I/O ────────────────────────────────────────────────────
+
+    async def model_request(self, model: str, request: ModelRequest, on_text: Any) -> ModelResponse:
+        total = self._call["limits"].get("total_timeout")
+        outcome = await workflow.execute_activity(
+            MODEL_ACTIVITY,
+            {"revision": self._call["revision"], "run_id": self._call["run_id"], "model": model,
+             "request": request_out(request), "record": self._take()},
+            start_to_close_timeout=timedelta(seconds=(total or MODEL_TIMEOUT_S) + GRACE_S),
+            heartbeat_timeout=timedelta(seconds=served().config.heartbeat_timeout),
+            retry_policy=INFRASTRUCTURE_RETRY, cancellation_type=ActivityCancellationType.TRY_CANCEL,
+            summary=f"model {model}")
+        for piece in outcome["pieces"]:
+            on_text(piece)
+        if not outcome["ok"]:
+            kind = outcome["kind"]
+            raise ProviderError(outcome["message"] if kind == "provider" else f"{kind}: {outcome['message']}")
+        return response_in(outcome["response"])
+
+    async def tool_call(self, name: str, arguments: Any, tool_call_id: str, allowed: Any,
+                        timeout: float | None) -> ToolResult:
+        assert self._run is not None
+        tool = served().project.tools.get(name)
+        limit = min(t for t in (timeout, tool.timeout if tool is not None else None, 3600.0) if t is not None)
+        decision: bool | None = None
+        seen = 0
+        while True:
+            outcome = await workflow.execute_activity(
+                TOOL_ACTIVITY,
+                {"revision": self._call["revision"], "run_id": self._call["run_id"], "tool": name,
+                 "arguments": arguments, "tool_call_id": tool_call_id, "timeout": timeout, "decision": decision,
+                 "allowed_tools": sorted(allowed) if allowed is not None else None, "record": self._take()},
+                start_to_close_timeout=timedelta(seconds=limit + GRACE_S),
+                heartbeat_timeout=timedelta(seconds=served().config.heartbeat_timeout),
+                retry_policy=INFRASTRUCTURE_RETRY,
+                cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+                summary=f"tool {name} ({tool_call_id})")
+            for kind, call_id, step_id, skill, data in outcome["events"][seen:]:
+                self._run.emit(kind, data, call_id, step_id, skill)
+            if not outcome.get("awaiting"):
+                return result_in(outcome["result"])
+            seen = len(outcome["events"])
+            decision = await self._answer(tool_call_id)
+
+    async def _answer(self, tool_call_id: str) -> bool:
+        """Wait for the approve signal of this call (denied when the approval timeout passes)."""
+        self._waiting.add(tool_call_id)
+        await self._record()  # confirmation_required reaches the store: front doors see the question
+        try:
+            await workflow.wait_condition(lambda: tool_call_id in self._answers,
+                                          timeout=timedelta(seconds=self._call.get("approval_timeout", 600.0)))
+        except asyncio.TimeoutError:
+            return False
+        finally:
+            self._waiting.discard(tool_call_id)
+        return self._answers[tool_call_id]
+
+
+class _Opener:
+    """The RunOpener an Agent needs in a workflow: only its project is read."""
+
+    def __init__(self, project: Any) -> None:
+        self.project = project
+
+
+class _ActivityProvider:
+    """A model whose requests are the workflow's model activity."""
+
+    def __init__(self, flow: AgentWorkflow, name: str) -> None:
+        self.flow = flow
+        self.name = name
+
+    async def request(self, request: ModelRequest, on_text: Any) -> ModelResponse:
+        return await self.flow.model_request(self.name, request, on_text)
+
+
+class _DurableLoop(_Loop):
+    """The local loop with its tool calls routed on workers."""
+
+    flow: AgentWorkflow
+
+    def route(self, events: Any, project: Any, name: str, arguments: Any, *, tool_call_id: str,  # type: ignore[override]
+              allowed_tools: Any = None, timeout: float | None = None) -> Any:
+        return self.flow.tool_call(name, arguments, tool_call_id, allowed_tools, timeout)

@@ -1,0 +1,205 @@
+"""The agent loop on Temporal, against a real dev server, a real PostgreSQL and the real
+`openai` client talking to a loopback OpenAI-compatible server (tests/fake_llm_servers.py).
+
+Front doors are real `skillyard chat` processes (or a real embedding script), workers real
+`skillyard worker` processes, killed with SIGKILL; what ran how often is counted in files
+by the project's skills, and what the model was asked is what the fake server recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from fake_llm_servers import FakeServer, OpenAIWire, call, write_models
+from temporal_server import temporal_address  # noqa: F401 - the session's dev server (a fixture)
+from test_temporal import PROJECT, Setup, wait_for, workflow_status
+
+WIRE = OpenAIWire()
+
+GUARDED_TOOL = """
+  guarded:
+    description: Count the text, once a person said yes.
+    confirm: true
+    parameters: {type: object, properties: {text: {type: string}}, required: [text]}
+    workflow: counted
+"""
+COUNTED_WORKFLOW = """
+  counted:
+    steps:
+      - {id: count, skill: count, input: {text: $toolArgs.text}}
+"""
+
+
+@pytest.fixture
+def server() -> Iterator[FakeServer]:
+    with FakeServer() as fake:
+        yield fake
+
+
+@pytest.fixture
+def setup(tmp_path: Path, pg_url: str, temporal_address: str, server: FakeServer) -> Iterator[Setup]:  # noqa: F811
+    root = tmp_path / "project"
+    shutil.copytree(PROJECT, root, ignore=shutil.ignore_patterns("__pycache__"))
+    with open(root / "tools.yaml", "a") as out:
+        out.write(GUARDED_TOOL)
+    with open(root / "workflows.yaml", "a") as out:
+        out.write(COUNTED_WORKFLOW)
+    made = Setup(root, pg_url, temporal_address)
+    write_models(root, {"fake": WIRE.model_entry(server.url)})
+    try:
+        yield made
+    finally:
+        made.stop()
+
+
+def chat(setup: Setup, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([*setup.command("chat", "go", *args), "--backend", "temporal", "--output", "events",
+                             "--quiet"], env=setup.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def slow(call_id: str, text: str, seconds: float) -> Any:
+    return call(call_id, "slowPipeline", {"text": text, "seconds": seconds})
+
+
+def kill_the_worker_running(setup: Setup, text: str, nth: int = 1) -> tuple[int, int]:
+    """SIGKILL the worker whose step sleeps for `text` (the `nth` such sleep); (victim pid, survivor pid)."""
+    sleeping = wait_for(lambda: (found := setup.counted("sleep", text)) and len(found) >= nth and found, 90,
+                        f"step {nth} sleeping for {text!r}")
+    victim = next(w for w in setup.workers if w.pid == sleeping[nth - 1])
+    victim.send_signal(signal.SIGKILL)
+    survivor = next(w for w in setup.workers if w is not victim)
+    return victim.pid, survivor.pid
+
+
+def followed(stdout: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in stdout.splitlines() if line.strip()]
+
+
+def assert_stored_once_in_order(setup: Setup, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The store holds the followed stream: every seq once, gap-free, the same types."""
+    run_id = events[0]["run_id"]
+    stored = setup.stored(run_id)
+    assert [e["seq"] for e in stored] == list(range(1, len(stored) + 1))
+    assert [(e["seq"], e["type"]) for e in stored] == [(e["seq"], e["type"]) for e in events]
+    return stored
+
+
+# ─── a worker killed mid-run ─────────────────────────────────────────────────────────────
+
+
+def test_kill_9_after_the_second_model_request_and_each_request_is_sent_once(setup: Setup, server: FakeServer) -> None:
+    server.script(WIRE.reply(calls=[slow("c1", "a1", 0)]), WIRE.reply(calls=[slow("c2", "a2", 4)]),
+                  WIRE.reply("All done.", split_at=4))
+    setup.start_worker(), setup.start_worker()
+    front = chat(setup, "--yes")
+    victim, survivor = kill_the_worker_running(setup, "a2")  # the second model request was answered
+    stdout, stderr = front.communicate(timeout=180)
+    assert front.returncode == 0, stderr
+    events = followed(stdout)
+    done = events[-1]
+    assert done["type"] == "agent_done" and done["data"]["stop_reason"] == "answer"
+    assert done["data"]["answer"] == "All done." and done["data"]["steps"] == 3
+    assert len(server.requests) == 3  # the recorded answers were reused after the crash, never asked again
+    third = server.requests[2].body
+    assert set(WIRE.tool_results(third)) == {"c1", "c2"}
+    assert setup.counted("count", "a1") == [setup.counted("count", "a1")[0]]  # the first tool call ran once
+    assert setup.counted("sleep", "a2") == [victim, survivor]  # the interrupted one ran again, elsewhere
+    stored = assert_stored_once_in_order(setup, events)
+    assert [e["type"] for e in stored].count("model_call_start") == 3
+    assert "".join(e["data"]["text"] for e in stored if e["type"] == "model_text_delta") == "All done."
+    assert workflow_status(setup.address, events[0]["run_id"]) == "COMPLETED"
+
+
+@pytest.mark.parametrize("max_steps, script, killed, stop", [
+    # max_steps=3: the third model request is the last one, even though a worker died at the second
+    ("3", [slow("m1", "m1", 0), slow("m2", "m2", 3), slow("m3", "m3", 0), None], ("m2", 1), "max_steps"),
+    # the same call a third time in a row is not run: the first two were remembered across the crash
+    ("8", [slow("r1", "rep", 2), slow("r2", "rep", 2), slow("r3", "rep", 2), None], ("rep", 2), "repeated_call"),
+])
+def test_the_limits_hold_across_a_worker_crash(setup: Setup, server: FakeServer, max_steps: str,
+                                               script: list[Any], killed: tuple[str, int], stop: str) -> None:
+    server.script(*(WIRE.reply(calls=[c]) if c else WIRE.reply("never asked") for c in script))
+    setup.start_worker(), setup.start_worker()
+    front = chat(setup, "--yes", "--max-steps", max_steps)
+    kill_the_worker_running(setup, *killed)
+    stdout, stderr = front.communicate(timeout=180)
+    assert front.returncode == 1 and f"stopped: {stop}" in stderr, stderr
+    events = followed(stdout)
+    assert events[-1]["data"]["stop_reason"] == stop and events[-1]["data"]["steps"] == 3
+    assert len(server.requests) == 3
+    tool_calls = [e for e in events if e["type"] == "tool_call_start"]
+    assert len(tool_calls) == (3 if stop == "max_steps" else 2)
+    assert_stored_once_in_order(setup, events)
+
+
+# ─── an approval that waits through a restart of everything ──────────────────────────────
+
+FRONT_DOOR = textwrap.dedent("""
+    import asyncio, sys
+    from engine import Engine
+    from engine.backends import attach_backend
+    from engine.backends.temporal.agent_client import agent_for
+
+    engine = Engine.from_dir(sys.argv[1], store=True)
+    attach_backend(engine, "temporal")
+    agent = agent_for(engine, engine.agent())  # nobody here to ask: the call waits for any front door's answer
+    result = asyncio.run(agent.run("go", run_id=sys.argv[2]))
+    print(result.stop_reason, result.answer)
+""")
+
+
+def test_a_pending_approval_survives_a_restart_of_every_worker_and_the_front_door(setup: Setup, server: FakeServer) -> None:
+    server.script(WIRE.reply(calls=[call("g1", "guarded", {"text": "ap"})]), WIRE.reply("Counted."))
+    run_id = "run_approval_" + setup.queue
+    setup.start_worker()
+    front = subprocess.Popen([sys.executable, "-c", FRONT_DOOR, str(setup.root), run_id], env=setup.env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    asked = wait_for(lambda: [e for e in setup.stored(run_id) if e["type"] == "confirmation_required"], 90,
+                     "the confirmation to be stored")
+    assert asked[0]["tool_call_id"] == "g1" and asked[0]["data"]["tool"] == "guarded"
+    assert _pending(setup, run_id) == ["g1"]
+    front.send_signal(signal.SIGKILL)
+    front.communicate(timeout=30)
+    setup.workers[0].send_signal(signal.SIGKILL)
+    setup.workers[0].wait(30)
+    assert setup.counted("count", "ap") == []  # nothing ran without a yes
+    setup.start_worker()  # a new worker, a new front door: the question is still there
+    assert _pending(setup, run_id) == ["g1"]
+    _approve(setup, run_id, "g1")
+    wait_for(lambda: workflow_status(setup.address, run_id) == "COMPLETED", 90, "the run to complete")
+    assert len(setup.counted("count", "ap")) == 1
+    assert len(server.requests) == 2 and WIRE.tool_results(server.requests[1].body)["g1"]
+    stored = setup.stored(run_id)
+    assert [e["seq"] for e in stored] == list(range(1, len(stored) + 1))
+    types = [e["type"] for e in stored]
+    assert types.count("confirmation_required") == 1 and types.count("tool_call_start") == 1
+    assert types[-1] == "agent_done" and stored[-1]["data"]["stop_reason"] == "answer"
+    assert stored[-1]["data"]["answer"] == "Counted."
+
+
+def _pending(setup: Setup, run_id: str) -> list[str]:
+    from engine.backends.temporal.agent_client import pending_approvals
+
+    return asyncio.run(_with_client(setup, lambda client: pending_approvals(client, run_id)))
+
+
+def _approve(setup: Setup, run_id: str, tool_call_id: str) -> None:
+    from engine.backends.temporal.agent_client import send_approval
+
+    asyncio.run(_with_client(setup, lambda client: send_approval(client, run_id, tool_call_id, True)))
+
+
+async def _with_client(setup: Setup, use: Any) -> Any:
+    from temporalio.client import Client
+
+    return await use(await Client.connect(setup.address))
