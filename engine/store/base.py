@@ -397,12 +397,13 @@ class Store:
                 pass
         if texts is None:
             return self._ready_one_by_one(batch, out)
-        out.events = list(chain.from_iterable(map(operator.add, map(_META, batch), zip(texts))))
+        out.events = tuple(chain.from_iterable(map(operator.add, map(_META, batch), zip(texts))))
         out.count = len(batch)
         imply = self._implier.imply
         for index in compress(range(len(batch)), map(_IMPLIES, map(_TYPE, batch))):
             event = batch[index]
             imply(index, (event[1], event[2], event[0], event[3], event[4], event[5], event[6]), event[7], out)
+        out.implied = tuple(out.implied)
         return out
 
     def _ready_one_by_one(self, batch: list[Event], out: Batch) -> Batch:
@@ -419,7 +420,7 @@ class Store:
             if _IMPLIES(row[2]):
                 imply(index, row[:7], row[7], out)
         out.count = len(batch)
-        return out
+        return out.seal()
 
     def _commit(self) -> None:
         """Write the spilled rows, in order, up to STATEMENT_EVENTS events per transaction (the
@@ -431,11 +432,7 @@ class Store:
             while spilled and (not count or count + spilled[0][1] <= STATEMENT_EVENTS):
                 taken.append(spilled.popleft())
                 count += taken[-1][1]
-            rows = taken[0][0]
-            if len(taken) > 1:
-                rows = Batch()
-                for part, _ in taken:
-                    rows.extend(part)
+            rows = taken[0][0] if len(taken) == 1 else Batch.joined([part for part, _ in taken])
             if rows.count:
                 try:
                     try:
@@ -469,7 +466,7 @@ class Store:
                 self._count_failure("lone_surrogate", 1, f"event {row[2]} #{row[1]} of run {row[0]}")
             fixed.add_event(row)
         fixed.implied = scrub_surrogates(rows.implied)[0]
-        return fixed
+        return fixed.seal()
 
     def _out_of_reach(self, exc: BaseException) -> None:
         """The database cannot be reached: tell waiting flush() calls now, keep at most

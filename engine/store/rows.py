@@ -16,6 +16,7 @@ process's, or forgotten) is looked up in the events table by the statement (sche
 from __future__ import annotations
 
 import json
+from itertools import chain
 from typing import Any, Iterator
 
 import orjson
@@ -36,32 +37,46 @@ Row = tuple[Any, ...]
 
 
 class Batch:
-    """The ready rows of some events, kept in two flat lists: three objects whatever the size.
-    Rows held as tuples (or lists per statement) until the writer commits them would be
-    allocations that live on, setting off the garbage collector (whose full collections
-    pause the event loop for tens of ms)."""
+    """The ready rows of some events, in two flat sequences: a few objects whatever the size.
+
+    Rows held as tuples (or lists) until the writer commits them would be allocations that
+    live on and set off the garbage collector; and a collection walks every item of a young
+    list. So a finished batch holds two flat tuples (`seal`) of strings, numbers and None:
+    the collector stops tracking such a tuple the first time it meets it, and never walks it
+    again."""
 
     __slots__ = ("events", "count", "implied")
 
     def __init__(self) -> None:
-        self.events: list[Any] = []  # EVENT_WIDTH values per event
+        self.events: list[Any] | tuple[Any, ...] = []  # EVENT_WIDTH values per event
         self.count = 0  # events
-        self.implied: list[Any] = []  # per implied row: statement name, index of its event, WIDTHS[name] values
+        self.implied: list[Any] | tuple[Any, ...] = []  # per implied row: statement name, index of its event, WIDTHS[name] values
+
+    def seal(self) -> "Batch":
+        """Done adding: the values become tuples (see the class)."""
+        self.events, self.implied = tuple(self.events), tuple(self.implied)
+        return self
 
     def add_event(self, row: Row) -> None:
-        self.events += row
+        self.events += row  # type: ignore[operator]
         self.count += 1
 
     def add_implied(self, index: int, name: str, params: Row) -> None:
-        self.implied += (name, index, *params)
+        self.implied += (name, index, *params)  # type: ignore[operator]
 
-    def extend(self, other: "Batch") -> None:
-        """Append `other`'s rows (its event indexes shifted after this batch's)."""
-        offset = self.count
-        self.events += other.events
-        self.count += other.count
-        for name, index, params in other.each_implied():
-            self.add_implied(index + offset, name, params)
+    @classmethod
+    def joined(cls, parts: "list[Batch]") -> "Batch":
+        """One sealed batch of `parts`, in order (event indexes shifted after the earlier parts')."""
+        out = cls()
+        out.events = tuple(chain.from_iterable(part.events for part in parts))
+        implied: list[Any] = []
+        for part in parts:
+            offset = out.count
+            for name, index, params in part.each_implied():
+                implied += (name, index + offset, *params)
+            out.count += part.count
+        out.implied = tuple(implied)
+        return out
 
     def each_implied(self) -> "list[tuple[str, int, list[Any]]]":
         out = []
@@ -97,7 +112,7 @@ class Batch:
         for name, event, params in self.each_implied():
             if event == index:
                 single.add_implied(0, name, tuple(params))
-        return single
+        return single.seal()
 
 
 def json_text(value: Any) -> str:

@@ -274,3 +274,18 @@ POSTGRES_BULK = {
                 "SELECT v->>0, (v->>1)::bigint, v->>2, v->>3, v->>4, v->>5, (v->>6)::bigint, v->>7, v->>8 "
                 f"FROM {_PG_ROWS} ON CONFLICT DO NOTHING",
 }
+
+# SQLite ends runs in bulk too (one statement for a batch's runs, not one per run: each lets go
+# of the GIL and must win it back): an upsert of the ended runs that exist, whose conflict
+# updates them (SQLite 3.24+; UPDATE … FROM would need 3.33). Values as implied_statements.
+_SQLITE_END = ("INSERT INTO runs (id, kind, name, status, started_at, finished_at, output, error, usage) "
+               "SELECT column{id}, '', '', column1, 0, column2, column3, column4, column5 FROM (VALUES ({marks})) "
+               "WHERE EXISTS (SELECT 1 FROM runs AS r WHERE r.id = column{id}){guard} "
+               "ON CONFLICT (id) DO UPDATE SET status = excluded.status, finished_at = excluded.finished_at, "
+               "output = excluded.output, error = excluded.error, usage = excluded.usage")
+SQLITE_BULK = {
+    "agent_end": _SQLITE_END.format(id=6, marks=", ".join("?" * 6), guard=""),
+    "tool_end": _SQLITE_END.format(id=6, marks=", ".join("?" * 7), guard=(
+        " AND EXISTS (SELECT 1 FROM events AS s WHERE s.run_id = column6 AND s.seq = 1 "
+        "AND s.type = 'tool_call_start' AND s.tool_call_id IS column7)")),
+}

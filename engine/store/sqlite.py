@@ -25,7 +25,7 @@ from .base import (  # noqa: F401 - re-exported: the names this module always ha
     FLUSH_INTERVAL_S, HOST, SPILL_EVENTS, STATEMENT_EVENTS, STORED_DEPTH, RunRecord, Store, StoreError, _alive,
 )
 from .rows import EVENT_WIDTH, WIDTHS, Batch
-from .schema import INSERT_EVENT, MIGRATIONS, SQLITE, SchemaTooNew, implied_statements, migrate
+from .schema import INSERT_EVENT, MIGRATIONS, SQLITE, SQLITE_BULK, SchemaTooNew, implied_statements, migrate
 
 BUSY_TIMEOUT_MS = 10_000
 WRITE_ATTEMPTS = 4  # a batch that fails with a transient error (database locked…) is retried, in order
@@ -37,15 +37,16 @@ IMPLIED = implied_statements(SQLITE)
 MAX_STATEMENT_ROWS = 256  # rows per INSERT statement (fewer if the SQLite build takes fewer parameters)
 
 
-MULTI_ROW = frozenset({"run_start", "tool_log", "exchange"})  # implied INSERTs that take several rows per statement
+# The implied statements that take several rows at once (all but the rare tool_log_lookup)
+BULK = {**{name: IMPLIED[name] for name in ("run_start", "tool_log", "exchange")}, **SQLITE_BULK}
 
 
 @functools.lru_cache(maxsize=64)
 def _insert_rows(sql: str, size: int) -> str:
     """An `INSERT … VALUES (?, …) [tail]` statement for `size` rows at once."""
-    head, rest = sql.split(" VALUES (", 1)
+    head, rest = sql.split("VALUES (", 1)
     group, tail = rest.split(")", 1)
-    return f"{head} VALUES {', '.join([f'({group})'] * size)}{tail}"
+    return f"{head}VALUES {', '.join([f'({group})'] * size)}{tail}"
 
 
 def connect(path: Path, *, writer: bool = False) -> sqlite3.Connection:
@@ -145,7 +146,7 @@ class RunStore(Store):
         """One transaction: the events, then the rows they imply, all as plain values (no JSON
         for SQLite to parse). Events go in through multi-row INSERTs: each statement lets go
         of the GIL once and must win it back from a busy event loop, so few big ones beat
-        executemany's one per row; so do the implied inserts (updates: executemany)."""
+        executemany's one per row; so do the implied rows (schema.SQLITE_BULK ends runs)."""
         db = self._write
         assert db is not None
         for attempt in range(1, WRITE_ATTEMPTS + 1):
@@ -154,8 +155,9 @@ class RunStore(Store):
                 try:
                     self._insert_many(db, INSERT_EVENT, rows.events, EVENT_WIDTH)
                     for name, params in rows.implied_by_statement():  # generators: made again for each attempt
-                        if name in MULTI_ROW:
-                            self._insert_many(db, IMPLIED[name], list(chain.from_iterable(params)), WIDTHS[name])
+                        bulk = BULK.get(name)
+                        if bulk is not None:
+                            self._insert_many(db, bulk, list(chain.from_iterable(params)), WIDTHS[name])
                         else:
                             db.executemany(IMPLIED[name], params)
                     db.execute("COMMIT")
