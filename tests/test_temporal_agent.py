@@ -203,3 +203,38 @@ async def _with_client(setup: Setup, use: Any) -> Any:
     from temporalio.client import Client
 
     return await use(await Client.connect(setup.address))
+
+
+# ─── cancellation, secrets ───────────────────────────────────────────────────────────────
+
+
+def test_ctrl_c_on_the_front_door_cancels_the_agent_execution_and_its_running_tool(setup: Setup, server: FakeServer) -> None:
+    server.script(WIRE.reply(calls=[slow("x1", "cx", 60)]), WIRE.reply("never asked"))
+    setup.start_worker()
+    front = chat(setup, "--yes")
+    wait_for(lambda: setup.counted("sleep", "cx"), 90, "the tool's step to start")
+    front.send_signal(signal.SIGINT)
+    stdout, stderr = front.communicate(timeout=60)
+    assert front.returncode == 130, stderr
+    run_id = followed(stdout)[0]["run_id"]
+    wait_for(lambda: setup.counted("sleep-cancelled", "cx"), 30, "the running step to be cancelled")
+    wait_for(lambda: workflow_status(setup.address, run_id) == "CANCELED", 30, "the execution to be cancelled")
+    stored = wait_for(lambda: (s := setup.stored(run_id)) and s[-1]["type"] == "agent_done" and s, 30, "agent_done")
+    assert [e["seq"] for e in stored] == list(range(1, len(stored) + 1))
+    assert stored[-1]["data"]["stop_reason"] == "cancelled"
+    assert stored[-2]["type"] == "tool_call_error" and stored[-2]["data"]["error"]["code"] == "cancelled"
+    assert len(server.requests) == 1
+
+
+def test_a_secret_in_the_model_s_tool_arguments_reaches_no_sink(setup: Setup, server: FakeServer) -> None:
+    planted = "PLANTED-" + setup.queue
+    server.script(WIRE.reply(calls=[call("s1", "flaky", {"text": planted, "api_key": planted})]), WIRE.reply("Done."))
+    worker = setup.start_worker()
+    front = chat(setup, "--yes")
+    stdout, stderr = front.communicate(timeout=120)
+    assert front.returncode == 0, stderr
+    events = followed(stdout)
+    assert any(e["type"] == "tool_call_result" for e in events)
+    stored = assert_stored_once_in_order(setup, events)
+    assert planted not in stdout and planted not in stderr and planted not in json.dumps(stored)
+    assert planted not in Path(worker.log.name).read_text()  # type: ignore[attr-defined]

@@ -54,7 +54,8 @@ class AgentActivities:
         pieces: list[str] = []
         beating = asyncio.get_running_loop().create_task(_heartbeat(here.config.heartbeat_timeout / 3))
         try:
-            provider, _ = here.project.provider(task["model"])
+            # Created off the loop: a provider's first use imports its SDK, which must not starve the heartbeats.
+            provider, _ = await asyncio.to_thread(here.project.provider, task["model"])
             response = await provider.request(request_in(task["request"]), lambda piece: pieces.append(replace_lone_surrogates(piece)))
         except ProviderError as exc:
             return {"ok": False, "kind": "provider", "message": str(exc), "pieces": pieces}
@@ -66,7 +67,8 @@ class AgentActivities:
 
     @activity.defn(name=TOOL_ACTIVITY)
     async def agent_tool(self, task: dict[str, Any]) -> dict[str, Any]:
-        """{"result", "events"} or, before an answer exists for a confirmation, {"awaiting": True, "events"}."""
+        """{"result", "events"}; before an answer exists for a confirmation {"awaiting": True, "events"};
+        when cancelled {"cancelled": True, "events"} (the workflow emits them, then stops)."""
         here = _check_revision(task["revision"])
         await self._record(task)
         events: list[list[Any]] = []
@@ -86,6 +88,8 @@ class AgentActivities:
                                         tool_call_id=task["tool_call_id"], allowed_tools=allowed, timeout=task.get("timeout"))
         except _AwaitApproval:
             return {"awaiting": True, "events": events}
+        except asyncio.CancelledError:  # the run was cancelled: its events so far (ending with the call's error)
+            return {"cancelled": True, "events": events}
         finally:
             beating.cancel()
         return {"result": result_out(result), "events": events}

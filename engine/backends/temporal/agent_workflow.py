@@ -24,7 +24,7 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
@@ -121,14 +121,14 @@ class AgentWorkflow:
 
     async def model_request(self, model: str, request: ModelRequest, on_text: Any) -> ModelResponse:
         total = self._call["limits"].get("total_timeout")
-        outcome = await workflow.execute_activity(
+        outcome = await _cancellable(workflow.execute_activity(
             MODEL_ACTIVITY,
             {"revision": self._call["revision"], "run_id": self._call["run_id"], "model": model,
              "request": request_out(request), "record": self._take()},
             start_to_close_timeout=timedelta(seconds=(total or MODEL_TIMEOUT_S) + GRACE_S),
             heartbeat_timeout=timedelta(seconds=served().config.heartbeat_timeout),
             retry_policy=INFRASTRUCTURE_RETRY, cancellation_type=ActivityCancellationType.TRY_CANCEL,
-            summary=f"model {model}")
+            summary=f"model {model}"))
         for piece in outcome["pieces"]:
             on_text(piece)
         if not outcome["ok"]:
@@ -144,7 +144,7 @@ class AgentWorkflow:
         decision: bool | None = None
         seen = 0
         while True:
-            outcome = await workflow.execute_activity(
+            outcome = await _cancellable(workflow.execute_activity(
                 TOOL_ACTIVITY,
                 {"revision": self._call["revision"], "run_id": self._call["run_id"], "tool": name,
                  "arguments": arguments, "tool_call_id": tool_call_id, "timeout": timeout, "decision": decision,
@@ -153,9 +153,11 @@ class AgentWorkflow:
                 heartbeat_timeout=timedelta(seconds=served().config.heartbeat_timeout),
                 retry_policy=INFRASTRUCTURE_RETRY,
                 cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-                summary=f"tool {name} ({tool_call_id})")
+                summary=f"tool {name} ({tool_call_id})"))
             for kind, call_id, step_id, skill, data in outcome["events"][seen:]:
                 self._run.emit(kind, data, call_id, step_id, skill)
+            if outcome.get("cancelled"):
+                raise asyncio.CancelledError()
             if not outcome.get("awaiting"):
                 return result_in(outcome["result"])
             seen = len(outcome["events"])
@@ -173,6 +175,16 @@ class AgentWorkflow:
         finally:
             self._waiting.discard(tool_call_id)
         return self._answers[tool_call_id]
+
+
+async def _cancellable(activity: Any) -> Any:
+    """The activity's result; its cancellation as asyncio's, which the loop handles as locally."""
+    try:
+        return await activity
+    except ActivityError as exc:
+        if isinstance(exc.cause, CancelledError):
+            raise asyncio.CancelledError() from None
+        raise
 
 
 class _Opener:
