@@ -124,8 +124,17 @@ _L = TypeVar("_L")
 
 def record_sink(listener: _L) -> _L:
     """Mark `listener` as a sink of records: the runs it listens to encode `Event.data_json`
-    (once, shared with every other sink). Runs without such a listener encode nothing."""
-    listener.wants_records = True  # type: ignore[attr-defined]
+    (once, shared with every other sink). Runs without such a listener encode nothing.
+    A callable that takes no attributes (a builtin such as `list.append`) comes back wrapped."""
+    try:
+        listener.wants_records = True  # type: ignore[attr-defined]
+    except AttributeError:
+        wrapped = listener
+
+        def listener(event: Event) -> Any:  # type: ignore[no-redef]
+            return wrapped(event)  # type: ignore[operator]
+
+        listener.wants_records = True  # type: ignore[attr-defined]
     return listener
 
 

@@ -147,3 +147,9 @@ def test_a_batch_retried_after_a_transient_error_keeps_its_implied_rows(tmp_path
         assert len(calls) == 2, "failed once, then written"
         run = store.run("run_retry")
         assert run is not None and run.status == "ok" and [log["tool"] for log in store.tool_logs()] == ["report"]
+
+
+def test_a_builtin_becomes_a_record_sink_wrapped() -> None:
+    seen: list[Event] = []
+    sink = record_sink(seen.append)
+    assert sink.wants_records and sink(Event("agent_start", "run_1", 1, 1)) is None and len(seen) == 1
