@@ -185,6 +185,11 @@ def test_a_pending_approval_survives_a_restart_of_every_worker_and_the_front_doo
     assert types.count("confirmation_required") == 1 and types.count("tool_call_start") == 1
     assert types[-1] == "agent_done" and stored[-1]["data"]["stop_reason"] == "answer"
     assert stored[-1]["data"]["answer"] == "Counted."
+    from engine.store import open_store
+
+    with open_store(setup.pg_url) as store:
+        record = store.run(run_id)
+    assert record is not None and record.kind == "agent" and record.status == "ok"
 
 
 def _pending(setup: Setup, run_id: str) -> list[str]:
