@@ -243,3 +243,17 @@ def test_a_secret_in_the_model_s_tool_arguments_reaches_no_sink(setup: Setup, se
     stored = assert_stored_once_in_order(setup, events)
     assert planted not in stdout and planted not in stderr and planted not in json.dumps(stored)
     assert planted not in Path(worker.log.name).read_text()  # type: ignore[attr-defined]
+
+
+def test_an_agent_run_for_another_revision_is_refused_naming_both(setup: Setup, server: FakeServer, tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    shutil.copytree(setup.root, other)
+    with open(other / "tools.yaml", "a") as out:
+        out.write("# a new revision\n")
+    setup.start_worker(other)
+    front = chat(setup, "--yes")
+    stdout, stderr = front.communicate(timeout=120)
+    assert front.returncode == 1 and "Traceback" not in stderr
+    assert "stopped: error: this task was started for project revision sha256:" in stderr
+    assert "but this worker serves revision sha256:" in stderr
+    assert server.requests == []  # nothing ran
