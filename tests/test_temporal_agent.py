@@ -257,3 +257,43 @@ def test_an_agent_run_for_another_revision_is_refused_naming_both(setup: Setup, 
     assert "stopped: error: this task was started for project revision sha256:" in stderr
     assert "but this worker serves revision sha256:" in stderr
     assert server.requests == []  # nothing ran
+
+
+# ─── the service ─────────────────────────────────────────────────────────────────────────
+
+
+def test_post_v1_agent_on_a_temporal_service_runs_on_the_workers_and_takes_the_approval(
+        setup: Setup, server: FakeServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    import httpx
+
+    from test_server_helpers import CALLER_KEY, KEYS_ENV, ServerProcess, iter_sse
+
+    server.script(WIRE.reply(calls=[call("g9", "guarded", {"text": "sv"})]), WIRE.reply("Served."))
+    for name in ("SKILLYARD_STORE_URL", "SKILLYARD_TEMPORAL_ADDRESS", "SKILLYARD_TEST_COUNTS"):
+        monkeypatch.setenv(name, setup.env[name])
+    setup.start_worker()
+    service = ServerProcess(setup.root, keys=KEYS_ENV)
+    caller = {"Authorization": f"Bearer {CALLER_KEY}"}
+    try:
+        frames = []
+        with httpx.stream("POST", f"{service.url}/v1/agent", json={"messages": "go"},
+                          headers={**caller, "Accept": "text/event-stream"}, timeout=120) as response:
+            assert response.status_code == 200, response.read()
+            run_id = response.headers["x-run-id"]
+            for frame in iter_sse(response):
+                frames.append(frame)
+                if frame["event"] == "confirmation_required":
+                    assert setup.counted("count", "sv") == []
+                    answered = httpx.post(f"{service.url}/v1/runs/{run_id}/approvals/g9", json={"approve": True},
+                                          headers=caller)
+                    assert answered.status_code == 200, answered.text
+                if frame["event"] == "agent_done":
+                    break
+    finally:
+        service.stop()
+    done = frames[-1]["data"]["data"]
+    assert done["stop_reason"] == "answer" and done["answer"] == "Served."
+    assert len(setup.counted("count", "sv")) == 1 and len(server.requests) == 2
+    assert workflow_status(setup.address, run_id) == "COMPLETED"
+    stored = setup.stored(run_id)
+    assert [e["seq"] for e in stored] == list(range(1, len(stored) + 1)) == [int(f["id"]) for f in frames]

@@ -96,7 +96,8 @@ class TemporalAgent:
             self.last_result = AgentResult(run.run_id, "error", "", messages, error=message)
             return self.last_result
         except asyncio.CancelledError:
-            await asyncio.shield(_cancel(handle, follower))
+            if not answers.ended:  # after agent_done the execution only finishes: nothing left to cancel
+                await asyncio.shield(_cancel(handle, follower))
             self.last_result = AgentResult(run.run_id, "cancelled", "", messages)
             raise
         finally:
@@ -114,16 +115,20 @@ def _result(run_id: str, outcome: dict[str, Any]) -> AgentResult:
 
 
 class _Answers:
-    """Asks this front door's approver about each confirmation it sees, and signals the answer."""
+    """Asks this front door's approver about each confirmation it sees, and signals the answer;
+    notes the run's end (a client leaving after `agent_done` cancels nothing)."""
 
     def __init__(self, engine: "Engine", run: "Run", handle: Any) -> None:
         self.engine = engine
         self.run = run
         self.handle = handle
         self.asking: dict[str, asyncio.Task[None]] = {}
+        self.ended = False  # agent_done was relayed
 
     def heard(self, event: Event) -> None:
         call_id = event.tool_call_id
+        if event.type == "agent_done":
+            self.ended = True
         if event.type == "confirmation_required" and call_id and self.run.approver is not None:
             tool = self.engine.project.tools.get(event.data.get("tool"))
             if tool is not None and call_id not in self.asking:

@@ -59,6 +59,10 @@ def router(service: Service) -> APIRouter:
                                   limits=AgentLimits(max_steps=body.max_steps), system=body.system, approve=hub.approver(run_id))
         except AgentSetupError as exc:
             raise ApiError(422, exc.code, exc.message, **exc.details) from None
+        if engine.backend is not None:  # serve --backend temporal: the loop runs as a workflow on the workers
+            from ...backends.temporal.agent_client import agent_for
+
+            runner = agent_for(engine, runner)
         _check_prompt_size(body, limits.max_prompt_chars)
         messages = body.messages if isinstance(body.messages, str) else [m.model_dump() for m in body.messages]
         try:
