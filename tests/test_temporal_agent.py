@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -140,6 +141,47 @@ def test_the_limits_hold_across_a_worker_crash(setup: Setup, server: FakeServer,
     tool_calls = [e for e in events if e["type"] == "tool_call_start"]
     assert len(tool_calls) == (3 if stop == "max_steps" else 2)
     assert_stored_once_in_order(setup, events)
+
+
+EMBEDDED = textwrap.dedent("""
+    import asyncio, json, sys
+    from engine import Engine
+    from engine.agent import AgentLimits
+    from engine.backends import attach_backend
+    from engine.backends.temporal.agent_client import agent_for
+
+    engine = Engine.from_dir(sys.argv[1], store=True)
+    attach_backend(engine, "temporal")
+    agent = agent_for(engine, engine.agent(limits=AgentLimits(**json.loads(sys.argv[2]))))
+    print(json.dumps(asyncio.run(agent.run("go")).to_dict()))
+""")
+
+
+@pytest.mark.parametrize("limits, script, killed, stop, requests", [
+    # 15 tokens a request: the third one passes a budget of 40, counted over the answers recorded before the crash
+    ({"token_budget": 40}, [slow("b1", "b1", 0), slow("b2", "b2", 3), slow("b3", "b3", 0), None], ("b2", 1),
+     "token_budget", 3),
+    # the total timeout is a Temporal timer: the tool that runs again after the crash does not get a fresh clock
+    ({"total_timeout": 12}, [slow("t1", "t1", 60), None], ("t1", 1), "timeout", 1),
+])
+def test_the_token_budget_and_total_timeout_hold_across_a_worker_crash(
+        setup: Setup, server: FakeServer, limits: dict[str, Any], script: list[Any], killed: tuple[str, int],
+        stop: str, requests: int) -> None:
+    server.script(*(WIRE.reply(calls=[c]) if c else WIRE.reply("never asked") for c in script))
+    setup.start_worker(), setup.start_worker()
+    started = time.monotonic()
+    front = subprocess.Popen([sys.executable, "-c", EMBEDDED, str(setup.root), json.dumps(limits)], env=setup.env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    kill_the_worker_running(setup, *killed)
+    stdout, stderr = front.communicate(timeout=120)
+    assert front.returncode == 0, stderr
+    result = json.loads(stdout)
+    assert result["stop_reason"] == stop and len(server.requests) == requests
+    if stop == "timeout":
+        assert time.monotonic() - started < 40  # not the 60 s the tool would take, nor 12 s more after the crash
+        assert result["steps"] == 1
+    else:
+        assert result["usage"] == {"input_tokens": 30, "output_tokens": 15} and result["steps"] == 3
 
 
 # ─── an approval that waits through a restart of everything ──────────────────────────────
