@@ -1,9 +1,11 @@
 """The run store's schema, as numbered migrations applied on open, and the writer's statements.
 
 One definition, two dialects: the migrations are written for SQLite and rendered for
-PostgreSQL by `postgres_ddl` (64-bit integers, identity keys, no WITHOUT ROWID); the
-writer's statements are built from `Dialect` helpers, which differ only where SQLite's
-json_extract/json_quote and PostgreSQL's json operators differ.
+PostgreSQL by `postgres_ddl` (64-bit integers, identity keys, no WITHOUT ROWID). The
+writer's statements take ready values (store/rows.py computes them): one definition with `?`
+placeholders (`Dialect` renders the few places that read stored JSON or compare NULLs), plus
+the bulk forms each database takes best — PostgreSQL one JSON array per statement
+(POSTGRES_BULK, INSERT_EVENTS_PG), SQLite multi-row statements (SQLITE_BULK ends runs).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The embedded run store: SQLite in WAL mode, written off the hot path (base.py says how).
 
-A batch's ready rows go in through executemany, one transaction per batch. Many processes may share one database
+A batch's ready rows go in through multi-row statements, one transaction per batch. Many processes may share one database
 file (WAL + busy timeout). A run that was `running` when its process died is marked
 `interrupted` the next time the store opens. The file and its -wal/-shm are readable by their
 owner only (0600): they hold inputs and outputs of every run. Notifications (`listen`,
@@ -49,27 +49,35 @@ def _insert_rows(sql: str, size: int) -> str:
     return f"{head}VALUES {', '.join([f'({group})'] * size)}{tail}"
 
 
-def connect(path: Path, *, writer: bool = False) -> sqlite3.Connection:
-    """A connection (`writer`: the writer thread's, with a bigger page cache); the file (made
-    if new) and its -wal/-shm get FILE_MODE."""
+def connect(path: Path) -> sqlite3.Connection:
+    """The writer's connection; the file (made if new) and its -wal/-shm get FILE_MODE."""
     own_file(path)
     connection = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
     try:
         connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        connection.execute("PRAGMA journal_mode = WAL")
+        _set_wal(connection)
         connection.execute("PRAGMA synchronous = NORMAL")
-        if writer:
-            # The events B-tree's keys start with a random run id, so each run's rows land on
-            # another page: pages found in the cache or mapped are not read through a system
-            # call each time (about a fifth of the writer's CPU). Memory is taken as pages are used.
-            connection.execute(f"PRAGMA cache_size = -{WRITER_CACHE_KIB}")
-            connection.execute(f"PRAGMA mmap_size = {WRITER_MMAP_BYTES}")
         for suffix in ("-wal", "-shm"):  # SQLite makes them with the file's mode; older ones may be wider
             own_file(path.with_name(path.name + suffix), create=False)
     except BaseException:
         connection.close()
         raise
     return connection
+
+
+def _set_wal(connection: sqlite3.Connection) -> None:
+    """WAL mode. Switching a new file's journal mode takes a lock that SQLite's busy timeout
+    does not wait for: processes opening a new store at once got "database is locked" (about
+    1 in 40 races of 6 openers): wait for it here, up to the busy timeout."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            connection.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
 
 
 def own_file(path: Path, *, create: bool = True) -> None:
@@ -100,8 +108,14 @@ class RunStore(Store):
         self._write: sqlite3.Connection | None = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._write = connect(self.path, writer=True)
+            self._write = connect(self.path)
             self.schema_version = migrate(self._write)
+            # The events B-tree's keys start with a random run id, so each run's rows land on
+            # another page: pages found in the cache or mapped are not read through a system
+            # call each time. Memory is taken as pages are used. (Set once the file is set up:
+            # on a new file that other processes open at the same moment, it could meet a lock.)
+            self._write.execute(f"PRAGMA cache_size = -{WRITER_CACHE_KIB}")
+            self._write.execute(f"PRAGMA mmap_size = {WRITER_MMAP_BYTES}")
             self.interrupted = self._mark_interrupted()
         except SchemaTooNew as exc:
             self._close_connection()
