@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from temporalio import activity
 
+from ...errors import StepFailure
 from ...providers.base import ProviderError, clean_response
 from ...router import route_in_run
 from ...run import Run
@@ -59,6 +60,8 @@ class AgentActivities:
             response = await provider.request(request_in(task["request"]), lambda piece: pieces.append(replace_lone_surrogates(piece)))
         except ProviderError as exc:
             return {"ok": False, "kind": "provider", "message": str(exc), "pieces": pieces}
+        except StepFailure as failure:  # the model cannot be used on this worker (a key not set in its environment)
+            return {"ok": False, "kind": "provider", "message": failure.message, "pieces": pieces}
         except Exception as exc:  # noqa: BLE001 - the loop ends the run with a reason, as locally
             return {"ok": False, "kind": type(exc).__name__, "message": str(exc), "pieces": pieces}
         finally:

@@ -26,6 +26,7 @@ from .revision import project_revision
 
 if TYPE_CHECKING:
     from ..._engine import Engine
+    from ...project import Project
     from ...run import Run
 
 
@@ -76,7 +77,7 @@ class TemporalAgent:
 
         agent = self.agent
         client = await self.backend.client()
-        call = {"revision": project_revision(self.engine.project.root), "run_id": run.run_id, "model": agent.model,
+        call = {"revision": _revision(self.engine.project), "run_id": run.run_id, "model": agent.model,
                 "tools": sorted(agent.tools) if agent.tools is not None else None,
                 "limits": dict(agent.limits.__dict__), "tool_choice": agent.tool_choice, "system": agent.system,
                 "messages": [message_out(m) for m in messages], "principal": run.principal,
@@ -105,6 +106,18 @@ class TemporalAgent:
         await follower.catch_up(outcome["last_seq"])
         self.last_result = _result(run.run_id, outcome)
         return self.last_result
+
+
+_last_revision: "tuple[Project, str] | None" = None
+
+
+def _revision(project: "Project") -> str:
+    """The linked project's revision, hashed once per linked project (not per run)."""
+    global _last_revision
+    last = _last_revision
+    if last is None or last[0] is not project:
+        last = _last_revision = (project, project_revision(project.root))
+    return last[1]
 
 
 def _result(run_id: str, outcome: dict[str, Any]) -> AgentResult:
