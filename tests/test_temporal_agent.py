@@ -339,3 +339,14 @@ def test_post_v1_agent_on_a_temporal_service_runs_on_the_workers_and_takes_the_a
     assert workflow_status(setup.address, run_id) == "COMPLETED"
     stored = setup.stored(run_id)
     assert [e["seq"] for e in stored] == list(range(1, len(stored) + 1)) == [int(f["id"]) for f in frames]
+
+
+def test_a_model_key_missing_on_the_worker_stops_the_run_with_a_clear_error(setup: Setup, server: FakeServer) -> None:
+    write_models(setup.root, {"fake": WIRE.model_entry(server.url, api_key="${SKILLYARD_TEST_UNSET_KEY}")})
+    setup.start_worker()
+    front = chat(setup, "--yes")
+    stdout, stderr = front.communicate(timeout=120)
+    assert front.returncode == 1 and "Traceback" not in stderr
+    assert "stopped: error: model 'fake' failed:" in stderr and "SKILLYARD_TEST_UNSET_KEY" in stderr, stderr
+    assert "StepFailure" not in stderr  # the engine's message, not an exception's class name
+    assert followed(stdout)[-1]["data"]["stop_reason"] == "error" and server.requests == []
