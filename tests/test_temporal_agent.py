@@ -350,3 +350,32 @@ def test_a_model_key_missing_on_the_worker_stops_the_run_with_a_clear_error(setu
     assert "stopped: error: model 'fake' failed:" in stderr and "SKILLYARD_TEST_UNSET_KEY" in stderr, stderr
     assert "StepFailure" not in stderr  # the engine's message, not an exception's class name
     assert followed(stdout)[-1]["data"]["stop_reason"] == "error" and server.requests == []
+
+
+STREAMED = textwrap.dedent("""
+    import asyncio, json, sys
+    from engine import Engine
+    from engine.backends import attach_backend
+    from engine.backends.temporal.agent_client import agent_for
+
+    async def main():
+        engine = Engine.from_dir(sys.argv[1], store=True)
+        attach_backend(engine, "temporal")
+        async for event in agent_for(engine, engine.agent()).stream("hello"):
+            print(json.dumps([event.seq, event.type]))
+
+    asyncio.run(main())
+""")
+
+
+def test_an_embedder_streams_an_agent_run_on_temporal_as_a_local_one(setup: Setup, server: FakeServer) -> None:
+    server.script(WIRE.reply("Hi there.", split_at=3))
+    setup.start_worker()
+    done = subprocess.run([sys.executable, "-c", STREAMED, str(setup.root)], env=setup.env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [seq for seq, _ in events] == list(range(1, len(events) + 1))
+    types = [kind for _, kind in events]
+    assert types[:2] == ["agent_start", "model_call_start"] and types[-2:] == ["final_answer_delta", "agent_done"]
+    assert types.count("model_text_delta") >= 1 and len(server.requests) == 1

@@ -12,10 +12,10 @@ waits for an answer from any other front door (`send_approval`), up to the appro
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, AsyncIterator
 
 from ...agent import Agent, AgentResult, _agent_run_end, as_messages
-from ...events import Event
+from ...events import Event, stream_run
 from ...ids import new_id
 from ...providers.base import Usage
 from ...redaction import enter_run, leave_run
@@ -71,6 +71,13 @@ class TemporalAgent:
             self.engine.end_run(run, *_agent_run_end(self.last_result))
             for listener in queued:
                 await listener.close()
+
+    async def stream(self, messages: str | list[Any], **options: Any) -> AsyncIterator[Event]:
+        """Yield the run's events as they are stored; the last one is `agent_done` (as `Agent.stream`)."""
+        async for event in stream_run(
+            lambda listener: self.run(messages, on_event=listener, **options), lambda e: e.type == "agent_done"
+        ):
+            yield event
 
     async def _run(self, run: "Run", messages: list[Any]) -> AgentResult:
         from temporalio.client import WorkflowFailureError
