@@ -379,3 +379,14 @@ def test_an_embedder_streams_an_agent_run_on_temporal_as_a_local_one(setup: Setu
     types = [kind for _, kind in events]
     assert types[:2] == ["agent_start", "model_call_start"] and types[-2:] == ["final_answer_delta", "agent_done"]
     assert types.count("model_text_delta") >= 1 and len(server.requests) == 1
+
+
+def test_no_temporal_server_at_the_address_is_a_clear_error(setup: Setup, server: FakeServer) -> None:
+    from temporal_server import _free_port
+
+    env = {**setup.env, "SKILLYARD_TEMPORAL_ADDRESS": f"127.0.0.1:{_free_port()}"}
+    done = subprocess.run([*setup.command("chat", "go", "--yes", "--quiet"), "--backend", "temporal"], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "stopped: error: cannot reach the Temporal server at 127.0.0.1:" in done.stderr
+    assert "SKILLYARD_TEMPORAL_ADDRESS" in done.stderr and server.requests == []

@@ -15,6 +15,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any, AsyncIterator
 
 from ...agent import Agent, AgentResult, _agent_run_end, as_messages
+from ...errors import StepFailure
 from ...events import Event, stream_run
 from ...ids import new_id
 from ...providers.base import Usage
@@ -83,7 +84,11 @@ class TemporalAgent:
         from temporalio.client import WorkflowFailureError
 
         agent = self.agent
-        client = await self.backend.client()
+        try:
+            client = await self.backend.client()
+        except StepFailure as failure:  # no Temporal server at the address: the run stops, saying where it looked
+            self.last_result = AgentResult(run.run_id, "error", "", messages, error=failure.message)
+            return self.last_result
         call = {"revision": _revision(self.engine.project), "run_id": run.run_id, "model": agent.model,
                 "tools": sorted(agent.tools) if agent.tools is not None else None,
                 "limits": dict(agent.limits.__dict__), "tool_choice": agent.tool_choice, "system": agent.system,
