@@ -140,7 +140,8 @@ class AgentWorkflow:
                         timeout: float | None) -> ToolResult:
         assert self._run is not None
         tool = served().project.tools.get(name)
-        limit = min(t for t in (timeout, tool.timeout if tool is not None else None, 3600.0) if t is not None)
+        # The router enforces the limit on the worker (a `timeout` result); Temporal's start-to-close is a backstop.
+        limit = min((t for t in (timeout, tool.timeout if tool is not None else None) if t is not None), default=60.0)
         decision: bool | None = None
         seen = 0
         while True:
