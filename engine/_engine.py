@@ -256,8 +256,8 @@ def _tool_run_end(result: ToolResult | None) -> tuple[Any, Any, dict[str, Any] |
     if result is None:
         return "cancelled", None, {"code": "cancelled", "message": "the run was cancelled"}
     if result.error is None:
-        return "ok", result.to_dict(), None
-    return ("cancelled" if result.error.code == "cancelled" else "error"), result.to_dict(), result.error.to_dict()
+        return "ok", result, None  # the ToolResult itself: to_dict() only where a sink needs it
+    return ("cancelled" if result.error.code == "cancelled" else "error"), result, result.error.to_dict()
 
 
 _ENV_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")

@@ -101,7 +101,7 @@ class Run:
         self.name = name
         self.principal = principal
         self.status: RunStatus = "running"
-        self.result: Any = None
+        self.result: Any = None  # a tool run's ToolResult, an agent run's answer
         self.error: dict[str, Any] | None = None
         self.started_at = _now_ns() // 1_000_000
         self.finished_at: int | None = None

@@ -47,7 +47,7 @@ def test_a_pending_approval_is_answered_through_the_run_from_another_door(engine
 
     result, run = asyncio.run(go())
     assert result.ok and result.data == {"name": "x"}
-    assert run.status == "ok" and run.done and run.result["data"] == {"name": "x"}
+    assert run.status == "ok" and run.done and run.result.data == {"name": "x"}
     assert "run_door" not in engine.runs  # no longer live
 
 

@@ -96,7 +96,8 @@ class LiveRun:
             return
         if run is not None:
             status, error = run.status, run.error
-            self.result = run.result
+            to_dict = getattr(run.result, "to_dict", None)  # a tool run's ToolResult; an agent's answer
+            self.result = to_dict() if callable(to_dict) else run.result
         self.status, self.error = status, error
         self.finished_at = run.finished_at if run is not None and run.finished_at else _now_ms()
         self._notify()
