@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Collection, Literal
 
 from .errors import UsageError
 from .errors import AgentSetupError
-from .events import TERMINAL_TOOL_EVENTS, Event, Listener, QueuedListener, prepare_listeners, stream_run
+from .events import TERMINAL_TOOL_EVENTS, Event, Listener, QueuedListener, prepare_listeners, stream_run, wants_records
 from .ids import new_id
 from .link import load_project
 from .project import Project
@@ -40,6 +40,7 @@ class Engine:
         self.store = store
         if store is not None:
             self._listeners.append(store.listener)
+        self._records_wanted = wants_records(self._listeners)  # kept in step by subscribe()
         self.backend: "Backend | None" = None  # where calls execute (engine/backends); None: in this process
 
     @classmethod
@@ -132,7 +133,13 @@ class Engine:
     def subscribe(self, listener: Listener) -> Any:
         """Receive the events of every call; returns a function that unsubscribes."""
         self._listeners.append(listener)
-        return lambda: self._listeners.remove(listener)
+        self._records_wanted = wants_records(self._listeners)
+
+        def unsubscribe() -> None:
+            self._listeners.remove(listener)
+            self._records_wanted = wants_records(self._listeners)
+
+        return unsubscribe
 
     def tool_schemas(
         self, format: Literal["openai", "anthropic", "mcp"] = "openai", allowed_tools: Collection[str] | None = None
@@ -161,8 +168,7 @@ class Engine:
         project = self._project  # pinned: a reload mid-call does not affect this call
         if self.backend is not None:  # the router's checks stay here; the backend's executors run elsewhere
             project = self.backend.project_for(project)
-        run, queued = self.open_run(run_id or new_id("run"), on_event, kind="tool", name=name,
-                                    principal=principal, approver=approve)
+        run, queued = self.open_run(run_id or new_id("run"), on_event, "tool", name, principal, approve)
         token = enter_run(run.scrubber)  # log lines written during the call hide its secrets too
         result: ToolResult | None = None
         try:
@@ -173,7 +179,12 @@ class Engine:
             return result
         finally:
             leave_run(token)
-            self.end_run(run, *_tool_run_end(result))
+            if result is not None and result.error is None:  # the common end, without a detour
+                run.finish("ok", result)
+                if self.runs.get(run.run_id) is run:
+                    del self.runs[run.run_id]
+            else:
+                self.end_run(run, *_tool_run_end(result))
             for listener in queued:
                 await listener.close()
 
@@ -181,7 +192,6 @@ class Engine:
         self,
         run_id: str,
         on_event: Listener | None = None,
-        *,
         kind: RunKind = "tool",
         name: str = "",
         principal: str | None = None,
@@ -192,8 +202,9 @@ class Engine:
         queued (async) listeners to close when it ends. End it with `end_run`."""
         listeners = self._listeners if on_event is None else [*self._listeners, on_event]
         inline, queued = prepare_listeners(listeners)  # new lists: a later subscribe() does not reach this run
-        run = Run(run_id, inline, self._project.redactor.for_run(), kind=kind, name=name, principal=principal,
-                  approver=approver, approval_timeout=approval_timeout)
+        records = self._records_wanted or (on_event is not None and wants_records((on_event,)))
+        run = Run(run_id, inline, self._project.redactor.for_run(), kind, name, principal, approver, approval_timeout,
+                  records)
         run.attach(asyncio.current_task())
         self.runs[run_id] = run
         return run, queued

@@ -328,13 +328,10 @@ def active_scrubber() -> RunScrubber | None:
     return _ACTIVE.get()
 
 
-def enter_run(scrubber: RunScrubber | None) -> contextvars.Token[RunScrubber | None]:
-    """Mark the current context as running a run (reset with `leave_run(token)`)."""
-    return _ACTIVE.set(scrubber)
-
-
-def leave_run(token: contextvars.Token[RunScrubber | None]) -> None:
-    _ACTIVE.reset(token)
+# Mark the current context as running a run (`token = enter_run(scrubber)`), and undo it
+# (`leave_run(token)`): the ContextVar's own C methods, no Python frame on the per-call path.
+enter_run = _ACTIVE.set
+leave_run = _ACTIVE.reset
 
 
 def scrub_text(value: Any, regex: re.Pattern[str]) -> Any:

@@ -26,6 +26,8 @@ import orjson
 
 from .events import Event, EventType, SyncListener, encode_data, new_event, report_listener_failure, wants_records
 
+from .redaction import scrub_text
+
 if TYPE_CHECKING:
     from .events import Listener, QueuedListener
     from .project import LinkedTool, Project
@@ -49,7 +51,7 @@ class RunOpener(Protocol):
     @property
     def project(self) -> "Project": ...
 
-    def open_run(self, run_id: str, on_event: "Listener | None" = None, *, kind: RunKind = "tool", name: str = "",
+    def open_run(self, run_id: str, on_event: "Listener | None" = None, kind: RunKind = "tool", name: str = "",
                  principal: str | None = None, approver: Approver | None = None,
                  ) -> "tuple[Run, list[QueuedListener]]": ...
 
@@ -85,18 +87,20 @@ class Run:
         run_id: str,
         listeners: list[SyncListener],
         redact: "RunScrubber | None" = None,
-        *,
         kind: RunKind = "tool",
         name: str = "",
         principal: str | None = None,
         approver: Approver | None = None,
         approval_timeout: float = 600.0,
+        records: bool | None = None,
     ):
+        """`records`: whether a listener is a record sink (None: look at the listeners)."""
         self.run_id = run_id
         self._seq = 0
         self._listeners = listeners
         self._redact = redact  # sensitive values never reach a listener
-        self._records = wants_records(listeners)  # a sink (store, SSE, --output events) needs each event's JSON
+        # a sink (store, SSE, --output events) needs each event's JSON
+        self._records = wants_records(listeners) if records is None else records
         self.kind = kind
         self.name = name
         self.principal = principal
@@ -141,7 +145,10 @@ class Run:
         self._seq = seq = self._seq + 1
         redact = self._redact
         if redact is not None:
-            data = redact.known_secrets(data) if clean else redact(data)  # clean: may still hold a value seen earlier
+            if not clean:
+                data = redact(data)
+            elif redact.regex is not None:  # clean data may still hold a value seen earlier (most runs know none)
+                data = scrub_text(data, redact.regex)
         encoded = None
         if self._records:
             try:
@@ -198,7 +205,7 @@ class Run:
         else:
             self._on_end.append(callback)
 
-    def finish(self, status: RunStatus, *, result: Any = None, error: dict[str, Any] | None = None) -> None:
+    def finish(self, status: RunStatus, result: Any = None, error: dict[str, Any] | None = None) -> None:
         """Record the end (the first call wins); pending approvals are closed as denied."""
         if self.finished_at is not None:
             return
