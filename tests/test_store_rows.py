@@ -115,16 +115,18 @@ def test_pending_rows_are_a_handful_of_objects_whatever_their_number(tmp_path: P
     events = [event._replace(data_json=encode_data(event.data)) for event in events]
     with open_store(f"sqlite:///{tmp_path}/runs.db") as store:
         store.redacted_events = True
-        gc.collect()
-        gc.disable()
-        try:
-            before = len(gc.get_objects())
-            batch = store._ready(events)
-            grown = len(gc.get_objects()) - before
-        finally:
-            gc.enable()
+        growth = []
+        for _ in range(3):  # other threads (the writer, earlier tests' notice threads) may allocate meanwhile:
+            gc.collect()  # the least growth of three tries is this spill's own
+            gc.disable()
+            try:
+                before = len(gc.get_objects())
+                batch = store._ready(events)
+                growth.append(len(gc.get_objects()) - before)
+            finally:
+                gc.enable()
         assert batch.count == 2_000 and len(batch.events) == 16_000
-        assert grown <= 5, f"{grown} tracked objects for 2,000 rows"
+        assert min(growth) <= 5, f"{growth} tracked objects for 2,000 rows"
 
 
 def test_a_batch_retried_after_a_transient_error_keeps_its_implied_rows(tmp_path: Path) -> None:
