@@ -1,0 +1,129 @@
+"""Pydantic models of `config/engine.yaml`: the engine's settings (router, limits, store, server, …)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from ..redaction import DEFAULT_SENSITIVE_KEYS
+from .common import Duration, _Spec
+
+# ─── config/engine.yaml ─────────────────────────────────────────────────────────────────
+
+
+class RouterSettings(_Spec):
+    allow: list[str] = Field(default_factory=lambda: ["*"], description="Glob patterns of callable tools.")
+    deny: list[str] = Field(default_factory=list, description="Glob patterns that win over allow.")
+
+
+class LimitSettings(_Spec):
+    tool_timeout: Duration = Field(default=300.0, description="Default time limit of a tool call.")
+
+
+class LoggingSettings(_Spec):
+    format: Literal["console", "json"] = "console"
+    level: Literal["debug", "info", "warning", "error"] = "warning"
+
+
+class StoreSettings(_Spec):
+    enabled: bool = Field(default=True, description="Record runs (the CLI; the Python API opts in).")
+    path: str = Field(default=".skillyard/runs.db", description="SQLite file, relative to the project.")
+    url: str | None = Field(
+        default=None,
+        pattern=r"^(sqlite:///.+|postgres(ql)?://.+)$",
+        description="sqlite:///<path> (relative to the project) or postgresql://user@host:port/db; wins over `path`. "
+        "The environment variable SKILLYARD_STORE_URL wins over both.",
+    )
+
+
+class RedactionSettings(_Spec):
+    sensitive_keys: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_SENSITIVE_KEYS),
+        description="Values under these keys (snake/camel/kebab case) are redacted before storage and logs.",
+    )
+    arguments: Literal["pass", "refuse"] = Field(
+        default="pass",
+        description="refuse: a tool call whose arguments hold a sensitive key fails with sensitive_arguments.",
+    )
+
+
+class ApiKeySpec(_Spec):
+    name: str | None = Field(
+        default=None, pattern=r"^[A-Za-z0-9_.@-]{1,64}$",
+        description="Who holds the key: runs record it, and a caller sees only the runs of its own key name.",
+    )
+    role: Literal["admin", "caller"]
+    key: str | None = Field(default=None, description="The key, best as ${ENV_VAR}; never commit keys.")
+    key_sha256: str | None = Field(default=None, pattern=r"^[0-9a-fA-F]{64}$", description="Or its SHA-256 digest.")
+
+
+class ServerSettings(_Spec):
+    api_keys: list[ApiKeySpec] = Field(
+        default_factory=list,
+        description="Keys of `skillyard serve`, besides SKILLYARD_API_KEYS (name:admin:K1,name2:caller:K2).",
+    )
+    allow_code_tools: bool = Field(
+        default=False,
+        description="Let the admin API (and `skillyard tools add|set`) create or reconfigure tools of types that run "
+        "code on this host (python, and third-party types that do not declare otherwise). "
+        "true means: an admin key = code execution on this host.",
+    )
+    max_body_bytes: int = Field(default=1 << 20, ge=1024, description="Largest request body (bytes); larger gets 413.")
+    max_prompt_chars: int = Field(
+        default=200_000, ge=1, description="Largest agent prompt: the characters of all messages and the system text."
+    )
+    max_live_runs: int = Field(default=1000, ge=1, description="Runs live at once in one service process; more gets 429.")
+    max_live_runs_per_key: int = Field(default=100, ge=1, description="Runs live at once per API key name; more gets 429.")
+
+
+class TemporalSettings(_Spec):
+    address: str = Field(
+        default="127.0.0.1:7233", min_length=1,
+        description="host:port of the Temporal frontend. The environment variable SKILLYARD_TEMPORAL_ADDRESS wins.",
+    )
+    namespace: str = Field(default="default", min_length=1, description="The Temporal namespace of the executions.")
+    task_queue: str = Field(default="skillyard", min_length=1, description="The task queue `skillyard worker` polls.")
+    heartbeat_timeout: Duration = Field(
+        default=10.0,
+        description="A step's worker that has not heartbeated for this long is taken for dead; the step runs again "
+        "on another worker.",
+    )
+
+
+class ExecutionSettings(_Spec):
+    backend: Literal["local", "temporal"] = Field(
+        default="local",
+        description="local: tool calls run in the calling process. temporal: each call is a Temporal workflow "
+        "execution run by `skillyard worker` processes (needs a postgresql:// store).",
+    )
+    temporal: TemporalSettings = Field(default_factory=TemporalSettings)
+
+
+class TelemetrySettings(_Spec):
+    traces: bool = Field(
+        default=False,
+        description="Export OpenTelemetry traces over OTLP/HTTP (needs the otel extra: pip install 'skillyard[otel]'). "
+        "OTEL_TRACES_EXPORTER=otlp|console or an OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT also turns them on; "
+        "OTEL_SDK_DISABLED=true or OTEL_TRACES_EXPORTER=none turns them off.",
+    )
+    endpoint: str | None = Field(
+        default=None, pattern=r"^https?://[^\s]+$",
+        description="OTLP/HTTP collector, e.g. http://127.0.0.1:4318 (spans go to <endpoint>/v1/traces). "
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT and OTEL_EXPORTER_OTLP_ENDPOINT win over it.",
+    )
+    service_name: str = Field(default="skillyard", min_length=1, description="service.name of the spans; OTEL_SERVICE_NAME wins.")
+    metrics: bool = Field(
+        default=False, description="Serve Prometheus metrics at GET /metrics (admin key) on `skillyard serve`."
+    )
+
+
+class EngineSettings(_Spec):
+    router: RouterSettings = Field(default_factory=RouterSettings)
+    limits: LimitSettings = Field(default_factory=LimitSettings)
+    logging: LoggingSettings = Field(default_factory=LoggingSettings)
+    store: StoreSettings = Field(default_factory=StoreSettings)
+    redaction: RedactionSettings = Field(default_factory=RedactionSettings)
+    server: ServerSettings = Field(default_factory=ServerSettings)
+    telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
+    execution: ExecutionSettings = Field(default_factory=ExecutionSettings)
