@@ -35,6 +35,8 @@ from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from ..context import RunContext
 from ..errors import StepFailure
+from ..logging import logger
+from ..user_frames import failure_details, last_user_frame, package_root
 from .base import ToolType
 
 _TARGET = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
@@ -161,21 +163,35 @@ class PythonToolExecutor:
         self.target = config.function
         self.signature = config.signature
         self.threaded = config.threaded and not self.signature.is_async
+        root = package_root(self.signature.function)
+        self.user_roots = (root,) if root else ()
 
     async def execute(self, args: dict[str, Any], run: RunContext) -> Any:
         kwargs = self.signature.arguments(args, run)
         function = self.signature.function
         run.tool_progress("calling", f"calling {self.target}", function=self.target)
-        if self.signature.is_async:
-            value = await function(**kwargs)
-        elif self.threaded:
-            value = await asyncio.to_thread(function, **kwargs)
-        else:
-            value = function(**kwargs)
+        try:  # free unless it raises (3.11+)
+            if self.signature.is_async:
+                value = await function(**kwargs)
+            elif self.threaded:
+                value = await asyncio.to_thread(function, **kwargs)
+            else:
+                value = function(**kwargs)
+        except (StepFailure, TimeoutError):  # the function's own code; a timeout is the router's to name
+            raise
+        except Exception as exc:  # noqa: BLE001 - the user's bug: an error pointing at their line, no traceback
+            raise self._failure(exc, run) from None
         try:
             return to_jsonable_python(value)
         except PydanticSerializationError as exc:
             raise StepFailure("execution_error", f"{self.target} returned a value that is not JSON-able: {exc}") from None
+
+    def _failure(self, exc: Exception, run: RunContext) -> StepFailure:
+        details = failure_details(exc, self.user_roots, run.project.redactor)
+        frame = last_user_frame(details)
+        at = f"{frame['file']}:{frame['line']} in {frame['function']}" if frame else self.target
+        logger.warning("tool execution failed", tool=run.tool, run_id=run.run_id, error=type(exc).__name__, at=at)
+        return StepFailure("execution_error", f"{type(exc).__name__}: {exc}", details)
 
 
 PYTHON = ToolType(

@@ -1,11 +1,17 @@
-"""The workflow executor: run steps in order, mapping inputs from arguments and earlier outputs."""
+"""The workflow executor: run steps in order, mapping inputs from arguments and earlier outputs.
+
+A plain step (a skill, no `when`/`forEach`/`workflow`) is inlined in `execute`, so a
+straight-line workflow pays nothing for the other constructs. Any other entry of `steps` is
+a node compiled at link time (engine/workflow_nodes.py) that runs itself: `await node.run(…)`.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable, Protocol
 
 from ..context import RunContext, SkillContext
 from ..deadlines import deadline
@@ -15,32 +21,60 @@ from ..schema import Violation
 from ..skills.base import Skill
 from ..timing import PLAIN_TYPES, elapsed_ms, perf_counter_ns
 
+_NO_LIMIT = contextlib.nullcontext()
+from ..user_frames import failure_details
+
 
 @dataclass(frozen=True, slots=True)
 class LinkedStep:
+    """A plain step: one skill, its compiled input mapping, its limits."""
+
     id: str
     skill: Skill
     resolve_input: Resolver
     timeout: float | None
     retries: int
     retry_delay: float
+    event_id: str = ""  # the step_id its events carry: its id, or `parent/id` inside a sub-workflow
+
+    def __post_init__(self) -> None:
+        if not self.event_id:
+            object.__setattr__(self, "event_id", self.id)
+
+    @property
+    def output_clean(self) -> bool:
+        return self.skill.output_clean
+
+
+class StepNode(Protocol):
+    """A step that is not plain (or a parallel group): it runs itself and stores its output(s)."""
+
+    id: str
+    leaf_ids: tuple[str, ...]  # the step ids whose outputs it stores
+
+    def run(self, args: dict[str, Any], outputs: dict[str, Any], run: RunContext) -> Awaitable[Any]: ...
+
+    def clean(self, step_id: str) -> bool: ...
 
 
 class WorkflowExecutor:
     kind = "workflow"
 
-    def __init__(self, name: str, steps: list[LinkedStep], resolve_output: Resolver | None, output_mapping: Any = None):
+    def __init__(self, name: str, steps: list[Any], resolve_output: Resolver | None, output_mapping: Any = None, *, total: int | None = None):
+        """`steps`: LinkedStep or StepNode entries; `total`: the number of steps counted in progress."""
         self.name = name
         self.steps = steps
         self.resolve_output = resolve_output
         self.output_mapping = output_mapping  # as written; resolve_output is its compiled form
+        # True when some entry is not a plain step (a backend that only runs plain steps checks it).
+        self.has_constructs = any(type(step) is not LinkedStep for step in steps)
         # Progress payloads are the same for every call: built once here, never per call.
         # (Event data is read-only for listeners, so sharing these dicts is safe.)
-        total = len(steps)
+        total = len(steps) if total is None else total
         self._prepared = {"stage": "prepared", "message": f"workflow {name!r} prepared: {total} steps", "workflow": name, "steps": total}
         self._done = {"stage": "done", "message": f"workflow {name!r} done", "workflow": name}
         self._started = [
-            {"stage": "step_started", "message": f"step {k} of {total} started: {step.id}", "step": k, "of": total, "step_id": step.id}
+            {"stage": "step_started", "message": f"step {k} of {total} started: {step.id}", "step": k, "of": total, "step_id": getattr(step, "event_id", step.id)}
             for k, step in enumerate(steps, 1)
         ]
         self._finished = [f"step {k} of {total} finished: {step.id}" for k, step in enumerate(steps, 1)]
@@ -48,14 +82,19 @@ class WorkflowExecutor:
     def output_clean(self, arguments_clean: bool, key_ok: Callable[[str], bool]) -> bool:
         """Whether the data of every call is provably free of sensitive keys (see Project)."""
         if self.resolve_output is None:
-            return not self.steps or self.steps[-1].skill.output_clean
-        skills = {step.id: step.skill for step in self.steps}
+            if not self.steps:
+                return True
+            last = self.steps[-1]
+            return last.output_clean if type(last) is LinkedStep else last.clean(last.id)
+        owners = {leaf: step for step in self.steps for leaf in getattr(step, "leaf_ids", (step.id,))}
 
         def source_clean(ref: Reference) -> bool:
             if ref.source == "toolArgs":
                 return arguments_clean
-            skill = skills.get(ref.step_id or "")
-            return skill is not None and skill.output_clean
+            owner = owners.get(ref.step_id or "")
+            if owner is None:
+                return False
+            return owner.output_clean if type(owner) is LinkedStep else owner.clean(ref.step_id or "")
 
         return mapping_is_clean(self.output_mapping, source_clean, key_ok)
 
@@ -71,6 +110,9 @@ class WorkflowExecutor:
         outputs: dict[str, Any] = {}
         output: Any = None
         for index, step in enumerate(self.steps):
+            if type(step) is not LinkedStep:
+                output = await step.run(args, outputs, run)
+                continue
             step_started = perf_counter_ns()
             emit("tool_progress_delta", self._started[index], call_id, None, None, None, True)
             skill = step.skill
@@ -80,8 +122,8 @@ class WorkflowExecutor:
             while True:
                 started = perf_counter_ns()
                 emit("skill_start", {"input": value, "attempt": attempt, "kind": skill.kind},
-                     call_id, step.id, skill.name, None, skill.input_clean)
-                ctx = SkillContext(run, step.id, skill.name, attempt) if skill.needs_context else None
+                     call_id, step.event_id, skill.name, None, skill.input_clean)
+                ctx = SkillContext(run, step.event_id, skill.name, attempt) if skill.needs_context else None
                 try:
                     if step.timeout is None:
                         output = skill.call(value, ctx)
@@ -99,13 +141,13 @@ class WorkflowExecutor:
                     error = _step_failure(step, exc)
                 else:
                     emit("skill_result", {"output": output, "duration_ms": elapsed_ms(started)},
-                         call_id, step.id, skill.name, None, skill.output_clean)
+                         call_id, step.event_id, skill.name, None, skill.output_clean)
                     break
                 will_retry = attempt <= step.retries and error.retryable
                 emit("skill_error",
                      {"code": error.code, "message": error.message, "attempt": attempt, "will_retry": will_retry,
                       "duration_ms": elapsed_ms(started)},
-                     call_id, step.id, skill.name)
+                     call_id, step.event_id, skill.name)
                 if not will_retry:
                     raise error
                 await asyncio.sleep(delay)
@@ -119,7 +161,7 @@ class WorkflowExecutor:
                     "message": self._finished[index],
                     "step": index + 1,
                     "of": total,
-                    "step_id": step.id,
+                    "step_id": step.event_id,
                     "duration_ms": elapsed_ms(step_started),
                 },
                 call_id, None, None, None, True,
@@ -135,7 +177,7 @@ class WorkflowExecutor:
         return output
 
 
-def _step_input(step: LinkedStep, args: dict[str, Any], outputs: dict[str, Any], run: RunContext) -> Any:
+def _step_input(step: LinkedStep, args: dict[str, Any], outputs: dict[str, Any], run: RunContext, item_index: int | None = None) -> Any:
     """The step's mapped input, validated, with the skill's defaults filled in."""
     skill = step.skill
     try:
@@ -154,9 +196,55 @@ def _step_input(step: LinkedStep, args: dict[str, Any], outputs: dict[str, Any],
             + "; ".join(f"{v.pointer or '/'}: {v.message}" for v in violations[:5]),
             {"step_id": step.id, "errors": [v.as_dict() for v in violations]},
         )
-    run.events.emit("skill_error", {"code": failure.code, "message": failure.message, "attempt": 1},
-                    run.tool_call_id, step.id, skill.name)
+    data: dict[str, Any] = {"code": failure.code, "message": failure.message, "attempt": 1}
+    if item_index is not None:
+        data["item_index"] = item_index
+    run.events.emit("skill_error", data, run.tool_call_id, step.event_id, skill.name)
     raise failure
+
+
+async def call_step(step: LinkedStep, args: dict[str, Any], outputs: dict[str, Any], run: RunContext, item_index: int | None = None) -> Any:
+    """One plain step's call with its retries and events, for the constructs (see `execute`
+    for the inlined copy of the same loop that straight-line workflows take).
+
+    `item_index`: inside a forEach, the item's position, carried by every skill event.
+    """
+    emit = run.events.emit
+    call_id = run.tool_call_id
+    skill = step.skill
+    value = _step_input(step, args, outputs, run, item_index)
+    extra = {} if item_index is None else {"item_index": item_index}
+    attempt = 1
+    delay = step.retry_delay
+    while True:
+        started = perf_counter_ns()
+        emit("skill_start", {"input": value, "attempt": attempt, "kind": skill.kind, **extra},
+             call_id, step.event_id, skill.name, None, skill.input_clean)
+        ctx = SkillContext(run, step.event_id, skill.name, attempt) if skill.needs_context else None
+        try:
+            with deadline(step.timeout) if step.timeout is not None else _NO_LIMIT:
+                output = skill.call(value, ctx)
+                if type(output) not in PLAIN_TYPES and inspect.isawaitable(output):
+                    output = await output
+            schema = skill.output_schema
+            if schema is not None and not schema.is_valid(output):
+                raise _invalid_output(skill, schema.check(output))
+        except Exception as exc:  # noqa: BLE001 - a skill's failure becomes an error event, not a crash
+            error = _step_failure(step, exc)
+        else:
+            emit("skill_result", {"output": output, "duration_ms": elapsed_ms(started), **extra},
+                 call_id, step.event_id, skill.name, None, skill.output_clean)
+            return output
+        will_retry = attempt <= step.retries and error.retryable
+        emit("skill_error",
+             {"code": error.code, "message": error.message, "attempt": attempt, "will_retry": will_retry,
+              "duration_ms": elapsed_ms(started), **extra},
+             call_id, step.event_id, skill.name)
+        if not will_retry:
+            raise error
+        await asyncio.sleep(delay)
+        delay *= 2
+        attempt += 1
 
 
 def _invalid_output(skill: Skill, violations: list[Violation]) -> StepFailure:
@@ -175,4 +263,5 @@ def _step_failure(step: LinkedStep, exc: Exception) -> StepFailure:
     if isinstance(exc, TimeoutError):
         limit = f"longer than {step.timeout:g}s" if step.timeout is not None else "too long (the skill raised TimeoutError)"
         return StepFailure("timeout", f"step {step.id!r} took {limit}", retryable=True)
-    return StepFailure("execution_error", f"skill {step.skill.name!r} raised {type(exc).__name__}: {exc}", retryable=True)
+    details = failure_details(exc, getattr(step.skill, "user_roots", ()))  # the user's frames (engine/user_frames.py)
+    return StepFailure("execution_error", f"skill {step.skill.name!r} raised {type(exc).__name__}: {exc}", details, retryable=True)

@@ -1,4 +1,9 @@
-"""Python skills: `function: package.module:name`, sync or async."""
+"""Python skills: `function: package.module:name`, sync or async.
+
+The function is called directly (no wrapper on the per-call path); when it raises, the
+workflow executor turns the exception into an error whose details are the user's frames
+(`engine.user_frames`), with `user_roots` saying where the user's package lives.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ from typing import Any, Callable
 
 from ..context import SkillContext
 from ..timing import PLAIN_TYPES
+from ..user_frames import package_root
 from .base import Skill
 
 
@@ -28,6 +34,8 @@ class PythonSkill(Skill):
         self.wants_context = accepts_context(function)
         self.threaded = threaded and not self.is_async
         self.needs_context = self.wants_context
+        root = package_root(function)
+        self.user_roots: tuple[str, ...] = (root,) if root else ()
         if not self.threaded:  # sync or async, the function itself is the call (see Skill.call)
             self.call = function if self.wants_context else self._call_plain
 
