@@ -1,12 +1,15 @@
-"""The mapping language: `$toolArgs.<path>` and `$steps.<id>.output[.<path>]`.
+"""The mapping language: `$toolArgs.<path>`, `$steps.<id>.output[.<path>]`, `$item[.<path>]`, `$index`.
 
-A string that starts with `$toolArgs` or `$steps` is a reference; every other value is a
+A string that starts with `$toolArgs`, `$steps`, `$item` or `$index` is a reference (or a
+fallback chain `<reference> ?? <reference or JSON literal> …`); every other value is a
 literal, and dicts and lists are walked. `$$` escapes a literal leading `$`. Paths are dotted
 keys and `[n]` indexes (`["odd key"]` for keys that are not identifiers).
 
 A mapping is compiled once (at link time) into a resolver: a closure that builds the input
 from `(tool_args, step_outputs)`. An optional tool argument that was not given drops its
-key; a reference that cannot resolve at run time raises `MappingError`.
+key; a reference that cannot resolve at run time raises `MappingError`, except a reference
+to a step that may have been skipped (`when`), which is absent (MISSING) when it was. Inside
+a `forEach` step the current item and its index sit in the outputs under ITEM and INDEX.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ class _Missing:
 
 
 MISSING: Any = _Missing()
+ITEM = "$item"  # where a forEach step's current item sits among the outputs (not a valid step id)
+INDEX = "$index"
 
 
 class MappingSyntaxError(ValueError):
@@ -47,17 +52,33 @@ class MappingError(Exception):
 @dataclass(frozen=True, slots=True)
 class Reference:
     text: str
-    source: Literal["toolArgs", "steps"]
+    source: Literal["toolArgs", "steps", "item", "index"]
     step_id: str | None
     path: tuple[PathPart, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Fallback:
+    """`a ?? b ?? literal`: the first operand that is present. Operands: Reference or a JSON literal."""
+
+    text: str
+    operands: tuple[Any, ...]
+
+    @property
+    def references(self) -> list[Reference]:
+        return [op for op in self.operands if isinstance(op, Reference)]
 
 
 _SEGMENT = re.compile(r'\.([A-Za-z0-9_][A-Za-z0-9_-]*)|\[(\d+)\]|\[("(?:[^"\\]|\\.)*")\]')
 _STEP_HEAD = re.compile(r"^\$steps\.([A-Za-z0-9_][A-Za-z0-9_-]*)")
 
 
+_HEADS = ("$toolArgs", "$steps", "$item", "$index")
+
+
 def is_reference(value: Any) -> bool:
-    return isinstance(value, str) and (value.startswith("$toolArgs") or value.startswith("$steps"))
+    """A reference or a fallback chain (both start with a reference head)."""
+    return isinstance(value, str) and value.startswith(_HEADS)
 
 
 def parse_path(text: str, start: int, whole: str) -> tuple[PathPart, ...]:
@@ -88,11 +109,22 @@ def parse_reference(text: str) -> Reference:
 
     Cached by text (a Reference is immutable): link reads each reference several times.
     """
+    if "??" in text:
+        raise MappingSyntaxError(f"{text!r} is a fallback chain, not one reference")
     if text.startswith("$toolArgs"):
         rest = text[len("$toolArgs") :]
         if rest and rest[0] not in ".[":
             raise MappingSyntaxError(f"{text!r} is not a reference: did you mean $toolArgs.{rest}?")
         return Reference(text, "toolArgs", None, parse_path(rest, 0, text))
+    if text.startswith("$item"):
+        rest = text[len("$item") :]
+        if rest and rest[0] not in ".[":
+            raise MappingSyntaxError(f"{text!r} is not a reference: write $item or $item.<path> (the current forEach item)")
+        return Reference(text, "item", None, parse_path(rest, 0, text))
+    if text.startswith("$index"):
+        if text != "$index":
+            raise MappingSyntaxError(f"{text!r} is not a reference: $index (the current item's position) has no path")
+        return Reference(text, "index", None, ())
     head = _STEP_HEAD.match(text)
     if not head:
         raise MappingSyntaxError(f"{text!r} is not a reference: write $steps.<step-id>.output[.<path>]")
@@ -100,6 +132,50 @@ def parse_reference(text: str) -> Reference:
     if not (rest == ".output" or rest.startswith(".output.") or rest.startswith(".output[")):
         raise MappingSyntaxError(f"{text!r} must continue with .output, as in $steps.{head.group(1)}.output")
     return Reference(text, "steps", head.group(1), parse_path(rest, len(".output"), text))
+
+
+@functools.lru_cache(maxsize=4096)
+def parse_value(text: str) -> Reference | Fallback:
+    """A reference, or a `??` chain of references ending, maybe, in one JSON literal."""
+    if "??" not in text:
+        return parse_reference(text)
+    parts = [part.strip() for part in _split_fallback(text)]
+    operands: list[Any] = []
+    for position, part in enumerate(parts):
+        if not part:
+            raise MappingSyntaxError(f"{text!r}: `??` needs a value on both sides")
+        if is_reference(part):
+            operands.append(parse_reference(part))
+            continue
+        if position < len(parts) - 1:
+            raise MappingSyntaxError(f"{text!r}: only the last value of a `??` chain may be a literal ({part!r} is not a reference)")
+        try:
+            operands.append(json.loads(part))
+        except json.JSONDecodeError:
+            raise MappingSyntaxError(
+                f"{text!r}: the fallback {part!r} is neither a reference nor a JSON literal; write strings in double quotes, as in ?? \"none\""
+            ) from None
+    return Fallback(text, tuple(operands))
+
+
+def _split_fallback(text: str) -> list[str]:
+    """Split at top-level `??` (not inside a double-quoted string)."""
+    parts, start, quoted, pos = [], 0, False, 0
+    while pos < len(text):
+        char = text[pos]
+        if quoted and char == "\\":
+            pos += 2
+            continue
+        if char == '"':
+            quoted = not quoted
+        elif not quoted and text.startswith("??", pos):
+            parts.append(text[start:pos])
+            pos += 2
+            start = pos
+            continue
+        pos += 1
+    parts.append(text[start:])
+    return parts
 
 
 _PLAIN_KEY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*")
@@ -137,7 +213,13 @@ def mapping_is_clean(mapping: Any, source_clean: Callable[[Reference], bool], ke
     clean too); `key_ok(key)` judges the mapping's own literal keys. Decided at link time.
     """
     if isinstance(mapping, str):
-        return source_clean(parse_reference(mapping)) if is_reference(mapping) else True
+        if not is_reference(mapping):
+            return True
+        parsed = parse_value(mapping)
+        if isinstance(parsed, Reference):
+            return source_clean(parsed)
+        return all(source_clean(op) if isinstance(op, Reference) else mapping_is_clean(op, source_clean, key_ok)
+                   for op in parsed.operands)
     if isinstance(mapping, dict):
         return all(key_ok(key) and mapping_is_clean(value, source_clean, key_ok) for key, value in mapping.items())
     if isinstance(mapping, list):
@@ -148,15 +230,21 @@ def mapping_is_clean(mapping: Any, source_clean: Callable[[Reference], bool], ke
 # ─── compilation ────────────────────────────────────────────────────────────────────────
 
 
-def compile_mapping(mapping: Any) -> Resolver:
-    """Build the resolver of a mapping. Raises MappingSyntaxError for malformed references."""
+def compile_mapping(mapping: Any, skippable: frozenset[str] = frozenset()) -> Resolver:
+    """Build the resolver of a mapping. Raises MappingSyntaxError for malformed references.
+
+    `skippable`: ids of steps that may be skipped; a reference to one is absent when it was.
+    """
     if isinstance(mapping, str):
         if is_reference(mapping):
-            return _compile_reference(parse_reference(mapping))
+            parsed = parse_value(mapping)
+            if isinstance(parsed, Fallback):
+                return _compile_fallback(parsed)
+            return compile_reference(parsed, parsed.step_id in skippable)
         literal = unescape(mapping)
         return lambda args, outputs: literal
     if isinstance(mapping, dict):
-        items = [(key, compile_mapping(value)) for key, value in mapping.items()]
+        items = [(key, compile_mapping(value, skippable)) for key, value in mapping.items()]
 
         def build_dict(args: dict[str, Any], outputs: dict[str, Any]) -> Any:
             out = {}
@@ -168,7 +256,7 @@ def compile_mapping(mapping: Any) -> Resolver:
 
         return build_dict
     if isinstance(mapping, list):
-        elements = [compile_mapping(value) for value in mapping]
+        elements = [compile_mapping(value, skippable) for value in mapping]
 
         def build_list(args: dict[str, Any], outputs: dict[str, Any]) -> Any:
             out = []
@@ -182,8 +270,34 @@ def compile_mapping(mapping: Any) -> Resolver:
     return lambda args, outputs: mapping
 
 
-def _compile_reference(ref: Reference) -> Resolver:
+def _compile_fallback(fallback: Fallback) -> Resolver:
+    """The first operand that resolves to a present value (a missing path counts as absent)."""
+    operands = [(compile_reference(op, True), True) if isinstance(op, Reference) else (op, False) for op in fallback.operands]
+
+    def first_present(args: dict[str, Any], outputs: dict[str, Any]) -> Any:
+        for operand, is_ref in operands:
+            if not is_ref:
+                return operand
+            try:
+                value = operand(args, outputs)
+            except MappingError:
+                continue
+            if value is not MISSING:
+                return value
+        return MISSING
+
+    return first_present
+
+
+def compile_reference(ref: Reference, absent_ok: bool = False) -> Resolver:
+    """The resolver of one reference. `absent_ok`: a step without an output gives MISSING."""
     path = ref.path
+    if ref.source == "index":
+        return lambda args, outputs: outputs[INDEX]
+    label = "output"
+    if ref.source == "item":
+        ref = Reference(ref.text, "steps", ITEM, path)  # the item sits among the outputs, as a step's would
+        label = "$item"
     if ref.source == "toolArgs":
         if not path:
             return lambda args, outputs: args
@@ -217,11 +331,13 @@ def _compile_reference(ref: Reference) -> Resolver:
         try:
             node = outputs[step_id]
         except KeyError:
+            if absent_ok:
+                return MISSING  # the step was skipped (its `when` did not hold)
             raise MappingError(ref.text, f"step {step_id!r} has not produced an output") from None
         for depth, part in enumerate(path):
             child = _child(node, part)
             if child is MISSING:
-                raise MappingError(ref.text, _why_missing(node, path[:depth], part))
+                raise MappingError(ref.text, _why_missing(node, path[:depth], part, label))
             node = child
         return node
 
@@ -252,8 +368,8 @@ def _child(node: Any, part: PathPart) -> Any:
     return MISSING
 
 
-def _why_missing(node: Any, before: tuple[PathPart, ...], part: PathPart) -> str:
-    where = "output" + format_path(before)
+def _why_missing(node: Any, before: tuple[PathPart, ...], part: PathPart, label: str = "output") -> str:
+    where = label + format_path(before)
     if isinstance(part, int):
         if isinstance(node, (list, tuple)):
             return f"{where} has {len(node)} items, no index {part}"

@@ -20,9 +20,9 @@ from ..mapping import MISSING, MappingError, Reference, Resolver, mapping_is_cle
 from ..schema import Violation
 from ..skills.base import Skill
 from ..timing import PLAIN_TYPES, elapsed_ms, perf_counter_ns
+from ..user_frames import failure_details
 
 _NO_LIMIT = contextlib.nullcontext()
-from ..user_frames import failure_details
 
 
 @dataclass(frozen=True, slots=True)
