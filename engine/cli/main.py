@@ -22,6 +22,7 @@ from ..store import StoreError
 from ..untrusted import replace_lone_surrogates
 from .arguments import build_arguments
 from .approval import terminal_approver
+from .error_view import add_error_arguments, show_error
 from .mock_note import MockNote
 from .timeline import Timeline, error_hints
 
@@ -45,6 +46,7 @@ def _add_call_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--yes", action="store_true", help="approve tools that ask for confirmation")
     parser.add_argument("--no-store", action="store_true", help="do not record this run in the run store")
     add_backend_argument(parser)
+    add_error_arguments(parser)  # --verbose, --debug (error_view.py)
 
 
 def add_backend_argument(parser: argparse.ArgumentParser) -> None:
@@ -181,6 +183,7 @@ def _show_result(ns: argparse.Namespace, result: ToolResult) -> int:
         print(f"error: {result.error.code}: {result.error.message}", file=sys.stderr)
         for hint in error_hints(result.error.to_dict()):
             print(f"  {hint}", file=sys.stderr)
+    show_error(ns, result.error, sys.stderr)  # the user's frame or traceback (error_view.py)
     return EXIT_USAGE if result.error.code in _USAGE_CODES else EXIT_FAILED
 
 
