@@ -19,6 +19,7 @@ from ..store import RunRecord, Store, StoreError, store_url
 from ..store import open_store as open_url
 from ..store.open import sqlite_path, store_exists
 from ..store.replay import REPLAY_MODEL, ReplayProvider, replay_project
+from .error_view import last_frame_lines
 from .timeline import Timeline
 
 _AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)\s*$")
@@ -195,6 +196,7 @@ def _tree(events: list[dict[str, Any]]) -> list[str]:
         elif kind == "tool_call_error":
             error = data.get("error") or {}
             lines.append(f"  │  ✗ {error.get('code')}: {_short(error.get('message'), 120)}")
+            lines.extend(f"  │  {line}" for line in last_frame_lines(error.get("details") or {}))  # error_view.py
         elif kind == "agent_done":
             lines.append(f"  ■ {data.get('stop_reason')} after {data.get('steps')} model call(s)")
     return lines
