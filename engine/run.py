@@ -164,6 +164,23 @@ class Run:
                 report_listener_failure(listener, type, exc)
         return event
 
+    def relay(self, event: Event, skip: SyncListener | None = None) -> None:
+        """An event numbered, redacted and stored elsewhere (a Temporal worker): deliver it to
+        the listeners but `skip` (the store that holds it already); the run numbers on after it."""
+        if event.seq > self._seq:
+            self._seq = event.seq
+        for listener in self._listeners:
+            if listener is not skip:
+                try:
+                    listener(event)
+                except Exception as exc:  # noqa: BLE001 - as emit: a listener's bug must not hurt the run
+                    report_listener_failure(listener, event.type, exc)
+
+    def number_after(self, seq: int) -> None:
+        """The run's next event follows `seq` (events up to it were numbered elsewhere)."""
+        if seq > self._seq:
+            self._seq = seq
+
     def scrub_text(self, text: str) -> str:
         """Free text (an error message bound for the caller) without the run's known secrets."""
         return text if self._redact is None else self._redact.text(text)

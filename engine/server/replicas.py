@@ -8,7 +8,9 @@ cancelled through replica B:
   read the next ones, until the run's stored status is no longer `running`;
 - **approve / cancel**: B checks the run (exists, is the caller's, is running; an approval is
   pending in the store) and sends a notice on `skillyard_control`; the replica whose
-  `Engine.runs` holds the Run answers or cancels it there.
+  `Engine.runs` holds the Run answers or cancels it there. A run on Temporal is steered
+  through Temporal instead (a signal to an agent run's workflow, a cancel of the execution),
+  so it can be answered and cancelled after the replica that started it died.
 
 With the SQLite store (one process) the same code runs: notices are delivered in-process.
 """
@@ -86,12 +88,50 @@ class Replicas:
             run.cancel()
 
     # ─── steering a run of another replica ───────────────────────────────────────
+    # A run on Temporal is steered through Temporal itself (an agent run's approvals are signals
+    # to its workflow, a cancel cancels its execution): that works when the replica that started
+    # it is gone too. Any other run is steered by a notice to the replica that executes it.
 
-    async def answer(self, run_id: str, tool_call_id: str, approve: bool) -> None:
-        await self._send({"kind": "approve", "run_id": run_id, "tool_call_id": tool_call_id, "approve": approve})
+    async def pending(self, record: Any) -> list[str]:
+        """The calls of a stored running run (of another process) that wait for an answer."""
+        if record.status != "running":
+            return []
+        temporal = await self._temporal(record)
+        if temporal is not None and record.kind == "agent":
+            from ..backends.temporal.agent_client import pending_approvals
 
-    async def cancel(self, run_id: str) -> None:
-        await self._send({"kind": "cancel", "run_id": run_id})
+            with contextlib.suppress(Exception):  # no such execution (yet), or no worker to answer the query
+                return await pending_approvals(await temporal.client(), record.id)
+            return []
+        store = self.engine.store
+        assert store is not None
+        return await store_call(lambda: store.pending_approvals(record.id))
+
+    async def answer(self, record: Any, tool_call_id: str, approve: bool) -> None:
+        temporal = await self._temporal(record)
+        if temporal is not None and record.kind == "agent":
+            from ..backends.temporal.agent_client import send_approval
+
+            await send_approval(await temporal.client(), record.id, tool_call_id, approve)
+            return
+        await self._send({"kind": "approve", "run_id": record.id, "tool_call_id": tool_call_id, "approve": approve})
+
+    async def cancel(self, record: Any) -> None:
+        await self._send({"kind": "cancel", "run_id": record.id})  # a replica that still runs it ends it cleanly
+        temporal = await self._temporal(record)
+        if temporal is not None:  # and if it is gone, its execution is cancelled (a worker ends the run)
+            from temporalio.service import RPCError
+
+            with contextlib.suppress(RPCError):  # not started (a confirmation waits in its front door), or ended
+                await (await temporal.client()).get_workflow_handle(record.id).cancel()
+
+    async def _temporal(self, record: Any) -> Any:
+        """The engine's Temporal backend when `record` is a run on Temporal it can reach; else None."""
+        backend = self.engine.backend
+        if backend is None or getattr(backend, "name", None) != "temporal":
+            return None
+        executor = await store_call(lambda: backend.store.executor(record.id))
+        return backend if executor == "temporal" else None
 
     async def _send(self, message: dict[str, Any]) -> None:
         store = self.engine.store

@@ -61,7 +61,23 @@ _INTERRUPT_DEAD = f"""
             || (%s / 1000) || ' s); a pending approval was closed')::text
     WHERE status = 'running' AND EXISTS (
         SELECT 1 FROM processes AS p WHERE p.host = runs.host AND p.pid = runs.pid AND p.heartbeat_at < {_NOW_MS} - %s)
+      AND NOT EXISTS (SELECT 1 FROM run_executors AS x WHERE x.run_id = runs.id)
     RETURNING id"""
+# A run that executes elsewhere (run_executors) whose row's process is gone: a live process takes it
+# over (its host and pid on the row), once; SKIP LOCKED, so two adopters never take the same run.
+_ADOPT = f"""
+    UPDATE runs SET host = %s, pid = %s
+    WHERE status = 'running' AND id IN (
+        SELECT r.id FROM runs AS r JOIN run_executors AS x ON x.run_id = r.id
+        WHERE r.status = 'running' AND x.executor = %s AND NOT EXISTS (
+            SELECT 1 FROM processes AS p WHERE p.host = r.host AND p.pid = r.pid AND p.heartbeat_at >= {_NOW_MS} - %s)
+        ORDER BY r.started_at LIMIT %s FOR UPDATE OF r SKIP LOCKED)
+    RETURNING id, kind, started_at"""
+_INTERRUPT_ONE = f"""
+    UPDATE runs SET status = 'interrupted',
+        finished_at = COALESCE((SELECT MAX(ts) FROM events WHERE events.run_id = runs.id), {_NOW_MS}),
+        error = json_build_object('code', 'interrupted', 'message', %s::text)::text
+    WHERE id = %s AND status = 'running'"""
 
 
 def _pg(query: str) -> str:
@@ -218,6 +234,41 @@ class PostgresStore(Store):
             if reaped:
                 logger.warning("run store: interrupted the runs of a process that stopped", store=self.where, runs=len(reaped))
 
+    # ─── runs that execute elsewhere (Temporal workers) ─────────────────────────────────
+
+    def record_executor(self, run_id: str, executor: str) -> None:
+        """`run_id` executes on `executor`'s workers, not in this process: if this process dies,
+        the run is not interrupted but adopted (written by the writer thread, before the run's events)."""
+        self._side.append(("INSERT INTO run_executors (run_id, executor) VALUES (?, ?) ON CONFLICT DO NOTHING",
+                           (run_id, executor)))
+
+    def executor(self, run_id: str) -> str | None:
+        """Where `run_id` executes when not in the process that wrote its row (`temporal`), else None."""
+        rows = self._fetch("SELECT executor FROM run_executors WHERE run_id = ?", (run_id,))
+        return rows[0][0] if rows else None
+
+    def adopt_orphans(self, executor: str, limit: int = 20) -> list[tuple[str, str, int]]:
+        """Take over runs of `executor` whose process stopped (no heartbeat for PROCESS_TIMEOUT_MS):
+        their rows now name this process. [(run_id, kind, started_at)]; StoreError when unreachable."""
+        try:
+            with self._pool.connection() as db, db.transaction():
+                return [tuple(row) for row in db.execute(  # type: ignore[misc]
+                    _ADOPT, (HOST, os.getpid(), executor, PROCESS_TIMEOUT_MS, limit)).fetchall()]
+        except psycopg.Error as exc:
+            raise StoreError(f"cannot write to the run store {self.where}: {self._reason(exc)}") from None
+
+    def interrupt(self, run_id: str, message: str) -> bool:
+        """End a running run as `interrupted` (an adopted run whose execution is gone); wakes its followers."""
+        try:
+            with self._pool.connection() as db, db.transaction():
+                ended = db.execute(_INTERRUPT_ONE, (message, run_id)).rowcount
+                if ended:
+                    db.execute("UPDATE approvals SET status = 'closed' WHERE status = 'pending' AND run_id = %s", (run_id,))
+                    db.execute("SELECT pg_notify(%s, %s)", (EVENTS_CHANNEL, f"{run_id} end"))
+        except psycopg.Error as exc:
+            raise StoreError(f"cannot write to the run store {self.where}: {self._reason(exc)}") from None
+        return bool(ended)
+
     def _forget_process(self) -> None:
         """A clean stop: this process no longer holds runs (nobody has to wait for its timeout)."""
         with contextlib.suppress(Exception):
@@ -227,7 +278,9 @@ class PostgresStore(Store):
     def _mark_interrupted(self) -> int:
         """Runs of this host left `running` by a process that is gone become `interrupted`."""
         assert self._write is not None
-        rows = self._write.execute("SELECT id, pid FROM runs WHERE status='running' AND host=%s", (HOST,)).fetchall()
+        rows = self._write.execute(
+            "SELECT id, pid FROM runs WHERE status='running' AND host=%s "
+            "AND NOT EXISTS (SELECT 1 FROM run_executors AS x WHERE x.run_id = runs.id)", (HOST,)).fetchall()
         dead = [run_id for run_id, pid in rows if pid is None or not _alive(pid)]
         if dead:
             now = int(time.time() * 1000)

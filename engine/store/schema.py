@@ -117,6 +117,14 @@ MIGRATIONS: list[str] = [
         heartbeat_at INTEGER NOT NULL           -- ms since the epoch, the database's clock
     );
     """,
+    # 6: runs that execute elsewhere than in the process that wrote their row (Temporal workers):
+    # a dead writer does not make them interrupted; a live process sharing the store adopts them
+    """
+    CREATE TABLE IF NOT EXISTS run_executors (
+        run_id   TEXT PRIMARY KEY,
+        executor TEXT NOT NULL                  -- temporal
+    ) WITHOUT ROWID;
+    """,
 ]
 
 

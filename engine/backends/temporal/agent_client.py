@@ -22,6 +22,7 @@ from ...providers.base import Usage
 from ...redaction import enter_run, leave_run
 from .agent_protocol import AGENT_WORKFLOW, APPROVE_SIGNAL, PENDING_QUERY, message_in, message_out, result_in
 from .client import TemporalBackend, _cancel, _Follower
+from .orphans import EXECUTOR
 from .protocol import REVISION_MISMATCH
 from .revision import project_revision
 
@@ -82,6 +83,7 @@ class TemporalAgent:
 
     async def _run(self, run: "Run", messages: list[Any]) -> AgentResult:
         from temporalio.client import WorkflowFailureError
+        from temporalio.exceptions import CancelledError
 
         agent = self.agent
         try:
@@ -94,6 +96,7 @@ class TemporalAgent:
                 "limits": dict(agent.limits.__dict__), "tool_choice": agent.tool_choice, "system": agent.system,
                 "messages": [message_out(m) for m in messages], "principal": run.principal,
                 "approval_timeout": run.approval_timeout}
+        self.backend.store.record_executor(run.run_id, EXECUTOR)  # if the worker writing its row dies, another ends it
         handle = await client.start_workflow(AGENT_WORKFLOW, call, id=run.run_id, task_queue=self.backend.config.task_queue)
         follower = _Follower(self.backend.store, run, 0)
         answers = _Answers(self.engine, run, handle)
@@ -103,6 +106,9 @@ class TemporalAgent:
         except WorkflowFailureError as exc:
             await follower.catch_up(None)
             cause = exc.cause
+            if isinstance(cause, CancelledError):  # cancelled from another front door: agent_done said so
+                self.last_result = AgentResult(run.run_id, "cancelled", "", messages)
+                return self.last_result
             message = getattr(cause, "message", None) or str(cause or exc)
             if getattr(cause, "type", None) != REVISION_MISMATCH:
                 message = f"the Temporal execution {run.run_id} failed: {message}"

@@ -15,12 +15,13 @@ import asyncio
 import copy
 import dataclasses
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from ...errors import StepFailure, UsageError
 from ...events import Event, report_listener_failure
 from ...store.schema import EVENTS_CHANNEL
 from .config import TemporalConfig, connect, require_sdk, require_shared_store
+from .orphans import EXECUTOR
 from .protocol import REVISION_MISMATCH, STEP_FAILURE, WORKFLOW
 from .revision import project_revision
 
@@ -37,6 +38,8 @@ FOLLOW_POLL_S = 1.0  # the store is read this often even when no notice arrives 
 
 class TemporalBackend:
     """Runs workflow tools as Temporal executions; one per Engine."""
+
+    name = "temporal"
 
     def __init__(self, store: "Store", config: TemporalConfig) -> None:
         self.store = store
@@ -94,12 +97,13 @@ class RemoteWorkflow:
         if run.events.kind != "tool":  # an agent's calls share a run (and its seq): they stay local for now
             return await self.local.execute(args, run)
         from temporalio.client import WorkflowFailureError
-        from temporalio.exceptions import ApplicationError
+        from temporalio.exceptions import ApplicationError, CancelledError
 
         client = await self.backend.client()
         first = run.events.last_seq + 1
         call = {"revision": self.revision, "run_id": run.run_id, "tool_call_id": run.tool_call_id, "tool": run.tool,
                 "arguments": args, "model": run.model_override, "first_seq": first, "tool_timeout": self.tool.timeout}
+        self.backend.store.record_executor(run.run_id, EXECUTOR)  # if this process dies, a worker ends the run
         handle = await client.start_workflow(
             WORKFLOW, call, id=run.run_id, task_queue=self.backend.config.task_queue,
             execution_timeout=timedelta(seconds=self.tool.timeout + 60),
@@ -114,6 +118,8 @@ class RemoteWorkflow:
                 await follower.catch_up(info["last_seq"])
                 raise StepFailure(info["code"], cause.message, info["details"] or None) from None
             await follower.catch_up(None)
+            if isinstance(cause, CancelledError):  # cancelled from another front door (POST /v1/runs/{id}/cancel)
+                raise StepFailure("cancelled", f"call of {run.tool!r} was cancelled") from None
             if isinstance(cause, ApplicationError) and cause.type == REVISION_MISMATCH:
                 raise StepFailure("execution_error", cause.message, {"revision": self.revision}) from None
             raise StepFailure("execution_error", f"the Temporal execution {run.run_id} failed: {cause or exc}") from None
@@ -143,8 +149,7 @@ class _Follower:
         self.store = store
         self.run = run
         self.after = after
-        # Every listener but the store's: these events are in the store already (the worker wrote them).
-        self.listeners = [listener for listener in run._listeners if listener is not store.listener]
+        self.listeners: list[Callable[[Event], None]] = []  # more listeners, beside the run's own
 
     async def follow(self, ended: "asyncio.Future[Any]") -> Any:
         """Relay events as they are stored until `ended` completes; its result."""
@@ -174,7 +179,7 @@ class _Follower:
         """Relay what is stored up to `last_seq` (None: whatever there is), then number on from it."""
         if last_seq is None or self.after < last_seq:
             await self._relay()
-        self.run._seq = max(self.run._seq, self.after)  # the call's last event follows the execution's
+        self.run.number_after(self.after)  # the call's last event follows the execution's
 
     async def _relay(self) -> None:
         rows = await asyncio.to_thread(self.store.events, self.run.run_id, after_seq=self.after)
@@ -184,8 +189,9 @@ class _Follower:
             event = Event(row["type"], row["run_id"], row["seq"], row["ts"], row.get("tool_call_id"),
                           row.get("step_id"), row.get("skill"), row["data"])
             self.after = row["seq"]
+            self.run.relay(event, skip=self.store.listener)  # the worker stored it already
             for listener in self.listeners:
                 try:
                     listener(event)
-                except Exception as exc:  # noqa: BLE001 - as Run.emit: a listener's bug must not hurt the run
+                except Exception as exc:  # noqa: BLE001 - as Run.relay: a listener's bug must not hurt the run
                     report_listener_failure(listener, event.type, exc)

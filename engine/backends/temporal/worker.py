@@ -1,7 +1,8 @@
 """A Temporal worker for one linked project: `skillyard worker`.
 
 It links the project once, computes its revision, opens the shared store, registers the
-skillyard workflow and activities on the task queue, and serves until asked to stop. A stop
+skillyard workflow and activities on the task queue, and serves until asked to stop. Meanwhile
+it adopts the runs whose front door died (orphans.py), so they end in the store as they end. A stop
 (SIGTERM, SIGINT) lets running activities finish for up to `graceful_s` seconds; what is not
 finished by then is handed back to Temporal, which runs it on another worker.
 """
@@ -44,6 +45,7 @@ async def run_worker(project: "Project", store: "Store", *, max_concurrent: int 
     from .activities import Activities
     from .agent_activities import AgentActivities
     from .agent_workflow import AgentWorkflow
+    from .orphans import Adopter
     from .workflows import ToolWorkflow
 
     config = TemporalConfig.of(project)
@@ -66,10 +68,12 @@ async def run_worker(project: "Project", store: "Store", *, max_concurrent: int 
         on_start(info)
     running = loop.create_task(worker.run())
     stopping = loop.create_task(stop.wait())
+    adopting = loop.create_task(Adopter(client, activities).run())  # runs whose front door died
     try:
         await asyncio.wait((running, stopping), return_when=asyncio.FIRST_COMPLETED)
     finally:
         stopping.cancel()
+        adopting.cancel()
         if not running.done():
             await worker.shutdown()
         await asyncio.gather(running, return_exceptions=True)

@@ -78,17 +78,17 @@ def router(service: Service) -> APIRouter:
         live = hub.runs.get(run_id)
         if store is not None:
 
-            def read() -> tuple[Any, list[dict[str, Any]], list[str]]:
+            def read() -> tuple[Any, list[dict[str, Any]]]:
                 store.flush()
                 record = store.run(run_id)
                 if record is None or not principal.may_see(record.principal):
-                    return None, [], []
-                elsewhere = record.status == "running" and record.id not in engine.runs
-                pending = store.pending_approvals(record.id) if elsewhere else []
-                return record, store.tool_logs(run_id=record.id, limit=500), pending
+                    return None, []
+                return record, store.tool_logs(run_id=record.id, limit=500)
 
-            record, logs, pending = await store_call(read, ambiguous=True)
+            record, logs = await store_call(read, ambiguous=True)
             if record is not None:
+                elsewhere = record.status == "running" and record.id not in engine.runs
+                pending = await replicas.pending(record) if elsewhere else []
                 live = live or hub.runs.get(record.id)
                 out = {**record.to_dict(), "tool_calls": list(reversed(logs))}
                 out["live"] = bool(live and not live.done) or record.status == "running"
@@ -162,12 +162,11 @@ def router(service: Service) -> APIRouter:
         if run is not None and principal.may_see(run.principal):
             if not run.answer(tool_call_id, body.approve):
                 raise _not_pending(run_id, tool_call_id)
-        else:  # a run of another replica: answered there, through the store's notices
+        else:  # a run of another replica (answered there, through the store's notices), or on Temporal
             record = await stored_run(run_id, principal)
-            pending = await store_call(lambda: store.pending_approvals(record.id)) if record.status == "running" else []
-            if tool_call_id not in pending:
+            if tool_call_id not in await replicas.pending(record):
                 raise _not_pending(run_id, tool_call_id)
-            await replicas.answer(record.id, tool_call_id, body.approve)
+            await replicas.answer(record, tool_call_id, body.approve)
         return {"run_id": run_id, "tool_call_id": tool_call_id, "approved": body.approve}
 
     @api.post("/v1/runs/{run_id}/cancel", tags=["runs"], summary="Cancel a live run", responses=error_responses(404, 409))
@@ -181,7 +180,7 @@ def router(service: Service) -> APIRouter:
             record = await stored_run(run_id, principal)
             if record.status != "running":
                 raise ApiError(409, "not_running", f"run {run_id!r} is not running (it is {record.status})")
-            await replicas.cancel(record.id)
+            await replicas.cancel(record)
         return {"run_id": run_id, "cancelled": True}
 
     async def stored_run(run_id: str, principal: Principal) -> Any:

@@ -1,0 +1,133 @@
+"""Runs whose front door died while their execution goes on: a worker adopts and ends them.
+
+A run on Temporal is recorded as such in the store (`run_executors`), so the heartbeat sweep
+of a shared store does not mark it `interrupted` when the process that wrote its row stops
+(a service replica killed mid-call, or the worker that wrote an agent run's first event).
+Instead every worker looks, every ADOPT_EVERY_S, for such runs whose process has no heartbeat,
+takes them over in the store (its host and pid on the row: one adopter per run, and a dead
+adopter's runs are adopted again), and waits for the execution's end:
+
+- a tool run: the front door would have written the call's last event (`tool_call_result` or
+  `tool_call_error`, which ends the run's row); the adopter writes it instead, from the
+  execution's outcome, redacted as the worker redacts the run's other events;
+- an agent run: the workflow writes `agent_done` itself; the adopter only ends a row the
+  execution left running (terminated by an operator, say);
+- no execution at all (the front door died before starting it, e.g. while a confirmation
+  waited in it): the run is `interrupted`, as a local run would be.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING, Any
+
+from ...logging import logger
+from ...store import StoreError
+from .protocol import STEP_FAILURE
+
+if TYPE_CHECKING:
+    from .activities import Activities
+
+EXECUTOR = "temporal"  # run_executors.executor of runs on this backend
+ADOPT_EVERY_S = 2.0
+
+
+class Adopter:
+    """Adopts the orphaned runs of the shared store and ends each as its execution ends."""
+
+    def __init__(self, client: Any, activities: "Activities") -> None:
+        self.client = client
+        self.activities = activities
+        self.store: Any = activities.store
+        self._adopted: dict[str, asyncio.Task[None]] = {}
+
+    async def run(self) -> None:
+        """Look for orphans until cancelled (then the adopted runs are left for another worker)."""
+        try:
+            while True:
+                await self._look()
+                await asyncio.sleep(ADOPT_EVERY_S)
+        finally:
+            for task in self._adopted.values():
+                task.cancel()
+
+    async def _look(self) -> None:
+        try:
+            found = await asyncio.to_thread(self.store.adopt_orphans, EXECUTOR)
+        except StoreError as exc:
+            logger.warning("worker: cannot look for orphaned runs", error=str(exc))
+            return
+        for run_id, kind, started_at in found:
+            logger.info("worker: adopted a run whose front door stopped", run_id=run_id, kind=kind)
+            task = asyncio.get_running_loop().create_task(self._end(run_id, kind, started_at))
+            self._adopted[run_id] = task
+            task.add_done_callback(lambda _, run_id=run_id: self._adopted.pop(run_id, None))
+
+    async def _end(self, run_id: str, kind: str, started_at: int) -> None:
+        from temporalio.client import WorkflowFailureError
+        from temporalio.service import RPCError
+
+        handle = self.client.get_workflow_handle(run_id)
+        try:
+            call = await _started_with(self.client, handle)
+        except RPCError:
+            await self._interrupt(run_id, "the front door that started it stopped before its Temporal execution began")
+            return
+        try:
+            outcome: dict[str, Any] | BaseException = await handle.result()
+        except WorkflowFailureError as exc:
+            outcome = exc
+        if kind == "tool":
+            await self._write_end(run_id, call, started_at, outcome)
+        else:
+            await asyncio.to_thread(self.store.flush)
+        await self._interrupt(run_id, f"its Temporal execution ended without ending the run ({_reason(outcome)})")
+
+    async def _write_end(self, run_id: str, call: dict[str, Any], started_at: int,
+                         outcome: dict[str, Any] | BaseException) -> None:
+        """The call's last event, as the front door's router writes it (the run's row ends with it)."""
+        stored = await asyncio.to_thread(self.store.events, run_id, after_seq=0)
+        seq = (stored[-1]["seq"] if stored else 0) + 1
+        now = int(time.time() * 1000)
+        metadata = {"duration_ms": max(0, now - started_at)}
+        if isinstance(outcome, dict):
+            kind, data = "tool_call_result", {"ok": True, "data": outcome.get("output"), "metadata": metadata}
+        else:
+            error = _error(outcome, call.get("tool"))
+            kind, data = "tool_call_error", {"ok": False, "error": error, "metadata": metadata}
+        await self.activities._write(run_id, call.get("arguments"), [[seq, kind, now, call.get("tool_call_id"), None, None, data]])
+
+    async def _interrupt(self, run_id: str, message: str) -> None:
+        """End the row as interrupted if nothing else ended it (no-op for an ended run)."""
+        await asyncio.to_thread(self.store.flush)
+        if await asyncio.to_thread(self.store.interrupt, run_id, message):
+            logger.warning("worker: an adopted run was interrupted", run_id=run_id, reason=message)
+
+
+async def _started_with(client: Any, handle: Any) -> dict[str, Any]:
+    """The input the execution was started with (the call: tool_call_id, arguments…)."""
+    history = await handle.fetch_history()
+    started = history.events[0].workflow_execution_started_event_attributes
+    values = await client.data_converter.decode(started.input.payloads)
+    return values[0] if values and isinstance(values[0], dict) else {}
+
+
+def _error(failure: BaseException, tool: Any) -> dict[str, Any]:
+    """The ToolError of a failed execution, as RemoteWorkflow makes it in a front door."""
+    from temporalio.exceptions import ApplicationError, CancelledError
+
+    cause = getattr(failure, "cause", None)
+    if isinstance(cause, ApplicationError) and cause.type == STEP_FAILURE and cause.details:
+        info = cause.details[0]
+        return {"code": info["code"], "message": cause.message, "details": info["details"] or {}}
+    if isinstance(cause, CancelledError):
+        return {"code": "cancelled", "message": f"call of {tool!r} was cancelled", "details": {}}
+    return {"code": "execution_error", "message": f"the Temporal execution failed: {_reason(failure)}", "details": {}}
+
+
+def _reason(outcome: Any) -> str:
+    if isinstance(outcome, BaseException):
+        cause = getattr(outcome, "cause", None) or outcome
+        return getattr(cause, "message", None) or str(cause) or type(cause).__name__
+    return "completed"

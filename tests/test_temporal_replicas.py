@@ -1,0 +1,220 @@
+"""Service replicas on Temporal: what a killed replica leaves behind goes on on the workers.
+
+Real `skillyard serve` processes (replicas, sharing one PostgreSQL store), real `skillyard
+worker` processes and a real Temporal dev server: a replica killed with SIGKILL mid-call
+leaves a run that still completes (a worker adopts it and writes its end) and is never marked
+`interrupted`; an agent run's pending approval is answered through another replica as a signal
+to its workflow; cancellation over HTTP cancels the Temporal execution.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+pytest.importorskip("fastapi")
+import httpx  # noqa: E402
+
+from fake_llm_servers import FakeServer, OpenAIWire, call, write_models  # noqa: E402
+from temporal_server import temporal_address  # noqa: E402,F401 - the session's dev server (a fixture)
+from test_server_helpers import CALLER_KEY, KEYS_ENV, ServerProcess, iter_sse  # noqa: E402
+from test_temporal import PROJECT, Setup, wait_for, workflow_status  # noqa: E402
+from test_temporal_agent import COUNTED_WORKFLOW, GUARDED_TOOL  # noqa: E402
+
+CALLER = {"Authorization": f"Bearer {CALLER_KEY}"}
+WIRE = OpenAIWire()
+
+
+@pytest.fixture
+def server() -> Iterator[FakeServer]:
+    with FakeServer() as fake:
+        yield fake
+
+
+@pytest.fixture
+def setup(tmp_path: Path, pg_url: str, temporal_address: str, server: FakeServer,  # noqa: F811
+          monkeypatch: pytest.MonkeyPatch) -> Iterator[Setup]:
+    root = tmp_path / "project"
+    shutil.copytree(PROJECT, root, ignore=shutil.ignore_patterns("__pycache__"))
+    with open(root / "tools.yaml", "a") as out:
+        out.write(GUARDED_TOOL)
+    with open(root / "workflows.yaml", "a") as out:
+        out.write(COUNTED_WORKFLOW)
+    made = Setup(root, pg_url, temporal_address)
+    write_models(root, {"fake": WIRE.model_entry(server.url)})
+    for name in ("SKILLYARD_STORE_URL", "SKILLYARD_TEMPORAL_ADDRESS", "SKILLYARD_TEST_COUNTS"):
+        monkeypatch.setenv(name, made.env[name])
+    try:
+        yield made
+    finally:
+        made.stop()
+
+
+def replica(setup: Setup) -> ServerProcess:
+    return ServerProcess(setup.root, keys=KEYS_ENV, extra=("--backend", "temporal", "--approval-timeout", "120"))
+
+
+def start_background(service: ServerProcess, tool: str, args: dict[str, Any]) -> str:
+    """Start a call that outlives its request, leave at once; its run id."""
+    return _leave(service, f"/v1/tools/{tool}/call?background=true", args)
+
+
+def _leave(service: ServerProcess, path: str, body: dict[str, Any]) -> str:
+    with httpx.stream("POST", f"{service.url}{path}", json=body, headers={**CALLER, "Accept": "text/event-stream"},
+                      timeout=30) as response:
+        assert response.status_code == 200, response.read()
+        return response.headers["x-run-id"]
+
+
+def kill(service: ServerProcess) -> None:
+    service.process.send_signal(signal.SIGKILL)
+    service.process.wait(10)
+
+
+def statuses_until_end(setup: Setup, run_id: str, timeout: float) -> list[str]:
+    """Every status the run's row showed, read every 0.2 s until it is no longer running."""
+    from engine.store import open_store
+
+    seen: list[str] = []
+    deadline = time.monotonic() + timeout
+    with open_store(setup.pg_url) as store:
+        while time.monotonic() < deadline:
+            record = store.run(run_id)
+            status = record.status if record is not None else "missing"
+            if not seen or seen[-1] != status:
+                seen.append(status)
+            if status not in ("running", "missing"):
+                return seen
+            time.sleep(0.2)
+    raise AssertionError(f"run {run_id} still running after {timeout}s: {seen}")
+
+
+def assert_gap_free(setup: Setup, run_id: str) -> list[dict[str, Any]]:
+    stored = setup.stored(run_id)
+    assert [e["seq"] for e in stored] == list(range(1, len(stored) + 1))
+    return stored
+
+
+# ─── a replica killed mid-call ───────────────────────────────────────────────────────────
+
+
+def test_a_run_of_a_killed_replica_completes_on_the_workers_and_is_never_interrupted(setup: Setup) -> None:
+    setup.start_worker()
+    a, b = replica(setup), replica(setup)
+    try:
+        run_id = start_background(a, "slowPipeline", {"text": "orphan", "seconds": 12})
+        wait_for(lambda: setup.counted("sleep", "orphan"), 60, "step 2 to start")
+        kill(a)
+        frames = []
+        with httpx.stream("GET", f"{b.url}/v1/runs/{run_id}/events", headers={**CALLER, "Accept": "text/event-stream"},
+                          timeout=90) as response:  # B follows the run to its end, across A's death
+            assert response.status_code == 200
+            frames = list(iter_sse(response))
+        seen = statuses_until_end(setup, run_id, 30)
+        summary = httpx.get(f"{b.url}/v1/runs/{run_id}", headers=CALLER, timeout=10).json()
+    finally:
+        a.stop()
+        b.stop()
+    assert seen[-1] == "ok" and "interrupted" not in seen, seen
+    assert summary["status"] == "ok" and summary["output"] == {"shout": "ORPHAN!", "slept": "orphan"}
+    stored = assert_gap_free(setup, run_id)
+    assert [int(f["id"]) for f in frames] == [e["seq"] for e in stored]  # B streamed the whole run
+    assert stored[-1]["type"] == "tool_call_result" and stored[-1]["data"]["data"] == summary["output"]
+    assert [e["type"] for e in stored].count("tool_call_result") == 1
+    assert len(setup.counted("count", "orphan")) == 1 and len(setup.counted("sleep", "orphan")) == 1
+    assert workflow_status(setup.address, run_id) == "COMPLETED"
+
+
+def test_a_confirmation_waiting_in_a_killed_replica_ends_interrupted(setup: Setup) -> None:
+    """A tool call's confirmation is asked in its front door, before any execution starts: with
+    the front door gone nothing runs, and the run ends `interrupted` as a local one would."""
+    setup.start_worker()
+    a = replica(setup)
+    try:
+        run_id = start_background(a, "guarded", {"text": "never"})
+        wait_for(lambda: any(e["type"] == "confirmation_required" for e in setup.stored(run_id)), 30, "the question")
+        kill(a)
+        seen = statuses_until_end(setup, run_id, 40)
+    finally:
+        a.stop()
+    assert seen[-1] == "interrupted"
+    assert setup.counted("count", "never") == [] and workflow_status(setup.address, run_id) is None
+
+
+# ─── approvals and cancellation through another replica ──────────────────────────────────
+
+
+def test_an_agent_run_s_approval_reaches_its_workflow_through_another_replica_after_a_restart(
+        setup: Setup, server: FakeServer) -> None:
+    server.script(WIRE.reply(calls=[call("g5", "guarded", {"text": "via-b"})]), WIRE.reply("Approved elsewhere."))
+    setup.start_worker()
+    a = replica(setup)
+    try:
+        run_id = _leave(a, "/v1/agent", {"messages": "go", "background": True})
+        wait_for(lambda: any(e["type"] == "confirmation_required" for e in setup.stored(run_id)), 60, "the question")
+        kill(a)
+        b = replica(setup)  # a replica started after A died
+        try:
+            assert httpx.get(f"{b.url}/v1/runs/{run_id}", headers=CALLER, timeout=10).json()["pending_approvals"] == ["g5"]
+            time.sleep(10)  # past the store's process timeout: the sweep runs, and must leave the run alone
+            missing = httpx.post(f"{b.url}/v1/runs/{run_id}/approvals/nope", json={"approve": True}, headers=CALLER)
+            assert missing.status_code == 409
+            answered = httpx.post(f"{b.url}/v1/runs/{run_id}/approvals/g5", json={"approve": True}, headers=CALLER,
+                                  timeout=30)
+            assert answered.status_code == 200, answered.text
+            seen = statuses_until_end(setup, run_id, 60)
+        finally:
+            b.stop()
+    finally:
+        a.stop()
+    assert seen[-1] == "ok" and "interrupted" not in seen, seen
+    assert len(setup.counted("count", "via-b")) == 1 and len(server.requests) == 2
+    stored = assert_gap_free(setup, run_id)
+    assert stored[-1]["type"] == "agent_done" and stored[-1]["data"]["answer"] == "Approved elsewhere."
+
+
+def test_cancel_over_http_cancels_the_temporal_execution_on_the_replica_that_runs_it_and_on_another(
+        setup: Setup) -> None:
+    setup.start_worker()
+    a, b = replica(setup), replica(setup)
+    try:
+        here = start_background(a, "slowPipeline", {"text": "c-here", "seconds": 60})
+        there = start_background(a, "slowPipeline", {"text": "c-there", "seconds": 60})
+        wait_for(lambda: setup.counted("sleep", "c-here") and setup.counted("sleep", "c-there"), 60, "both steps 2")
+        assert httpx.post(f"{a.url}/v1/runs/{here}/cancel", headers=CALLER, timeout=30).status_code == 200
+        assert httpx.post(f"{b.url}/v1/runs/{there}/cancel", headers=CALLER, timeout=30).status_code == 200
+        ends = [statuses_until_end(setup, run_id, 40)[-1] for run_id in (here, there)]
+        again = httpx.post(f"{b.url}/v1/runs/{here}/cancel", headers=CALLER, timeout=30)
+    finally:
+        a.stop()
+        b.stop()
+    assert ends == ["cancelled", "cancelled"]
+    assert again.status_code == 409
+    for run_id, text in ((here, "c-here"), (there, "c-there")):
+        wait_for(lambda: workflow_status(setup.address, run_id) == "CANCELED", 30, "the execution to be cancelled")
+        assert setup.counted("sleep-cancelled", text)  # the running step was cancelled on the worker
+        stored = assert_gap_free(setup, run_id)
+        assert stored[-1]["type"] == "tool_call_error" and stored[-1]["data"]["error"]["code"] == "cancelled"
+
+
+def test_cancel_through_another_replica_of_a_run_whose_replica_died(setup: Setup) -> None:
+    setup.start_worker()
+    a, b = replica(setup), replica(setup)
+    try:
+        run_id = start_background(a, "slowPipeline", {"text": "c-dead", "seconds": 60})
+        wait_for(lambda: setup.counted("sleep", "c-dead"), 60, "step 2 to start")
+        kill(a)
+        assert httpx.post(f"{b.url}/v1/runs/{run_id}/cancel", headers=CALLER, timeout=30).status_code == 200
+        seen = statuses_until_end(setup, run_id, 40)
+    finally:
+        a.stop()
+        b.stop()
+    assert seen[-1] == "cancelled", seen
+    assert workflow_status(setup.address, run_id) == "CANCELED"
+    stored = assert_gap_free(setup, run_id)
+    assert stored[-1]["type"] == "tool_call_error" and stored[-1]["data"]["error"]["code"] == "cancelled"
