@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from pydantic import ValidationError
 
-from .errors import IssueCollector, Location
+from .errors import ConfigIssue, IssueCollector, Location
 from .executors.base import ToolType, known_tool_types, tool_type
-from .executors.workflow import LinkedStep, WorkflowExecutor
-from .mapping import MappingSyntaxError, Reference, compile_mapping, is_reference, iter_references, parse_reference
+from .executors.workflow import WorkflowExecutor
+from .mapping import MappingSyntaxError, compile_mapping, iter_references, parse_value
 from .project import LinkedTool, Project, ToolPolicy
 from .providers.base import known_providers, provider_factory
-from .schema import CompiledSchema, SchemaReader, describe_types_article, literal_types, schema_problem_details, types_fit
+from .schema import CompiledSchema, SchemaReader, schema_problem_details
 from .skills import PromptSkill, PythonSkill, Skill, TemplateSkill
 from .skills.python import signature_problem
 from .skills.tool import ToolSkill
@@ -33,13 +33,12 @@ from .spec.models import (
     TemplateSkillSpec,
     ToolSkillSpec,
     ToolSpec,
-    WorkflowSpec,
 )
 from .spec.yaml_source import YamlPath
 from .templating import ENV as TEMPLATE_ENV
 from .templating import check_template
+from .workflow_link import DataFlow, Site, WorkflowLink, leaves, workflow_order
 
-_MAX_RETRIES = 10  # RetrySpec.times allows 0..10; `retry: N` is its short form
 if TYPE_CHECKING:
     from .store.tool_settings import ToolSetting
 
@@ -58,10 +57,22 @@ def load_project(root: str | Path = ".", *, tool_settings: "dict[str, ToolSettin
         from .overlay import apply_tool_settings
 
         apply_tool_settings(specs, tool_settings, issues)
-    project = _Linker(specs, issues).link()
+    linker = _Linker(specs, issues)
+    project = linker.link()
     issues.raise_if_any()
     assert project is not None
+    _publish_warnings(project, linker.warnings)
     return project
+
+
+def _publish_warnings(project: Project, warnings: list[ConfigIssue]) -> None:
+    """Load warnings (the project still runs): logged once each, and kept as `project.warnings`."""
+    project.warnings = list(dict.fromkeys(warnings))  # type: ignore[attr-defined]
+    if project.warnings:
+        from .logging import logger
+
+        for warning in project.warnings:
+            logger.warning(f"config warning: {warning}")
 
 
 def check_project(root: str | Path = ".", *, import_python: bool = True) -> tuple[Project, list[str]]:
@@ -76,6 +87,7 @@ def check_project(root: str | Path = ".", *, import_python: bool = True) -> tupl
     project = linker.link()
     issues.raise_if_any()
     assert project is not None
+    project.warnings = list(dict.fromkeys(linker.warnings))  # type: ignore[attr-defined]
     return project, linker.not_imported
 
 
@@ -94,9 +106,15 @@ class _Linker:
         self.not_imported: list[str] = []  # with import_python=False: what was skipped, and where
         self.skills: dict[str, Skill] = {}
         self.workflows: dict[str, WorkflowExecutor] = {}
+        self.workflow_links: dict[str, WorkflowLink] = {}  # the workflows that passed their check
         # Per workflow: its `$toolArgs` references with what they map into, in walk order,
         # recorded by the workflow's own check so a tool's check does not walk it again.
-        self.tool_arg_sites: dict[str, list[tuple[Reference, Any, YamlPath, int, bool]]] = {}
+        self.tool_arg_sites: dict[str, list[Site]] = {}
+        self.warnings: list[ConfigIssue] = []
+
+    def warn(self, location: Location, message: str, hint: str = "") -> None:
+        """Something that loads and runs, but is probably not what was meant."""
+        self.warnings.append(ConfigIssue(location, message, hint))
 
     def link(self) -> Project | None:
         models = self._models()
@@ -104,10 +122,12 @@ class _Linker:
             skill = self._skill(entry, models)
             if skill is not None:
                 self.skills[entry.name] = skill
-        for entry in self.specs.workflows.values():
-            executor = self._workflow(entry)
-            if executor is not None:
-                self.workflows[entry.name] = executor
+        ordered = workflow_order(self)  # called workflows first; those in a call cycle are left out
+        for name in ordered + [name for name in self.specs.workflows if name not in ordered]:
+            link = WorkflowLink(self, self.specs.workflows[name])
+            if link.check() and name in ordered:
+                self.workflow_links[name] = link
+                self.workflows[name] = link.build()
         tools = {}
         for entry in self.specs.tools.values():
             tool = self._tool(entry)
@@ -249,52 +269,6 @@ class _Linker:
 
     # ─── workflows ────────────────────────────────────────────────────────────────────
 
-    def _workflow(self, entry: Entry[WorkflowSpec]) -> WorkflowExecutor | None:
-        spec = entry.spec
-        ok = True
-        seen: dict[str, int] = {}
-        for index, step in enumerate(spec.steps):
-            if step.id in seen:
-                self.issues.add(entry.loc("steps", index, "id"), f"duplicate step id {step.id!r} in workflow {entry.name!r} (first used by step {seen[step.id] + 1})", "give every step its own id")
-                ok = False
-            else:
-                seen[step.id] = index
-            if isinstance(step.retry, int) and not isinstance(step.retry, bool) and not 0 <= step.retry <= _MAX_RETRIES:
-                self.issues.add(entry.loc("steps", index, "retry"), f"retry: {step.retry} is not a number of retries", f"use 0 to {_MAX_RETRIES}, or `retry: {{times: N, delay: 1s}}`")
-                ok = False
-            if step.skill not in self.specs.skills and self.specs.reported("skills", step.skill):
-                ok = False  # the skill's own definition is already reported
-            elif step.skill not in self.specs.skills:
-                self.issues.add(entry.loc("steps", index, "skill"), f"step {step.id!r} uses unknown skill {step.skill!r}", _suggest(step.skill, self.specs.skills))
-                ok = False
-        flow = _DataFlow(self, entry, tool_parameters=None)
-        flow.sites = []
-        steps: list[LinkedStep] = []
-        for index, step in enumerate(spec.steps):
-            skill = self.skills.get(step.skill)
-            path = ("steps", index, "input")
-            resolver = self._compile(entry, path, step.input)
-            if skill is None or resolver is None:
-                ok = False  # the skill's own errors are already reported
-                flow.sites = None  # this walk differs from a tool's: tools walk on their own
-                if resolver is not None:  # still check which steps it reads, and when
-                    flow.check_value(step.input, None, path, index, target_required=False)
-                continue
-            if not flow.check_step_input(index, step.id, skill, step.input, path):
-                ok = False
-            if ok:
-                retry = step.retry_spec
-                steps.append(LinkedStep(step.id, skill, resolver, step.timeout, retry.times, retry.delay))
-        output_resolver = None
-        if spec.output is not None:
-            output_resolver = self._compile(entry, ("output",), spec.output)
-            flow.check_value(spec.output, None, ("output",), len(spec.steps), target_required=False)
-        if flow.sites is not None:
-            self.tool_arg_sites[entry.name] = flow.sites
-        if not ok or output_resolver is None and spec.output is not None:
-            return None
-        return WorkflowExecutor(entry.name, steps, output_resolver, spec.output)
-
     def _compile(self, entry: Entry[Any], path: YamlPath, mapping: Any) -> Any:
         try:
             return compile_mapping(mapping)
@@ -302,7 +276,7 @@ class _Linker:
             pass  # report each malformed reference at its own position
         for sub, text in iter_references(mapping):
             try:
-                parse_reference(text)
+                parse_value(text)
             except MappingSyntaxError as exc:
                 self.issues.add(entry.loc(*path, *sub), str(exc), "see the mapping language in docs/mapping.md")
         return None
@@ -329,7 +303,7 @@ class _Linker:
                 self.issues.add(entry.loc("workflow"), f"tool {entry.name!r} runs unknown workflow {spec.workflow!r}", _suggest(spec.workflow, self.specs.workflows))
                 return None
             workflow_entry = self.specs.workflows[spec.workflow]
-            if not _DataFlow(self, workflow_entry, tool_parameters=parameters, tool_name=entry.name).check_tool_args():
+            if not DataFlow(self, workflow_entry, leaves(workflow_entry.spec), tool_parameters=parameters, tool_name=entry.name).check_tool_args():
                 return None
             executor = self.workflows.get(spec.workflow)
             if executor is None:
@@ -381,162 +355,6 @@ class _Linker:
         return True
 
 
-# ─── data-flow checks ────────────────────────────────────────────────────────────────
-
-
-class _DataFlow:
-    """Checks a workflow's mappings against the schemas they read from and write into.
-
-    Step references are checked once per workflow (tool_parameters=None); `$toolArgs`
-    references are checked once per tool that runs the workflow, against its parameters.
-    """
-
-    def __init__(self, linker: _Linker, entry: Entry[WorkflowSpec], *, tool_parameters: dict[str, Any] | None, tool_name: str | None = None):
-        self.linker = linker
-        self.entry = entry
-        self.tool_parameters = tool_parameters
-        self.tool_name = tool_name
-        self.order = {}
-        for index, step in enumerate(entry.spec.steps):
-            self.order.setdefault(step.id, index)
-        self.ok = True
-        # When a list: the workflow's check records its `$toolArgs` references here.
-        self.sites: list[tuple[Reference, Any, YamlPath, int, bool]] | None = None
-
-    def error(self, path: YamlPath, message: str, hint: str = "") -> None:
-        self.linker.issues.add(self.entry.loc(*path), message, hint)
-        self.ok = False
-
-    def check_tool_args(self) -> bool:
-        """Only `$toolArgs` references, against the calling tool's parameters."""
-        sites = self.linker.tool_arg_sites.get(self.entry.name)
-        if sites is not None:  # found by the workflow's check, which walked the same way
-            for ref, target, path, index, target_required in sites:
-                self._check_reference(ref, target, SchemaReader(target), path, index, target_required)
-            return self.ok
-        spec = self.entry.spec
-        for index, step in enumerate(spec.steps):
-            skill = self.linker.skills.get(step.skill)
-            target = skill.input_schema_raw if skill else None
-            self.check_value(step.input, target, ("steps", index, "input"), index, target_required=True, only_args=True)
-        if spec.output is not None:
-            self.check_value(spec.output, None, ("output",), len(spec.steps), target_required=False, only_args=True)
-        return self.ok
-
-    def check_step_input(self, index: int, step_id: str, skill: Skill, mapping: Any, path: YamlPath) -> bool:
-        before = self.ok
-        self.ok = True
-        self.check_value(mapping, skill.input_schema_raw, path, index, target_required=True, skill=skill)
-        result = self.ok
-        self.ok = before and result
-        return result
-
-    def check_value(
-        self,
-        value: Any,
-        target: Any,
-        path: YamlPath,
-        index: int,
-        *,
-        target_required: bool,
-        only_args: bool = False,
-        skill: Skill | None = None,
-    ) -> None:
-        reader = SchemaReader(target)
-        if isinstance(value, str) and is_reference(value):
-            try:
-                ref = parse_reference(value)
-            except MappingSyntaxError:
-                return  # reported by the compiler
-            if only_args != (ref.source == "toolArgs"):
-                if self.sites is not None and not only_args:
-                    self.sites.append((ref, target, path, index, target_required))
-                return
-            self._check_reference(ref, target, reader, path, index, target_required)
-            return
-        if only_args is False and not isinstance(value, (dict, list)) and target is not None:
-            literal = value[1:] if isinstance(value, str) and value.startswith("$$") else value
-            if not types_fit(literal_types(literal), reader.types(target)):
-                self.error(path, f"literal {literal!r} does not fit {_where_into(path)}, which expects {describe_types_article(reader.types(target))}", "change the value or the skill's input schema")
-            return
-        if isinstance(value, dict):
-            target_types = reader.types(target)
-            if target is not None and target_types is not None and "object" not in target_types:
-                if not only_args:
-                    self.error(path, f"an object is mapped into {_where_into(path)}, which expects {describe_types_article(target_types)}", "map an object only into an object input")
-                return
-            for key, sub in value.items():
-                exists, child = reader.child(target, key) if target is not None else (True, None)
-                if not exists:
-                    if not only_args:
-                        owner = f"skill {skill.name!r}" if skill and path[-1] == "input" else "the target schema"
-                        self.error(path + (key,), f"{owner} has no input {key!r}", "remove it, or declare it in the skill's input.properties")
-                    continue
-                self.check_value(sub, child, path + (key,), index, target_required=reader.is_required(target, key), only_args=only_args)
-            if not only_args and target is not None:
-                resolved = reader.resolve(target)
-                for key in (resolved.get("required") or []) if isinstance(resolved, dict) else []:
-                    if key not in value and not reader.has_default(target, key):
-                        who = f"skill {skill.name!r}" if skill and path[-1] == "input" else "the target"
-                        self.error(path, f"required input {key!r} of {who} is not mapped", f"add `{key}: $toolArgs.…` or `$steps.<id>.output…`")
-        elif isinstance(value, list):
-            for position, sub in enumerate(value):
-                exists, child = reader.child(target, position) if target is not None else (True, None)
-                self.check_value(sub, child if exists else None, path + (position,), index, target_required=False, only_args=only_args)
-
-    def _check_reference(self, ref: Reference, target: Any, reader: SchemaReader, path: YamlPath, index: int, target_required: bool) -> None:
-        if ref.source == "toolArgs":
-            if self.tool_parameters is None:
-                return
-            source_schema: Any = self.tool_parameters
-            origin = f"the parameters of tool {self.tool_name!r}"
-        else:
-            step_id = ref.step_id
-            assert step_id is not None
-            position = self.order.get(step_id)
-            if position is None:
-                self.error(path, f"{ref.text} reads step {step_id!r}, but workflow {self.entry.name!r} has no step with that id", _suggest(step_id, self.order))
-                return
-            if position >= index:
-                when = "is this step" if position == index else f"runs later (step {position + 1})"
-                self.error(path, f"{ref.text} reads step {step_id!r}, which {when}; only earlier steps have outputs", "reorder the steps or read an earlier step")
-                return
-            skill = self.linker.skills.get(self.entry.spec.steps[position].skill)
-            if skill is None:
-                return
-            source_schema = skill.produces
-            origin = f"the output of step {step_id!r} (skill {skill.name!r})"
-        source_reader = SchemaReader(source_schema)
-        node: Any = source_schema
-        optional = False
-        for depth, part in enumerate(ref.path):
-            if isinstance(part, str) and not source_reader.is_required(node, part) and not source_reader.has_default(node, part):
-                optional = True
-            parent = node
-            exists, node = source_reader.child(node, part)
-            if not exists:
-                shown = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in ref.path[: depth + 1]).lstrip(".")
-                parent_types = source_reader.types(parent)
-                wanted = "array" if isinstance(part, int) else "object"
-                if depth > 0 and parent_types is not None and wanted not in parent_types:
-                    above = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in ref.path[:depth]).lstrip(".")
-                    step = f"[{part}]" if isinstance(part, int) else f".{part}"
-                    self.error(path, f"{ref.text}: {above!r} in {origin} is {describe_types_article(parent_types)}, so it has no {step}", "fix the path, or change the source schema")
-                elif ref.source == "toolArgs" and depth == 0:
-                    self.error(path, f"{ref.text}: tool {self.tool_name!r} declares no parameter {shown!r}", f"declare {shown!r} under the tool's parameters.properties, or fix the name")
-                else:
-                    self.error(path, f"{ref.text}: {origin} has no {shown!r}", "fix the path, or declare it in the source schema")
-                return
-            if node is None:
-                break
-        source_types = source_reader.types(node) if node is not None else None
-        target_types = reader.types(target) if target is not None else None
-        if not types_fit(source_types, target_types):
-            self.error(path, f"{ref.text} is {describe_types_article(source_types)}, but {_where_into(path)} expects {describe_types_article(target_types)}", "map a value of the right type, or change one of the schemas")
-        if ref.source == "toolArgs" and optional and target_required and target is not None:
-            self.error(path, f"{ref.text} is optional in {origin} but {_where_into(path)} is required", "make the argument required, give it a default, or make the input optional")
-
-
 def _variable_location(entry: Entry[Any], field: str, source: str, name: str) -> Location:
     """Where a template first reads `name`: its line in the YAML file, and its column there."""
     import re
@@ -557,11 +375,6 @@ def _variable_location(entry: Entry[Any], field: str, source: str, name: str) ->
         if found:
             return Location(where.file, where.line, where.col + found.start(), where.path)
     return where
-
-
-def _where_into(path: YamlPath) -> str:
-    keys = [str(p) for p in path if p not in ("steps", "input") and not isinstance(p, int)]
-    return f"input {'.'.join(keys)!r}" if keys else "the input"
 
 
 def _declared_properties(schema: Any) -> set[str] | None:

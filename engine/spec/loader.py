@@ -21,6 +21,7 @@ from .models import (
     LimitSettings,
     LoggingSettings,
     ModelSpec,
+    ParallelSpec,
     PromptSkillSpec,
     PythonSkillSpec,
     RetrySpec,
@@ -228,7 +229,10 @@ def report_pydantic_errors(errors: list[Any], source: SourceMap, path: YamlPath,
                 hint = f"did you mean {typo!r}? ({typo!r} is required)"
             else:
                 close = difflib.get_close_matches(str(loc[-1]), _FIELD_NAMES, n=1, cutoff=0.75)
-                hint = f"did you mean {close[0]!r}?" if close else "check the spelling; see schemas/ for the allowed fields"
+                if close and close[0] == str(loc[-1]):
+                    hint = f"{close[0]!r} belongs to another kind of entry; remove it here"
+                else:
+                    hint = f"did you mean {close[0]!r}?" if close else "check the spelling; see schemas/ for the allowed fields"
             issues.add(source.locate(path + loc, key=True), f"unknown field {field_path!r}", hint)
         elif kind == "missing" and loc:
             if loc in fixed:
@@ -257,7 +261,9 @@ _FIELD_HINTS = {
     "timeout": _DURATION_HINT,
     "delay": _DURATION_HINT,
     "tool_timeout": _DURATION_HINT,
-    "steps": "list the steps, each with `id:` and `skill:`",
+    "steps": "list the steps, each with `id:` and `skill:` (or `workflow:`), or `parallel:` groups of them",
+    "concurrency": "write how many items may run at once, 1 to 1000",
+    "onItemError": "use fail, skip or collect",
     "id": "use letters, digits, '_' or '-', starting with a letter or digit",
     "retry": "write a number of retries, or a mapping with `times:` and `delay:`",
 }
@@ -265,14 +271,14 @@ _FIELD_HINTS = {
 
 def _field_names() -> list[str]:
     names: set[str] = set()
-    for model in (ToolSpec, PromptSkillSpec, PythonSkillSpec, TemplateSkillSpec, WorkflowSpec, StepSpec, RetrySpec, ModelSpec, EngineSettings, RouterSettings, LimitSettings, LoggingSettings):
+    for model in (ToolSpec, PromptSkillSpec, PythonSkillSpec, TemplateSkillSpec, WorkflowSpec, StepSpec, ParallelSpec, RetrySpec, ModelSpec, EngineSettings, RouterSettings, LimitSettings, LoggingSettings):
         names.update(model.model_fields)
     return sorted(names)
 
 
 _KIND_HINTS = {
     "literal_error": "use one of the values listed",
-    "bool_type": "write true or false",
+    "bool_type": "write true or false, without quotes (a quoted \"yes\" is a string, not a boolean)",
     "bool_parsing": "write true or false",
     "string_type": "write a string (quote it if YAML reads it as something else)",
     "int_type": "write a whole number",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import Field
+from pydantic import Discriminator, Field, StrictBool, Tag
 
 from .common import Duration, JsonSchema, _Spec, parse_duration  # noqa: F401 (re-exported)
 from .settings import (  # noqa: F401 (re-exported: engine.yaml's models used to live here)
@@ -32,14 +32,14 @@ class ToolSpec(_Spec):
     parameters: JsonSchema | None = Field(
         default=None, description="JSON Schema of the arguments. Tool types may supply their own."
     )
-    enabled: bool = True
+    enabled: StrictBool = True
     workflow: str | None = Field(default=None, description="Name of the workflow this tool runs.")
     type: str | None = Field(
         default=None, description="Built-in or registered tool type (default: workflow)."
     )
     config: dict[str, Any] = Field(default_factory=dict, description="Settings for the tool type.")
     timeout: Duration | None = Field(default=None, description="Time limit for one call.")
-    confirm: bool = Field(default=False, description="Ask for approval before every call.")
+    confirm: StrictBool = Field(default=False, description="Ask for approval before every call.")
 
 
 class ToolsFile(_Spec):
@@ -76,7 +76,7 @@ class PythonSkillSpec(_Spec):
     function: str = Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
     input: JsonSchema = Field(default_factory=lambda: {"type": "object"})
     output: JsonSchema | None = None
-    threaded: bool = Field(
+    threaded: StrictBool = Field(
         default=False, description="Run a sync function in a worker thread (for blocking code)."
     )
 
@@ -118,9 +118,16 @@ class RetrySpec(_Spec):
 
 
 class StepSpec(_Spec):
+    """One step: a skill (or another workflow), maybe conditional, maybe once per item of a list."""
+
     id: str = Field(pattern=IDENT_RE.pattern)
-    skill: str
-    input: Any = Field(default_factory=dict, description="Mapping: $toolArgs / $steps references.")
+    skill: str | None = Field(default=None, description="The skill this step runs.")
+    workflow: str | None = Field(default=None, description="Another workflow this step runs (instead of a skill).")
+    input: Any = Field(default_factory=dict, description="Mapping: $toolArgs / $steps / $item / $index references.")
+    when: str | None = Field(default=None, description="Condition: the step runs only when it holds (see docs/workflows.md).")
+    forEach: str | None = Field(default=None, description="Reference to an array: the step runs once per item ($item, $index).")
+    concurrency: int = Field(default=4, ge=1, le=1000, description="forEach: items in flight at once.")
+    onItemError: Literal["fail", "skip", "collect"] = Field(default="fail", description="forEach: what a failed item does.")
     timeout: Duration | None = None
     retry: RetrySpec | int | None = None
 
@@ -133,9 +140,24 @@ class StepSpec(_Spec):
         return self.retry
 
 
+class ParallelSpec(_Spec):
+    """Steps that run at the same time; after the group every member's output is available."""
+
+    parallel: list[StepSpec] = Field(min_length=1, description="The steps of the group.")
+
+
+def _step_tag(value: Any) -> str:
+    return "Parallel" if isinstance(value, dict) and "parallel" in value else "Step"
+
+
+WorkflowItem = Annotated[
+    Union[Annotated[StepSpec, Tag("Step")], Annotated[ParallelSpec, Tag("Parallel")]], Discriminator(_step_tag)
+]
+
+
 class WorkflowSpec(_Spec):
     description: str = ""
-    steps: list[StepSpec] = Field(min_length=1)
+    steps: list[WorkflowItem] = Field(min_length=1)
     output: Any = Field(default=None, description="Mapping of the result (default: last step).")
 
 

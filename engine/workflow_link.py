@@ -1,0 +1,603 @@
+"""Link one workflow: check its steps, conditions and data flow at load, then build its executor.
+
+Every construct is checked before anything runs, each problem at its `file:line:col` with a
+fix: unknown skills and workflows, recursion through sub-workflows, `forEach` over something
+that is not an array, `$item` outside a `forEach`, a `parallel` member reading a sibling, a
+maybe-absent output (of a step with `when`) fed into a required input without `??`, the
+references and operand types of `when`, and a sub-workflow's `$toolArgs` against the calling
+step's mapping. `DataFlow` walks mappings against the schemas they read from and write into.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .conditions import Condition, ConditionSyntaxError, check_types
+from .executors.workflow import LinkedStep, WorkflowExecutor
+from .mapping import (
+    Fallback, MappingSyntaxError, Reference, compile_mapping, compile_reference, format_path, is_reference, parse_value,
+)
+from .schema import SchemaReader, describe_types_article, literal_types, types_fit
+from .spec.loader import Entry
+from .spec.models import ParallelSpec, StepSpec, WorkflowSpec
+from .spec.yaml_source import YamlPath
+from .workflow_nodes import ForEach, Parallel, Step, SubWorkflow
+
+if TYPE_CHECKING:
+    from .link import _Linker
+
+_MAX_RETRIES = 10  # RetrySpec.times allows 0..10; `retry: N` is its short form
+Site = tuple[Reference, Any, YamlPath, int, bool]  # a `$toolArgs` reference: (ref, target, path, position, required)
+
+
+@dataclass(frozen=True)
+class Leaf:
+    """One step as written, wherever it sits: at the top level or inside a parallel group."""
+
+    spec: StepSpec
+    path: YamlPath  # ("steps", i) or ("steps", i, "parallel", j)
+    position: int  # index of its top-level entry: members of a group share their group's
+    in_group: bool
+
+    @property
+    def plain(self) -> bool:
+        s = self.spec
+        return s.skill is not None and s.workflow is None and s.when is None and s.forEach is None and not self.in_group
+
+
+def leaves(spec: WorkflowSpec) -> list[Leaf]:
+    out: list[Leaf] = []
+    for index, item in enumerate(spec.steps):
+        if isinstance(item, ParallelSpec):
+            out += [Leaf(member, ("steps", index, "parallel", j), index, True) for j, member in enumerate(item.parallel)]
+        else:
+            out.append(Leaf(item, ("steps", index), index, False))
+    return out
+
+
+def workflow_order(linker: "_Linker") -> list[str]:
+    """Workflows with the ones they call first; a call cycle is reported (and its members left out)."""
+    specs = linker.specs.workflows
+    calls = {name: [(leaf, leaf.spec.workflow) for leaf in leaves(entry.spec) if leaf.spec.workflow in specs]
+             for name, entry in specs.items()}
+    order: list[str] = []
+    state: dict[str, int] = {}  # 1: on the stack, 2: done
+    cyclic: set[str] = set()
+
+    def visit(name: str, stack: list[str]) -> None:
+        state[name] = 1
+        for leaf, callee in calls[name]:
+            assert callee is not None
+            if state.get(callee) == 1:
+                loop = stack[stack.index(callee):] + [name, callee] if callee != name else [name, name]
+                chain = " → ".join(dict.fromkeys(loop[:-1])) + f" → {callee}"
+                linker.issues.add(specs[name].loc(*leaf.path, "workflow"),
+                                  f"step {leaf.spec.id!r} makes workflow {name!r} run itself ({chain})",
+                                  "a workflow may not call itself, directly or through others; move the shared steps into a third workflow")
+                cyclic.update(loop)
+            elif state.get(callee) is None:
+                visit(callee, stack + [name])
+        state[name] = 2
+        order.append(name)
+
+    for name in specs:
+        if name not in state:
+            visit(name, [])
+    return [name for name in order if name not in cyclic]
+
+
+_LOOKS_LIKE_REFERENCE = re.compile(r"^(toolArgs(\.|\[|$)|steps\.[A-Za-z0-9_][A-Za-z0-9_-]*\.output\b|item(\.|\[)|index$)")
+
+
+class WorkflowLink:
+    """The load-time check of one workflow and, once it passed, the builder of its executors."""
+
+    def __init__(self, linker: "_Linker", entry: Entry[WorkflowSpec]):
+        self.linker = linker
+        self.entry = entry
+        self.leaves = leaves(entry.spec)
+        self.flow = DataFlow(linker, entry, self.leaves, tool_parameters=None)
+        self.output_schema: Any = None  # what the workflow returns, for the steps that call it
+
+    # ─── checks ───────────────────────────────────────────────────────────────────────
+
+    def check(self) -> bool:
+        ok = self._check_shapes()
+        flow = self.flow
+        flow.sites = []
+        for leaf in self.leaves:
+            flow.enter(leaf)
+            ok = self._check_leaf(leaf) and ok
+        spec = self.entry.spec
+        if spec.output is not None:
+            flow.enter(None)
+            if self.linker._compile(self.entry, ("output",), spec.output) is None:
+                ok = False
+            else:
+                flow.check_value(spec.output, None, ("output",), len(spec.steps), target_required=False)
+            self.output_schema = flow.value_schema(spec.output)[0]
+        elif self.leaves:
+            self.output_schema = flow.produces.get(self.leaves[-1].spec.id)
+        if flow.sites is not None:
+            self.linker.tool_arg_sites[self.entry.name] = flow.sites
+        return ok and flow.ok
+
+    def _error(self, path: YamlPath, message: str, hint: str = "") -> None:
+        self.linker.issues.add(self.entry.loc(*path), message, hint)
+
+    def _check_shapes(self) -> bool:
+        """Ids, retries, what each step runs, and options that need another option."""
+        ok, seen, name = True, {}, self.entry.name
+        specs = self.linker.specs
+        for number, leaf in enumerate(self.leaves, 1):
+            step, path = leaf.spec, leaf.path
+            if step.id in seen:
+                self._error(path + ("id",), f"duplicate step id {step.id!r} in workflow {name!r} (first used by step {seen[step.id]})", "give every step its own id")
+                ok = False
+            else:
+                seen[step.id] = number
+            if isinstance(step.retry, int) and not isinstance(step.retry, bool) and not 0 <= step.retry <= _MAX_RETRIES:
+                self._error(path + ("retry",), f"retry: {step.retry} is not a number of retries", f"use 0 to {_MAX_RETRIES}, or `retry: {{times: N, delay: 1s}}`")
+                ok = False
+            if step.skill is not None and step.workflow is not None:
+                self._error(path + ("workflow",), f"step {step.id!r} has both `skill:` and `workflow:`", "a step runs one skill or one workflow; keep one of them")
+                ok = False
+            elif step.skill is None and step.workflow is None:
+                self._error(path + ("id",), f"step {step.id!r} says neither which skill nor which workflow it runs", "add `skill: <name>` or `workflow: <name>`")
+                ok = False
+            elif step.skill is not None and step.skill not in specs.skills:
+                if not specs.reported("skills", step.skill):
+                    self._error(path + ("skill",), f"step {step.id!r} uses unknown skill {step.skill!r}", _suggest(step.skill, specs.skills))
+                ok = False
+            elif step.workflow is not None and step.workflow not in specs.workflows:
+                if not specs.reported("workflows", step.workflow):
+                    self._error(path + ("workflow",), f"step {step.id!r} runs unknown workflow {step.workflow!r}", _suggest(step.workflow, specs.workflows))
+                ok = False
+            if step.workflow is not None and step.forEach is not None:
+                self._error(path + ("forEach",), f"step {step.id!r}: forEach runs a skill per item, not a workflow", "map a skill over the items, or move the forEach into the workflow")
+                ok = False
+            if step.workflow is not None and step.retry is not None:
+                self._error(path + ("retry",), f"step {step.id!r} runs a workflow, which has no retry of its own", "set `retry:` on the sub-workflow's steps")
+                ok = False
+            for option in ("concurrency", "onItemError"):
+                if option in step.model_fields_set and step.forEach is None:
+                    self._error(path + (option,), f"step {step.id!r}: {option} applies to forEach steps only", f"remove `{option}:`, or add `forEach: <array reference>`")
+                    ok = False
+        last = self.entry.spec.steps[-1]
+        if isinstance(last, ParallelSpec) and self.entry.spec.output is None:
+            self._error(("steps", len(self.entry.spec.steps) - 1, "parallel"), f"workflow {name!r} ends with a parallel group, so it has no last step to return", "add `output:` saying what the workflow returns (e.g. a mapping of the members' outputs)")
+            ok = False
+        return ok
+
+    def _check_leaf(self, leaf: Leaf) -> bool:
+        step, flow = leaf.spec, self.flow
+        ok = True
+        if step.forEach is not None:
+            ok = self._check_for_each(leaf) and ok
+        if step.when is not None:
+            ok = self._check_when(leaf) and ok
+        path = leaf.path + ("input",)
+        if self.linker._compile(self.entry, path, step.input) is None:
+            flow.sites = None
+            return False
+        if step.skill is not None:
+            skill = self.linker.skills.get(step.skill)
+            if skill is None:
+                flow.sites = None  # this walk differs from a tool's: tools walk on their own
+                flow.check_value(step.input, None, path, leaf.position, target_required=False)
+                return False
+            ok = flow.check_step_input(leaf.position, skill, step.input, path) and ok
+            produced = skill.produces
+        else:
+            flow.check_value(step.input, None, path, leaf.position, target_required=False)
+            ok = self._check_sub_workflow(leaf) and ok
+            sub = self.linker.workflow_links.get(step.workflow or "")
+            produced = sub.output_schema if sub is not None else None
+        if step.forEach is not None:
+            produced = _items_schema(produced, step.onItemError)
+        flow.produces[step.id] = produced
+        flow.producer[step.id] = f"skill {step.skill!r}" if step.skill is not None else f"workflow {step.workflow!r}"
+        if step.forEach is not None:
+            flow.producer[step.id] += ", for each item"
+        return ok
+
+    def _check_for_each(self, leaf: Leaf) -> bool:
+        step, flow = leaf.spec, self.flow
+        path = leaf.path + ("forEach",)
+        text = step.forEach or ""
+        if not is_reference(text):
+            fix = f"write ${text}" if _LOOKS_LIKE_REFERENCE.match(text) else "write a reference such as $steps.<id>.output.items or $toolArgs.items"
+            self._error(path, f"forEach of step {step.id!r} is {text!r}, not a reference to an array", fix)
+            return False
+        try:
+            parsed = parse_value(text)
+        except MappingSyntaxError as exc:
+            self._error(path, str(exc), "see docs/workflows.md")
+            return False
+        if isinstance(parsed, Fallback) or parsed.source in ("item", "index"):
+            self._error(path, f"forEach of step {step.id!r} must be one $toolArgs or $steps reference", "write e.g. forEach: $steps.split.output.items")
+            return False
+        if parsed.source == "toolArgs":
+            if flow.sites is not None:
+                flow.sites.append((parsed, {"type": "array"}, path, leaf.position, False))
+            return True  # its type is checked against each tool's parameters
+        found = flow.resolve(parsed, path, leaf.position)
+        if found is None:
+            return False
+        reader, node, _ = found
+        types = reader.types(node) if node is not None else None
+        if types is not None and "array" not in types:
+            self._error(path, f"forEach of step {step.id!r} reads {parsed.text}, which is {describe_types_article(types)}, not an array", "point forEach at an array")
+            return False
+        exists, item = reader.child(node, 0) if node is not None else (True, None)
+        flow.item = (reader, item if exists else None)
+        return True
+
+    def _check_when(self, leaf: Leaf) -> bool:
+        step, flow = leaf.spec, self.flow
+        path = leaf.path + ("when",)
+        try:
+            condition = Condition(step.when or "")
+        except ConditionSyntaxError as exc:
+            self._error(path, f"cannot read the condition of step {step.id!r} at {(step.when or '')[exc.pos:][:20]!r}: {exc}", "see the condition language in docs/workflows.md")
+            return False
+        before = flow.ok
+        flow.ok = True
+
+        def types_of(ref: Reference) -> Any:
+            if ref.source == "toolArgs":
+                if flow.sites is not None:
+                    flow.sites.append((ref, None, path, leaf.position, False))
+                return None
+            found = flow.resolve(ref, path, leaf.position)
+            if found is None:
+                return None
+            reader, node, _ = found
+            return reader.types(node) if node is not None else None
+
+        for problem in check_types(condition, types_of):
+            self._error(path, f"when of step {step.id!r}: {problem.message}", problem.hint)
+            flow.ok = False
+        result = flow.ok
+        flow.ok = before and result
+        return result
+
+    def _check_sub_workflow(self, leaf: Leaf) -> bool:
+        """The sub-workflow's `$toolArgs` against what this step maps into it."""
+        step = leaf.spec
+        sub_entry = self.linker.specs.workflows.get(step.workflow or "")
+        if sub_entry is None or step.workflow not in self.linker.workflow_links:
+            return False  # unknown, broken or recursive: reported on its own
+        parameters = self.flow.value_schema(step.input)[0]
+        if not isinstance(parameters, dict) or "object" not in (SchemaReader(parameters).types(parameters) or {"object"}):
+            self._error(leaf.path + ("input",), f"step {step.id!r} runs workflow {step.workflow!r}, whose input must be an object", "map `input:` as `name: value` pairs")
+            return False
+        caller = f"step {step.id!r} of workflow {self.entry.name!r}"
+        return DataFlow(self.linker, sub_entry, leaves(sub_entry.spec), tool_parameters=parameters, caller=caller).check_tool_args()
+
+    # ─── building ─────────────────────────────────────────────────────────────────────
+
+    def build(self, prefix: str = "") -> WorkflowExecutor:
+        """The executor (after a clean check). `prefix`: `step/` for a sub-workflow's events."""
+        spec = self.entry.spec
+        skippable = frozenset(leaf.spec.id for leaf in self.leaves if leaf.spec.when is not None)
+        total = len(self.leaves)
+        numbers = {leaf.spec.id: number for number, leaf in enumerate(self.leaves, 1)}
+        entries: list[Any] = []
+        for leaf in self.leaves:
+            node = self._node(leaf, prefix, skippable, numbers[leaf.spec.id], total)
+            if leaf.in_group:
+                if entries and isinstance(entries[-1], list) and entries[-1][0][0] == leaf.position:
+                    entries[-1].append((leaf.position, node))
+                else:
+                    entries.append([(leaf.position, node)])
+            else:
+                entries.append(node)
+        steps = [Parallel([node for _, node in item]) if isinstance(item, list) else item for item in entries]
+        output = compile_mapping(spec.output, skippable) if spec.output is not None else None
+        return WorkflowExecutor(self.entry.name, steps, output, spec.output, total=total)
+
+    def _node(self, leaf: Leaf, prefix: str, skippable: frozenset[str], number: int, total: int) -> Any:
+        step = leaf.spec
+        event_id = prefix + step.id
+        resolver = compile_mapping(step.input, skippable)
+        unit: Any
+        if step.skill is not None:
+            retry = step.retry_spec
+            unit = LinkedStep(step.id, self.linker.skills[step.skill], resolver, step.timeout, retry.times, retry.delay, event_id)
+            if leaf.plain:
+                return unit
+        else:
+            sub = self.linker.workflow_links[step.workflow or ""].build(event_id + "/")
+            unit = SubWorkflow(step.id, event_id, resolver, sub)
+        for_each = None
+        if step.forEach is not None:
+            ref = parse_value(step.forEach)
+            assert isinstance(ref, Reference)
+            for_each = ForEach(compile_reference(ref, ref.step_id in skippable), step.concurrency, step.onItemError)
+        condition = Condition(step.when) if step.when is not None else None
+        return Step(step.id, event_id, unit, number, total, condition, for_each)
+
+
+def _items_schema(produced: Any, mode: str) -> Any:
+    """What a forEach step outputs: the array of its items' outputs (wrapped with `collect`)."""
+    item = produced if produced is not None else {}
+    if mode == "collect":
+        error = {"type": "object", "properties": {"code": {"type": "string"}, "message": {"type": "string"}}, "required": ["code", "message"]}
+        item = {"type": "object", "properties": {"ok": {"type": "boolean"}, "output": item, "error": error}, "required": ["ok"]}
+    return {"type": "array", "items": item}
+
+
+# ─── data-flow checks ────────────────────────────────────────────────────────────────
+
+
+class DataFlow:
+    """Checks a workflow's mappings against the schemas they read from and write into.
+
+    Step references are checked once per workflow (tool_parameters=None); `$toolArgs`
+    references are checked once per caller (a tool, or a step running it as a sub-workflow)
+    against what that caller passes.
+    """
+
+    def __init__(self, linker: "_Linker", entry: Entry[WorkflowSpec], leaves: list[Leaf], *,
+                 tool_parameters: dict[str, Any] | None, tool_name: str | None = None, caller: str | None = None):
+        self.linker = linker
+        self.entry = entry
+        self.leaves = leaves
+        self.tool_parameters = tool_parameters
+        self.tool_name = tool_name
+        self.caller = caller  # a step that runs this workflow (instead of a tool)
+        self.order: dict[str, int] = {}
+        self.in_group: set[str] = set()
+        self.conditional: dict[str, str] = {}
+        for leaf in leaves:
+            self.order.setdefault(leaf.spec.id, leaf.position)
+            if leaf.in_group:
+                self.in_group.add(leaf.spec.id)
+            if leaf.spec.when is not None:
+                self.conditional[leaf.spec.id] = leaf.spec.when
+        self.produces: dict[str, Any] = {}  # step id → the schema of its output (None: anything)
+        self.producer: dict[str, str] = {}  # step id → "skill 'x'" / "workflow 'y'", for messages
+        self.current: Leaf | None = None
+        self.item: tuple[SchemaReader, Any] | None = None  # inside a forEach step: the item's schema
+        self.ok = True
+        # When a list: the workflow's check records its `$toolArgs` references here.
+        self.sites: list[Site] | None = None
+
+    def enter(self, leaf: Leaf | None) -> None:
+        self.current = leaf
+        self.item = None
+
+    def error(self, path: YamlPath, message: str, hint: str = "") -> None:
+        self.linker.issues.add(self.entry.loc(*path), message, hint)
+        self.ok = False
+
+    def check_tool_args(self) -> bool:
+        """Only `$toolArgs` references, against the caller's parameters."""
+        sites = self.linker.tool_arg_sites.get(self.entry.name)
+        if sites is not None:  # found by the workflow's check, which walked the same way
+            for ref, target, path, index, target_required in sites:
+                self._check_reference(ref, target, SchemaReader(target), path, index, target_required)
+            return self.ok
+        for leaf in self.leaves:
+            skill = self.linker.skills.get(leaf.spec.skill or "")
+            target = skill.input_schema_raw if skill else None
+            self.check_value(leaf.spec.input, target, leaf.path + ("input",), leaf.position, target_required=True, only_args=True)
+        if self.entry.spec.output is not None:
+            self.check_value(self.entry.spec.output, None, ("output",), len(self.entry.spec.steps), target_required=False, only_args=True)
+        return self.ok
+
+    def check_step_input(self, index: int, skill: Any, mapping: Any, path: YamlPath) -> bool:
+        before = self.ok
+        self.ok = True
+        self.check_value(mapping, skill.input_schema_raw, path, index, target_required=True, skill=skill)
+        result = self.ok
+        self.ok = before and result
+        return result
+
+    def check_value(self, value: Any, target: Any, path: YamlPath, index: int, *, target_required: bool,
+                    only_args: bool = False, skill: Any = None) -> None:
+        reader = SchemaReader(target)
+        if isinstance(value, str) and is_reference(value):
+            try:
+                parsed = parse_value(value)
+            except MappingSyntaxError:
+                return  # reported by the compiler
+            if isinstance(parsed, Fallback):
+                self._check_fallback(parsed, target, reader, path, index, target_required, only_args)
+                return
+            if only_args != (parsed.source == "toolArgs"):
+                if self.sites is not None and not only_args:
+                    self.sites.append((parsed, target, path, index, target_required))
+                return
+            self._check_reference(parsed, target, reader, path, index, target_required)
+            return
+        if not only_args and isinstance(value, str) and _LOOKS_LIKE_REFERENCE.match(value):
+            self.linker.warn(self.entry.loc(*path), f"{value!r} is a literal string that looks like a reference", f"write ${value} to read the value (or $${value} to keep it literal and silence this)")
+        if only_args is False and not isinstance(value, (dict, list)) and target is not None:
+            literal = value[1:] if isinstance(value, str) and value.startswith("$$") else value
+            if not types_fit(literal_types(literal), reader.types(target)):
+                self.error(path, f"literal {literal!r} does not fit {_where_into(path)}, which expects {describe_types_article(reader.types(target))}", "change the value or the skill's input schema")
+            return
+        if isinstance(value, dict):
+            self._check_object(value, target, reader, path, index, only_args, skill)
+        elif isinstance(value, list):
+            for position, sub in enumerate(value):
+                exists, child = reader.child(target, position) if target is not None else (True, None)
+                self.check_value(sub, child if exists else None, path + (position,), index, target_required=False, only_args=only_args)
+
+    def _check_object(self, value: dict[str, Any], target: Any, reader: SchemaReader, path: YamlPath, index: int, only_args: bool, skill: Any) -> None:
+        target_types = reader.types(target)
+        if target is not None and target_types is not None and "object" not in target_types:
+            if not only_args:
+                self.error(path, f"an object is mapped into {_where_into(path)}, which expects {describe_types_article(target_types)}", "map an object only into an object input")
+            return
+        for key, sub in value.items():
+            exists, child = reader.child(target, key) if target is not None else (True, None)
+            if not exists:
+                if not only_args:
+                    owner = f"skill {skill.name!r}" if skill and path[-1] == "input" else "the target schema"
+                    self.error(path + (key,), f"{owner} has no input {key!r}", "remove it, or declare it in the skill's input.properties")
+                continue
+            self.check_value(sub, child, path + (key,), index, target_required=reader.is_required(target, key), only_args=only_args)
+        if not only_args and target is not None:
+            resolved = reader.resolve(target)
+            for key in (resolved.get("required") or []) if isinstance(resolved, dict) else []:
+                if key not in value and not reader.has_default(target, key):
+                    who = f"skill {skill.name!r}" if skill and path[-1] == "input" else "the target"
+                    self.error(path, f"required input {key!r} of {who} is not mapped", f"add `{key}: $toolArgs.…` or `$steps.<id>.output…`")
+
+    def _check_fallback(self, chain: Fallback, target: Any, reader: SchemaReader, path: YamlPath, index: int, target_required: bool, only_args: bool) -> None:
+        """Each operand must fit the target; the chain may be absent only if every operand may."""
+        always = False
+        for operand in chain.operands:
+            if not isinstance(operand, Reference):
+                always = True
+                if not only_args and target is not None and not types_fit(literal_types(operand), reader.types(target)):
+                    self.error(path, f"the fallback {operand!r} in {chain.text!r} does not fit {_where_into(path)}, which expects {describe_types_article(reader.types(target))}", "change the fallback value")
+                continue
+            if only_args != (operand.source == "toolArgs"):
+                if self.sites is not None and not only_args:
+                    self.sites.append((operand, target, path, index, False))
+                always = always or operand.source == "toolArgs"  # judged per tool, not here
+                continue
+            absent = self._check_reference(operand, target, reader, path, index, False)
+            always = always or absent is False
+        if not only_args and target_required and target is not None and not always:
+            self.error(path, f"{chain.text} may be absent (every value in the chain may be), but {_where_into(path)} is required", "end the chain with a literal fallback, as in `?? []`")
+
+    def resolve(self, ref: Reference, path: YamlPath, index: int, quiet: bool = False) -> tuple[SchemaReader, Any, bool] | None:
+        """(reader, schema node, maybe absent) of what a reference reads; None when it cannot be read (reported)."""
+        error = (lambda *a: None) if quiet else self.error
+        if ref.source == "index":
+            if self.item is None:
+                error(path, f"{ref.text} is used outside a forEach step", "add `forEach:` to this step, or remove $index")
+                return None
+            return SchemaReader(None), {"type": "integer", "minimum": 0}, False
+        if ref.source == "item":
+            if self.item is None:
+                error(path, f"{ref.text} is used outside a forEach step", "add `forEach: <array reference>` to this step, or read a $steps / $toolArgs value")
+                return None
+            reader, root, origin, optional = self.item[0], self.item[1], "the forEach item", False
+        elif ref.source == "toolArgs":
+            root, origin = self.tool_parameters, self._args_origin()
+            reader, optional = SchemaReader(root), False
+        else:
+            step_id = ref.step_id or ""
+            position = self.order.get(step_id)
+            if position is None:
+                error(path, f"{ref.text} reads step {step_id!r}, but workflow {self.entry.name!r} has no step with that id", _suggest(step_id, self.order))
+                return None
+            current = self.current
+            if current is not None and current.spec.id == step_id:
+                error(path, f"{ref.text} reads step {step_id!r}, which is this step; only earlier steps have outputs", "reorder the steps or read an earlier step")
+                return None
+            if current is not None and position == index and step_id in self.in_group and current.in_group:
+                error(path, f"{ref.text} reads step {step_id!r}, which runs at the same time as step {current.spec.id!r} (same parallel group)", f"move step {current.spec.id!r} after the group, or {step_id!r} before it")
+                return None
+            if position >= index:
+                error(path, f"{ref.text} reads step {step_id!r}, which runs later (step {position + 1}); only earlier steps have outputs", "reorder the steps or read an earlier step")
+                return None
+            if step_id not in self.produces and self.tool_parameters is None:
+                return None  # its own problems are already reported
+            root = self.produces.get(step_id)
+            reader, optional = SchemaReader(root), step_id in self.conditional
+            origin = f"the output of step {step_id!r} ({self.producer.get(step_id, 'unknown')})"
+        node, part_optional = self._walk(ref, reader, root, origin, path, error)
+        if node is _NOWHERE:
+            return None
+        return reader, node, optional or (ref.source == "toolArgs" and part_optional)
+
+    def _walk(self, ref: Reference, reader: SchemaReader, node: Any, origin: str, path: YamlPath, error: Any) -> tuple[Any, bool]:
+        optional = False
+        for depth, part in enumerate(ref.path):
+            if node is None:
+                break
+            if isinstance(part, str) and not reader.is_required(node, part) and not reader.has_default(node, part):
+                optional = True
+            parent = node
+            exists, node = reader.child(node, part)
+            if exists:
+                continue
+            shown = format_path(ref.path[: depth + 1]).lstrip(".")
+            parent_types = reader.types(parent)
+            wanted = "array" if isinstance(part, int) else "object"
+            if depth > 0 and parent_types is not None and wanted not in parent_types:
+                above = format_path(ref.path[:depth]).lstrip(".")
+                error(path, f"{ref.text}: {above!r} in {origin} is {describe_types_article(parent_types)}, so it has no {format_path((part,))}", "fix the path, or change the source schema")
+            elif ref.source == "toolArgs" and depth == 0:
+                if self.caller:
+                    error(path, f"{ref.text}: {self.caller} maps no input {shown!r} into this workflow", f"map {shown!r} in that step's `input:`, or fix the name")
+                else:
+                    error(path, f"{ref.text}: tool {self.tool_name!r} declares no parameter {shown!r}", f"declare {shown!r} under the tool's parameters.properties, or fix the name")
+            else:
+                error(path, f"{ref.text}: {origin} has no {shown!r}", "fix the path, or declare it in the source schema")
+            return _NOWHERE, optional
+        return node, optional
+
+    def _args_origin(self) -> str:
+        return f"the input {self.caller} maps" if self.caller else f"the parameters of tool {self.tool_name!r}"
+
+    def _check_reference(self, ref: Reference, target: Any, reader: SchemaReader, path: YamlPath, index: int, target_required: bool) -> bool | None:
+        """Check one reference into `target`; returns whether it may be absent (None: not readable)."""
+        if ref.source == "toolArgs" and self.tool_parameters is None:
+            return None
+        found = self.resolve(ref, path, index)
+        if found is None:
+            return None
+        source_reader, node, maybe_absent = found
+        source_types = source_reader.types(node) if node is not None else None
+        target_types = reader.types(target) if target is not None else None
+        if not types_fit(source_types, target_types):
+            self.error(path, f"{ref.text} is {describe_types_article(source_types)}, but {_where_into(path)} expects {describe_types_article(target_types)}", "map a value of the right type, or change one of the schemas")
+        if maybe_absent and target_required and target is not None:
+            if ref.source == "toolArgs":
+                self.error(path, f"{ref.text} is optional in {self._args_origin()} but {_where_into(path)} is required", "make the argument required, give it a default, or make the input optional")
+            else:
+                when = self.conditional.get(ref.step_id or "", "")
+                self.error(path, f"{ref.text} may be absent (step {ref.step_id!r} runs only when {when}) but {_where_into(path)} is required", f"add a fallback, as in `{ref.text} ?? <value>`, or make the input optional")
+        return maybe_absent
+
+    def value_schema(self, value: Any) -> tuple[Any, bool]:
+        """(schema, always present) of what a mapping builds, for what a sub-workflow sees and returns."""
+        if isinstance(value, str) and is_reference(value):
+            try:
+                parsed = parse_value(value)
+            except MappingSyntaxError:
+                return {}, True
+            if isinstance(parsed, Fallback):
+                return {}, any(not isinstance(op, Reference) for op in parsed.operands)
+            found = self.resolve(parsed, (), self.current.position if self.current else len(self.entry.spec.steps), quiet=True)
+            if found is None:
+                return {}, parsed.source != "steps" or parsed.step_id not in self.conditional
+            reader, node, absent = found
+            node = reader.resolve(node)
+            return (node if isinstance(node, dict) and "$ref" not in str(node) else {}), not absent
+        if isinstance(value, dict):
+            parts = {key: self.value_schema(sub) for key, sub in value.items()}
+            return ({"type": "object", "properties": {k: s for k, (s, _) in parts.items()},
+                     "required": [k for k, (_, present) in parts.items() if present], "additionalProperties": False}, True)
+        if isinstance(value, list):
+            return {"type": "array"}, True
+        literal = value[1:] if isinstance(value, str) and value.startswith("$$") else value
+        return {"type": sorted(literal_types(literal))[0]}, True
+
+
+_NOWHERE: Any = object()
+
+
+def _where_into(path: YamlPath) -> str:
+    keys = [str(p) for p in path if p not in ("steps", "input", "parallel") and not isinstance(p, int)]
+    return f"input {'.'.join(keys)!r}" if keys else "the input"
+
+
+def _suggest(name: str, known: Any) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(name, list(known), n=1)
+    if close:
+        return f"did you mean {close[0]!r}?"
+    names = sorted(known)
+    return f"known: {', '.join(names[:10])}" if names else "none are defined"

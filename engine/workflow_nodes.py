@@ -1,0 +1,207 @@
+"""The workflow constructs beyond a plain step: `when`, `forEach`, `workflow:` and `parallel`.
+
+Built by the linker (everything decided at load), run by `WorkflowExecutor.execute`, which
+inlines plain steps and awaits `node.run(args, outputs, run)` for these. A node stores its
+output under its step id in `outputs` (a skipped step stores nothing: its output is absent).
+
+Cancellation is real: a parallel group's members and a forEach step's items run as asyncio
+tasks, and the first failure (or the caller's own cancellation) cancels the rest and waits
+for them before the failure goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .conditions import Condition
+from .context import RunContext
+from .errors import StepFailure
+from .executors.workflow import LinkedStep, WorkflowExecutor, call_step
+from .mapping import INDEX, ITEM, MISSING, MappingError, Resolver
+from .timing import elapsed_ms, perf_counter_ns
+
+_SKIPPED: Any = object()  # an item left out of a forEach output
+
+
+@dataclass(frozen=True, slots=True)
+class SubWorkflow:
+    """`workflow: <name>` in a step: the mapped input becomes the sub-workflow's `$toolArgs`."""
+
+    id: str
+    event_id: str
+    resolve_input: Resolver
+    executor: WorkflowExecutor
+
+    async def call(self, args: dict[str, Any], outputs: dict[str, Any], run: RunContext, item_index: int | None = None) -> Any:
+        try:
+            value = self.resolve_input(args, outputs)
+        except MappingError as exc:
+            raise StepFailure("execution_error", f"step {self.id!r} input: {exc}") from None
+        return await self.executor.execute({} if value is MISSING else value, run)
+
+
+Unit = LinkedStep | SubWorkflow
+
+
+async def _call(unit: Unit, args: dict[str, Any], outputs: dict[str, Any], run: RunContext, item_index: int | None = None) -> Any:
+    if type(unit) is LinkedStep:
+        return await call_step(unit, args, outputs, run, item_index)
+    return await unit.call(args, outputs, run, item_index)  # type: ignore[union-attr]
+
+
+@dataclass(frozen=True, slots=True)
+class ForEach:
+    items: Resolver  # the array
+    concurrency: int
+    on_item_error: Literal["fail", "skip", "collect"]
+
+
+@dataclass(slots=True)
+class Step:
+    """A step with `when`, `forEach` and/or `workflow:` (or a plain step inside a parallel group)."""
+
+    id: str
+    event_id: str
+    unit: Unit
+    number: int
+    total: int
+    condition: Condition | None = None
+    for_each: ForEach | None = None
+    output_is_clean: bool = False
+    leaf_ids: tuple[str, ...] = ()
+    _started: dict[str, Any] = field(default_factory=dict)
+    _skipped: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.leaf_ids = (self.id,)
+        where = f"step {self.number} of {self.total}"
+        self._started = {"stage": "step_started", "message": f"{where} started: {self.id}", "step": self.number,
+                         "of": self.total, "step_id": self.event_id}
+        if self.condition is not None:
+            self._skipped = {"stage": "step_skipped", "message": f"{where} skipped: {self.id} (when: {self.condition.text})",
+                             "step": self.number, "of": self.total, "step_id": self.event_id,
+                             "condition": self.condition.text}
+
+    def clean(self, step_id: str) -> bool:
+        return self.output_is_clean
+
+    async def run(self, args: dict[str, Any], outputs: dict[str, Any], run: RunContext) -> Any:
+        emit = run.events.emit
+        call_id = run.tool_call_id
+        if self.condition is not None and self.for_each is None and not self.condition.holds(args, outputs):
+            emit("tool_progress_delta", self._skipped, call_id, None, None, None, True)
+            return None
+        started = perf_counter_ns()
+        try:
+            if self.for_each is None:
+                emit("tool_progress_delta", self._started, call_id, None, None, None, True)
+                output = await _call(self.unit, args, outputs, run)
+            else:
+                output = await self._each(self.for_each, args, outputs, run)
+        except asyncio.CancelledError:
+            emit("tool_progress_delta", {"stage": "step_cancelled", "message": f"step {self.id} cancelled",
+                                         "step_id": self.event_id}, call_id, None, None, None, True)
+            raise
+        outputs[self.id] = output
+        emit("tool_progress_delta",
+             {"stage": "step_finished", "message": f"step {self.number} of {self.total} finished: {self.id}",
+              "step": self.number, "of": self.total, "step_id": self.event_id, "duration_ms": elapsed_ms(started)},
+             call_id, None, None, None, True)
+        return output
+
+    async def _each(self, spec: ForEach, args: dict[str, Any], outputs: dict[str, Any], run: RunContext) -> list[Any]:
+        """Every item through the unit, at most `concurrency` at once; the outputs in input order."""
+        emit = run.events.emit
+        call_id = run.tool_call_id
+        try:
+            items = spec.items(args, outputs)
+        except MappingError as exc:
+            raise StepFailure("execution_error", f"step {self.id!r} forEach: {exc}") from None
+        if items is MISSING:
+            items = []
+        if not isinstance(items, list):
+            raise StepFailure("execution_error", f"step {self.id!r}: forEach needs an array, got {type(items).__name__}")
+        total = len(items)
+        emit("tool_progress_delta", {**self._started, "items_total": total}, call_id, None, None, None, True)
+        results: list[Any] = [_SKIPPED] * total
+        positions = iter(range(total))  # shared by the workers: each item is taken once
+        done = itertools.count(1)
+        condition = self.condition
+        unit = self.unit
+        mode = spec.on_item_error
+        event_id = self.event_id
+
+        async def worker() -> None:
+            scope = dict(outputs)  # the outputs of earlier steps, plus this worker's current item
+            for index in positions:
+                scope[ITEM] = items[index]
+                scope[INDEX] = index
+                if condition is None or condition.holds(args, scope):
+                    try:
+                        output = await _call(unit, args, scope, run, index)
+                    except StepFailure as error:
+                        if mode == "fail":
+                            raise StepFailure(error.code, f"step {self.id!r} item {index}: {error.message}",
+                                              {**error.details, "item_index": index}) from None
+                        if mode == "collect":
+                            results[index] = {"ok": False, "error": {"code": error.code, "message": error.message}}
+                    else:
+                        results[index] = {"ok": True, "output": output} if mode == "collect" else output
+                finished = next(done)
+                emit("tool_progress_delta",
+                     {"stage": "item_finished", "message": f"step {self.id}: {finished} of {total} items done",
+                      "step_id": event_id, "item_index": index, "items_done": finished, "items_total": total},
+                     call_id, None, None, None, True)
+
+        workers = min(spec.concurrency, total)
+        if workers == 1:
+            await worker()
+        elif workers > 1:
+            await run_all([worker() for _ in range(workers)])
+        return [result for result in results if result is not _SKIPPED]
+
+
+@dataclass(slots=True)
+class Parallel:
+    """`parallel: [steps…]`: members run at the same time; one failure cancels the others."""
+
+    members: list[Step]
+    id: str = ""
+    leaf_ids: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        self.leaf_ids = tuple(member.id for member in self.members)
+        self.id = "+".join(self.leaf_ids)
+
+    def clean(self, step_id: str) -> bool:
+        return any(member.id == step_id and member.output_is_clean for member in self.members)
+
+    async def run(self, args: dict[str, Any], outputs: dict[str, Any], run: RunContext) -> Any:
+        await run_all([member.run(args, outputs, run) for member in self.members])
+        return None
+
+
+async def run_all(coroutines: list[Any]) -> None:
+    """Run the coroutines as tasks; the first failure cancels the others (and is raised once
+    they have stopped); cancelling the caller cancels them all."""
+    tasks = [asyncio.ensure_future(coroutine) for coroutine in coroutines]
+    try:
+        done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+    except asyncio.CancelledError:
+        await _cancel(tasks)
+        raise
+    failed = next((task for task in tasks if task.done() and not task.cancelled() and task.exception() is not None), None)
+    if failed is not None:
+        await _cancel(list(pending))
+        raise failed.exception()  # type: ignore[misc]
+    if any(task.cancelled() for task in done):
+        raise asyncio.CancelledError()
+
+
+async def _cancel(tasks: list[asyncio.Future[Any]]) -> None:
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
