@@ -114,7 +114,8 @@ def test_public_addresses_pass() -> None:
 
 def test_a_name_is_refused_if_any_address_it_resolves_to_is_private() -> None:
     message = refused("http://mixed.test/", resolver={"mixed.test": [PUBLIC, "10.0.0.7"]})
-    assert message == "blocked: http://mixed.test/ is refused: mixed.test resolves to 10.0.0.7, which is private (10.0.0.0/8); only public addresses may be fetched"
+    assert message == "blocked: http://mixed.test/ is refused: mixed.test resolves to 10.0.0.7, which is private (10.0.0.0/8); only public addresses may be fetched " \
+        '(to reach it on purpose, list its network under the tool\'s config, e.g. allowPrivateNetworks: ["10.0.0.7/32"])'
 
 
 def test_localhost_by_name_is_refused_through_its_address() -> None:

@@ -213,7 +213,8 @@ def test_a_redirect_to_a_refused_address_is_refused_at_the_hop() -> None:
         assert error.code == "blocked"
         assert error.message == (
             f"the redirect from {allowed.url('/')} to {refused.url('/admin')} is refused: "
-            "127.0.0.1 is loopback (127.0.0.0/8); only public addresses may be fetched"
+            "127.0.0.1 is loopback (127.0.0.0/8); only public addresses may be fetched "
+            '(to reach it on purpose, list its network under the tool\'s config, e.g. allowPrivateNetworks: ["127.0.0.1/32"])'
         )
         assert error.details["redirect"] is True
         assert len(allowed.seen) == 1 and refused.seen == []

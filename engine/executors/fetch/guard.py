@@ -285,7 +285,7 @@ class NetworkPolicy:
         why = refusal_reason(ip, self.allow_private)
         if why:
             where = f"{ip}" if str(ip) == host else f"{host} resolves to {ip}, which"
-            raise Refused(f"{where} is {why}; only public addresses may be fetched")
+            raise Refused(private_refusal(where, why, ip))
 
 
 def parse_url(url: str | httpx.URL) -> httpx.URL:
@@ -329,8 +329,15 @@ async def vet(url: str | httpx.URL, policy: NetworkPolicy, resolver: Resolver) -
     why = refusal_reason(host, policy.allow_private)
     if why:
         where = f"{parsed.host} means {canonical}, which" if respelled else canonical
-        raise Refused(f"{where} is {why}; only public addresses may be fetched")
+        raise Refused(private_refusal(where, why, host))
     return Target(parsed, canonical, (host,), is_ip_literal=True)
+
+
+def private_refusal(where: str, why: str, ip: IPAddress) -> str:
+    """The refusal of a non-public address, naming the setting that opens it on purpose."""
+    example = "" if getattr(ip, "scope_id", None) else f', e.g. allowPrivateNetworks: ["{ip}/{ip.max_prefixlen}"]'
+    return (f"{where} is {why}; only public addresses may be fetched "
+            f"(to reach it on purpose, list its network under the tool's config{example})")
 
 
 def _address(text: str, host: str) -> IPAddress:
