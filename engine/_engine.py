@@ -242,7 +242,8 @@ class Engine:
                                   f"known: {', '.join(project.tools)}", available_tools=sorted(project.tools))
         if tool_choice not in ("auto", "none", "required") and tool_choice not in project.tools:
             raise AgentSetupError("invalid_request", "tool_choice", tool_choice, "use auto, none, required or a tool name")
-        return Agent(self, model, tools=tools, limits=limits or AgentLimits(), tool_choice=tool_choice, system=system,
+        return Agent(self, model, tools=tools, limits=limits or AgentLimits.from_settings(project.settings.agent),
+                     tool_choice=tool_choice, system=system,
                      approve=approve)
 
     async def stream_tool(self, name: str, args: str | dict[str, Any] | None = None, **options: Any) -> AsyncIterator[Event]:

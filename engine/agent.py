@@ -35,7 +35,10 @@ CORRECTABLE = frozenset({"unknown_tool", "invalid_arguments"})
 
 @dataclass(frozen=True)
 class AgentLimits:
-    """Limits of one agent run. Hitting one stops the loop with that reason."""
+    """Limits of one agent run. Hitting one stops the loop with that reason.
+
+    The defaults are `config/engine.yaml`'s `agent:` defaults; `from_settings` reads a project's.
+    """
 
     max_steps: int = 8
     max_parallel_tool_calls: int = 4
@@ -44,10 +47,35 @@ class AgentLimits:
     token_budget: int | None = None  # input + output tokens over the whole run
     max_repeated_calls: int = 3  # the same tool with the same arguments this many times in a row
     max_corrections: int = 3  # unknown-tool / invalid-argument results per tool before giving up
+    max_result_chars: int = 20_000  # a tool result longer than this is cut (with a note) before the model reads it
 
     def __post_init__(self) -> None:
         if self.max_steps < 1 or self.max_parallel_tool_calls < 1 or self.max_repeated_calls < 2:
             raise ValueError("max_steps and max_parallel_tool_calls must be ≥ 1, max_repeated_calls ≥ 2")
+        if self.max_corrections < 1 or self.max_result_chars < 1:
+            raise ValueError("max_corrections and max_result_chars must be ≥ 1")
+        if self.token_budget is not None and self.token_budget < 1:
+            raise ValueError("token_budget must be ≥ 1")
+        for name in ("tool_timeout", "total_timeout"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ValueError(f"{name} must be greater than zero")
+
+    @classmethod
+    def from_settings(cls, settings: Any, **overrides: Any) -> "AgentLimits":
+        """The limits of `config/engine.yaml`'s `agent:` section, with per-call overrides (None: keep)."""
+        values = {f.name: getattr(settings, f.name) for f in dataclasses.fields(cls)}
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+    def exceeded_by(self, asked: "dict[str, Any]") -> list[str]:
+        """The asked limits that go beyond these ones (a service's callers may only ask for less)."""
+        over = []
+        for name, value in asked.items():
+            mine = getattr(self, name)
+            if value is not None and mine is not None and value > mine:
+                over.append(f"{name}={value:g} is above this service's {name}={mine:g} (agent.{name} in config/engine.yaml)")
+        return over
 
 
 @dataclass
@@ -201,6 +229,8 @@ class _Loop:
 
     def _done(self, started: float) -> None:
         result = self.result
+        if result.stop_reason in LIMIT_STOPS and not result.answer.strip():
+            result.answer = self.events.scrub_text(gathered_summary(result, self.limits, self.project.redactor))
         self.agent.last_result = result
         self.events.emit("agent_done", {
             "stop_reason": result.stop_reason,
@@ -292,7 +322,7 @@ class _Loop:
                 result = finished.get(call.id)
                 if result is not None:
                     self.result.tool_results.append(result)
-                observation = self._observation(call, result, self.project.redactor) if result is not None else (
+                observation = self._observation(call, result, self.project.redactor, self.limits.max_result_chars) if result is not None else (
                     f"[{call.name} failed: cancelled] The call was cancelled before it finished.")
                 failed = result is None or not result.ok
                 self.messages.append(ChatMessage("tool", observation, tool_call_id=call.id, name=call.name, is_error=failed))
@@ -307,7 +337,7 @@ class _Loop:
                 self.corrections.pop(call.name, None)
 
     @staticmethod
-    def _observation(call: ToolCall, result: ToolResult, redactor: Redactor) -> str:
+    def _observation(call: ToolCall, result: ToolResult, redactor: Redactor, max_chars: int = 20_000) -> str:
         """What the model reads back: sensitive values in the result never reach it.
 
         Data that renders its own model text (a fetch result) is rebuilt from the redacted copy,
@@ -318,7 +348,43 @@ class _Loop:
         redacted = redactor.redact(result.data)
         if redacted is not result.data:
             result = dataclasses.replace(result, data=_same_kind(result.data, redacted))
-        return result.model_text()
+        return capped(result.model_text(), max_chars)
+
+
+def capped(text: str, max_chars: int) -> str:
+    """`text` cut to `max_chars`, with a note saying how much was cut (agent.max_result_chars)."""
+    if len(text) <= max_chars:
+        return text
+    return (text[:max_chars] + f"\n[… {len(text) - max_chars:,} more characters cut: the result held {len(text):,}; "
+            f"the model reads at most {max_chars:,} (agent.max_result_chars)]")
+
+
+LIMIT_STOPS = frozenset({"max_steps", "timeout", "token_budget", "repeated_call"})
+_LIMIT_NAMES = {"max_steps": "max_steps", "timeout": "total_timeout", "token_budget": "token_budget",
+                "repeated_call": "max_repeated_calls"}
+
+
+def gathered_summary(result: AgentResult, limits: AgentLimits, redactor: Redactor, per_result: int = 400) -> str:
+    """The answer of a run a limit stopped: what the tool calls gathered, said plainly (no model call:
+    asking the model again would break the very limit that stopped it)."""
+    name = _LIMIT_NAMES[result.stop_reason]
+    value = getattr(limits, name)
+    head = f"Stopped before a final answer: the limit {name}={value if value is not None else '-'} was reached"
+    if not result.tool_results:
+        return head + " before any tool returned a result."
+    lines = [head + f". What {len(result.tool_results)} tool call(s) returned:"]
+    for tool_result in result.tool_results[-8:]:
+        lines.append(f"- {tool_result.tool}: {_short_result(tool_result, redactor, per_result)}")
+    return "\n".join(lines)
+
+
+def _short_result(result: ToolResult, redactor: Redactor, limit: int) -> str:
+    if result.error is not None:
+        return f"failed ({result.error.code}): {result.error.message[:limit]}"
+    data = redactor.redact(result.data)
+    text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, default=str)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _same_kind(original: Any, redacted: Any) -> Any:

@@ -27,7 +27,15 @@ def add_chat_parser(commands: Any, run_handler: Any) -> None:
     chat.add_argument("--dir", default=".", help="project directory")
     chat.add_argument("--model", help="model name from config/models.yaml (default: its default)")
     chat.add_argument("--tools", help="comma-separated subset of tools the model may call")
-    chat.add_argument("--max-steps", type=int, default=8, help="most model calls in one run (default 8)")
+    limits = chat.add_argument_group("limits", "each defaults to the `agent:` section of config/engine.yaml")
+    limits.add_argument("--max-steps", type=int, metavar="N", help="most model calls in one run (default 8)")
+    limits.add_argument("--max-parallel-tool-calls", type=int, metavar="N", help="tool calls of one model turn run at once (default 4)")
+    limits.add_argument("--tool-timeout", type=_duration, metavar="DURATION", help="caps every tool's timeout, e.g. 30s (default: the tool's own)")
+    limits.add_argument("--total-timeout", type=_duration, metavar="DURATION", help="wall time of the whole run, e.g. 5m (default 600s)")
+    limits.add_argument("--token-budget", type=int, metavar="N", help="input + output tokens over the run (default: none)")
+    limits.add_argument("--max-repeated-calls", type=int, metavar="N",
+                        help="the same call this many times in a row stops the run (default 3, at least 2)")
+    limits.add_argument("--max-result-chars", type=int, metavar="N", help="a tool result is cut to this many characters for the model (default 20000)")
     chat.add_argument("--tool-choice", default="auto", help="auto, none, required, or a tool name")
     chat.add_argument("--yes", action="store_true", help="approve tools that ask for confirmation")
     chat.add_argument("--output", choices=("text", "events"), default="text", help="text: the answer; events: JSON lines")
@@ -37,6 +45,19 @@ def add_chat_parser(commands: Any, run_handler: Any) -> None:
 
     add_backend_argument(chat)  # temporal: the loop runs as a workflow on `skillyard worker`s
     chat.set_defaults(handler=run_handler)
+
+
+LIMIT_FLAGS = ("max_steps", "max_parallel_tool_calls", "tool_timeout", "total_timeout", "token_budget",
+               "max_repeated_calls", "max_result_chars")
+
+
+def _duration(text: str) -> float:
+    from ..spec.common import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def run_chat(ns: argparse.Namespace) -> int:
@@ -56,10 +77,16 @@ def run_chat(ns: argparse.Namespace) -> int:
     settings = engine.project.settings.logging
     configure_logging(settings.format, settings.level, engine.project.redactor)
     tools = [t.strip() for t in ns.tools.split(",") if t.strip()] if ns.tools else None
+    for name in LIMIT_FLAGS:
+        value, least = getattr(ns, name), 2 if name == "max_repeated_calls" else 1
+        if isinstance(value, int) and value < least:
+            engine.close()
+            raise UsageError(f"--{name.replace('_', '-')} {value}: give {least} or more")
     try:
-        limits = AgentLimits(max_steps=ns.max_steps)
+        limits = AgentLimits.from_settings(engine.project.settings.agent, **{name: getattr(ns, name) for name in LIMIT_FLAGS})
     except ValueError as exc:
-        raise UsageError(f"--max-steps: {exc}") from None
+        engine.close()
+        raise UsageError(f"limits: {exc}") from None
     approve = terminal_approver(approve_all=ns.yes, stdin_is_input=ns.prompt == "-")
     try:
         agent = engine.agent(ns.model, tools=tools, limits=limits, tool_choice=ns.tool_choice, approve=approve)
@@ -74,6 +101,7 @@ def run_chat(ns: argparse.Namespace) -> int:
     timeline = None if ns.quiet else Timeline(sys.stderr, live=sys.stderr.isatty())
     mock_note = None if ns.quiet else MockNote(engine.project)
     printed_text = False
+    streamed: list[str] = []  # the text of the last model call, as printed
 
     def on_event(event: Event) -> None:
         nonlocal printed_text
@@ -82,10 +110,13 @@ def run_chat(ns: argparse.Namespace) -> int:
         elif event.type == "model_text_delta":
             sys.stdout.write(replace_lone_surrogates(event.data["text"]))
             sys.stdout.flush()
+            streamed.append(event.data["text"])
             printed_text = True
-        elif event.type == "model_call_start" and printed_text:
-            sys.stdout.write("\n")
-            printed_text = False
+        elif event.type == "model_call_start":
+            streamed.clear()
+            if printed_text:
+                sys.stdout.write("\n")
+                printed_text = False
         if timeline is not None:
             timeline(event)
         if mock_note is not None:
@@ -104,6 +135,24 @@ def run_chat(ns: argparse.Namespace) -> int:
     if ns.output == "text" and printed_text:
         sys.stdout.write("\n")
     if result.stop_reason != "answer":
+        if ns.output == "text" and result.answer and result.answer != "".join(streamed):
+            print(result.answer)  # a limit's summary of what was gathered (no model wrote it, so it did not stream)
         print(f"stopped: {result.stop_reason}" + (f": {result.error}" if result.error else ""), file=sys.stderr)
         return report_unrecorded(unrecorded, 1)
-    return report_unrecorded(unrecorded, 0)
+    failed = failed_calls(result.tool_results)
+    for tool_result in failed:
+        error = tool_result.error
+        print(f"error: tool {tool_result.tool} failed: {error.code}: {error.message}", file=sys.stderr)  # type: ignore[union-attr]
+    return report_unrecorded(unrecorded, 1 if failed else 0)
+
+
+def failed_calls(results: list[Any]) -> list[Any]:
+    """Tool calls that failed and were not put right by a later successful call of the same tool
+    (a model that fixes its own invalid arguments has not failed; a call the user declined did not fail)."""
+    failed: dict[str, Any] = {}
+    for tool_result in results:
+        if tool_result.ok or tool_result.error.code == "confirmation_denied":
+            failed.pop(tool_result.tool, None)
+        else:
+            failed[tool_result.tool] = tool_result
+    return list(failed.values())

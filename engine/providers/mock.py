@@ -13,6 +13,7 @@ import json
 import re
 from typing import Any, Callable
 
+from . import mock_chat
 from .base import ChatMessage, ModelRequest, ModelResponse, ToolCall, Usage
 from .mock_text import Material, capitalised, read, role_of
 
@@ -57,15 +58,21 @@ class MockProvider:
         prompt = next((m.content for m in reversed(request.messages) if m.role == "user"), "")
         words = vocabulary(prompt)
         calls: tuple[ToolCall, ...] = ()
-        if request.tools and request.tool_choice != "none" and not _answered_since_user(request.messages):
-            calls = (self._tool_call(request, prompt, words),)
+        answered = _answered_since_user(request.messages)
+        tool = None
+        if request.tools and request.tool_choice != "none" and not answered:
+            tool = mock_chat.choose_tool(request.tools, prompt, request.tool_choice)
+        if tool is not None:
+            calls = (self._tool_call(tool, prompt, words),)
             text = ""
-        elif _answered_since_user(request.messages):
+        elif answered:
             text = _summarise_observations(request.messages)
         elif request.output_schema is not None:
             seed = int.from_bytes(hashlib.sha256(prompt.encode()).digest()[:4], "big")
             value = SchemaFiller(request.output_schema, words, seed, read(prompt)).fill()
             text = json.dumps(value, ensure_ascii=False, indent=2)
+        elif request.tools:
+            text = mock_chat.greeting(request.tools, prompt)
         else:
             text = "Mock answer about " + ", ".join(words[:8]) + "."
         if on_text is not None:
@@ -77,26 +84,12 @@ class MockProvider:
         return ModelResponse(text, usage, "tool_calls" if calls else "stop", calls)
 
     @staticmethod
-    def _tool_call(request: ModelRequest, prompt: str, words: list[str]) -> ToolCall:
-        """Pick the tool whose name and description share most words with the prompt; fill its arguments."""
-        tools = request.tools
-        named = [t for t in tools if t["name"] == request.tool_choice]
-        if named:
-            tool = named[0]
-        else:
-            lowered = {w.lower() for w in vocabulary(prompt)}
-            tool = max(tools, key=lambda t: len(lowered & {w.lower() for w in vocabulary(t["name"] + " " + t["description"])}))
+    def _tool_call(tool: dict[str, Any], prompt: str, words: list[str]) -> ToolCall:
+        """Call `tool` with the arguments the message holds (made-up ones only where it holds none)."""
         schema = tool.get("parameters") or {}
         seed = int.from_bytes(hashlib.sha256(prompt.encode()).digest()[:4], "big")
         filler = SchemaFiller(schema, words, seed)
-        arguments = {}
-        required = set(schema.get("required") or [])
-        for name, sub in (schema.get("properties") or {}).items():
-            if name not in required:
-                continue
-            # The prompt itself is the most plausible value of a required text argument.
-            is_text = isinstance(sub, dict) and sub.get("type") == "string" and not sub.get("enum") and not sub.get("format")
-            arguments[name] = prompt if is_text else filler.value(sub, name, 0, 1)
+        arguments = mock_chat.extract_arguments(schema, prompt, lambda sub, name: filler.value(sub, name, 0, 1))
         call_id = "call_mock_" + hashlib.sha256((tool["name"] + prompt).encode()).hexdigest()[:12]
         return ToolCall(call_id, tool["name"], json.dumps(arguments, ensure_ascii=False))
 
@@ -111,13 +104,10 @@ def _answered_since_user(messages: tuple[ChatMessage, ...]) -> bool:
 
 
 def _summarise_observations(messages: tuple[ChatMessage, ...]) -> str:
-    """A final answer that reports what the tools returned (the mock cannot reason about it)."""
-    parts = []
-    for message in messages:
-        if message.role == "tool":
-            header, _, body = message.content.partition("\n")
-            parts.append(f"{header}\n{body[:600]}")
-    return "Here is what the tools returned:\n\n" + "\n\n".join(parts[-4:])
+    """A final answer that says what the tools of this turn returned (the mock cannot reason about it)."""
+    start = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
+    observations = [(m.name or "the tool", m.content, m.is_error) for m in messages[start + 1:] if m.role == "tool"]
+    return mock_chat.summarise(observations)
 
 
 class SchemaFiller:

@@ -21,6 +21,28 @@ class LimitSettings(_Spec):
     tool_timeout: Duration = Field(default=300.0, description="Default time limit of a tool call.")
 
 
+class AgentSettings(_Spec):
+    """The agent loop's limits (`skillyard chat`, POST /v1/agent, the web chat, `Engine.agent`).
+
+    A caller may ask for less per call (chat flags, the request body); never for more.
+    """
+
+    max_steps: int = Field(default=8, ge=1, le=200, description="Most model calls in one run (the final answer counts).")
+    max_parallel_tool_calls: int = Field(default=4, ge=1, le=64, description="Tool calls of one model turn run at once.")
+    tool_timeout: Duration | None = Field(default=None, description="Caps every tool's own timeout inside an agent run.")
+    total_timeout: Duration | None = Field(default=600.0, description="Wall time of the whole run (null: none).")
+    token_budget: int | None = Field(default=None, ge=1, description="Input + output tokens over the run (null: none).")
+    max_repeated_calls: int = Field(
+        default=3, ge=2, le=100, description="The same tool with the same arguments this many times in a row stops the run."
+    )
+    max_corrections: int = Field(
+        default=3, ge=1, le=100, description="Invalid calls (unknown tool, bad arguments) of one tool in a row before giving up."
+    )
+    max_result_chars: int = Field(
+        default=20_000, ge=200, description="A tool result handed to the model is cut to this many characters, with a note."
+    )
+
+
 class LoggingSettings(_Spec):
     format: Literal["console", "json"] = "console"
     level: Literal["debug", "info", "warning", "error"] = "warning"
@@ -121,6 +143,7 @@ class TelemetrySettings(_Spec):
 class EngineSettings(_Spec):
     router: RouterSettings = Field(default_factory=RouterSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
+    agent: AgentSettings = Field(default_factory=AgentSettings)
     logging: LoggingSettings = Field(default_factory=LoggingSettings)
     store: StoreSettings = Field(default_factory=StoreSettings)
     redaction: RedactionSettings = Field(default_factory=RedactionSettings)

@@ -33,7 +33,14 @@ class AgentRequest(BaseModel):
     enable_tools: bool = Field(True, description="False: the model answers without tools.")
     tool_choice: str = Field("auto", description="auto, none, required, or a tool name.")
     system: str | None = Field(None)
-    max_steps: int = Field(8, ge=1, le=50)
+    # Limits: each defaults to config/engine.yaml's `agent:` section, and may only be lower.
+    max_steps: int | None = Field(None, ge=1, description="Most model calls in the run (default: agent.max_steps).")
+    max_parallel_tool_calls: int | None = Field(None, ge=1, description="Tool calls of one turn run at once.")
+    tool_timeout: float | None = Field(None, gt=0, description="Seconds; caps every tool's own timeout.")
+    total_timeout: float | None = Field(None, gt=0, description="Seconds of wall time for the whole run.")
+    token_budget: int | None = Field(None, ge=1, description="Input + output tokens over the run.")
+    max_repeated_calls: int | None = Field(None, ge=2, description="The same call this many times in a row stops the run.")
+    max_result_chars: int | None = Field(None, ge=1, description="A tool result is cut to this many characters for the model.")
     background: bool = Field(False, description="Keep running if the client disconnects.")
 
 
@@ -54,9 +61,10 @@ def router(service: Service) -> APIRouter:
         from ...agent import AgentLimits, as_messages
 
         run_id = new_id("run")
+        run_limits = _limits(body, AgentLimits.from_settings(engine.project.settings.agent))
         try:
             runner = engine.agent(body.model, tools=body.tools if body.enable_tools else [], tool_choice=body.tool_choice,
-                                  limits=AgentLimits(max_steps=body.max_steps), system=body.system, approve=hub.approver(run_id))
+                                  limits=run_limits, system=body.system, approve=hub.approver(run_id))
         except AgentSetupError as exc:
             raise ApiError(422, exc.code, exc.message, **exc.details) from None
         if engine.backend is not None:  # serve --backend temporal: the loop runs as a workflow on the workers
@@ -86,6 +94,23 @@ def router(service: Service) -> APIRouter:
         return stream(hub, run, 0, cancel_on_disconnect=True)
 
     return api
+
+
+LIMIT_FIELDS = ("max_steps", "max_parallel_tool_calls", "tool_timeout", "total_timeout", "token_budget",
+                "max_repeated_calls", "max_result_chars")
+
+
+def _limits(body: AgentRequest, configured: Any) -> Any:
+    """The run's limits: the configured ones, lowered where the request asks; asking for more is a 422
+    (a caller holds an API key, not the project: the operator's limits bound every run)."""
+    asked = {name: getattr(body, name) for name in LIMIT_FIELDS}
+    over = configured.exceeded_by(asked)
+    if over:
+        raise ApiError(422, "invalid_request", "; ".join(over))
+    try:
+        return configured.from_settings(configured, **asked)
+    except ValueError as exc:
+        raise ApiError(422, "invalid_request", str(exc)) from None
 
 
 def _check_prompt_size(body: AgentRequest, limit: int) -> None:
