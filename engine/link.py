@@ -111,6 +111,7 @@ class _Linker:
         # recorded by the workflow's own check so a tool's check does not walk it again.
         self.tool_arg_sites: dict[str, list[Site]] = {}
         self.warnings: list[ConfigIssue] = []
+        self.arg_conditions: dict[str, list[Any]] = {}  # per workflow: `when`s reading $toolArgs (checked per caller)
 
     def warn(self, location: Location, message: str, hint: str = "") -> None:
         """Something that loads and runs, but is probably not what was meant."""

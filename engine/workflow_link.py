@@ -222,6 +222,7 @@ class WorkflowLink:
         if parsed.source == "toolArgs":
             if flow.sites is not None:
                 flow.sites.append((parsed, {"type": "array"}, path, leaf.position, False))
+            flow.item = (SchemaReader(None), None)  # known per tool: $item paths are checked at run time
             return True  # its type is checked against each tool's parameters
         found = flow.resolve(parsed, path, leaf.position)
         if found is None:
@@ -260,6 +261,8 @@ class WorkflowLink:
         for problem in check_types(condition, types_of):
             self._error(path, f"when of step {step.id!r}: {problem.message}", problem.hint)
             flow.ok = False
+        if any(ref.source == "toolArgs" for ref in condition.references):  # its types are known per caller
+            self.linker.arg_conditions.setdefault(self.entry.name, []).append((condition, step.id, path))
         result = flow.ok
         flow.ok = before and result
         return result
@@ -380,6 +383,7 @@ class DataFlow:
         if sites is not None:  # found by the workflow's check, which walked the same way
             for ref, target, path, index, target_required in sites:
                 self._check_reference(ref, target, SchemaReader(target), path, index, target_required)
+            self._check_conditions()
             return self.ok
         for leaf in self.leaves:
             skill = self.linker.skills.get(leaf.spec.skill or "")
@@ -388,6 +392,18 @@ class DataFlow:
         if self.entry.spec.output is not None:
             self.check_value(self.entry.spec.output, None, ("output",), len(self.entry.spec.steps), target_required=False, only_args=True)
         return self.ok
+
+    def _check_conditions(self) -> None:
+        """The operand types of `when` conditions that read `$toolArgs`, against this caller."""
+        def types_of(ref: Reference) -> Any:
+            if ref.source != "toolArgs":
+                return None  # checked with the workflow
+            found = self.resolve(ref, (), 0, quiet=True)
+            return found[0].types(found[1]) if found is not None and found[1] is not None else None
+
+        for condition, step_id, path in self.linker.arg_conditions.get(self.entry.name, []):
+            for problem in check_types(condition, types_of):
+                self.error(path, f"when of step {step_id!r}: {problem.message}", problem.hint)
 
     def check_step_input(self, index: int, skill: Any, mapping: Any, path: YamlPath) -> bool:
         before = self.ok
@@ -550,7 +566,9 @@ class DataFlow:
         source_reader, node, maybe_absent = found
         source_types = source_reader.types(node) if node is not None else None
         target_types = reader.types(target) if target is not None else None
-        if not types_fit(source_types, target_types):
+        if not types_fit(source_types, target_types) and path[-1] == "forEach":
+            self.error(path, f"forEach reads {ref.text}, which is {describe_types_article(source_types)}, not an array", "point forEach at an array")
+        elif not types_fit(source_types, target_types):
             self.error(path, f"{ref.text} is {describe_types_article(source_types)}, but {_where_into(path)} expects {describe_types_article(target_types)}", "map a value of the right type, or change one of the schemas")
         if maybe_absent and target_required and target is not None:
             if ref.source == "toolArgs":

@@ -70,7 +70,6 @@ class Step:
     total: int
     condition: Condition | None = None
     for_each: ForEach | None = None
-    output_is_clean: bool = False
     leaf_ids: tuple[str, ...] = ()
     _started: dict[str, Any] = field(default_factory=dict)
     _skipped: dict[str, Any] = field(default_factory=dict)
@@ -86,7 +85,8 @@ class Step:
                              "condition": self.condition.text}
 
     def clean(self, step_id: str) -> bool:
-        return self.output_is_clean
+        """Whether its output is provably free of sensitive keys (decided by the Project after link)."""
+        return type(self.unit) is LinkedStep and self.unit.skill.output_clean
 
     async def run(self, args: dict[str, Any], outputs: dict[str, Any], run: RunContext) -> Any:
         emit = run.events.emit
@@ -177,7 +177,7 @@ class Parallel:
         self.id = "+".join(self.leaf_ids)
 
     def clean(self, step_id: str) -> bool:
-        return any(member.id == step_id and member.output_is_clean for member in self.members)
+        return any(member.id == step_id and member.clean(step_id) for member in self.members)
 
     async def run(self, args: dict[str, Any], outputs: dict[str, Any], run: RunContext) -> Any:
         await run_all([member.run(args, outputs, run) for member in self.members])
