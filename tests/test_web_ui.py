@@ -69,7 +69,8 @@ def test_fill_the_form_run_a_tool_and_watch_the_timeline(page: Any) -> None:
     assert "Ada Lovelace" in page.inner_text("#tool-result")
     assert '"count": 3' in page.inner_text("#tool-result")
 
-    page.fill("[name=name]", "")  # the server's validation errors reach the timeline
+    page.check("#raw-toggle")  # the server's validation errors reach the timeline
+    page.fill("#raw-json", '{"name": ""}')
     page.click("#run-tool")
     page.wait_for_selector("#tool-timeline[data-last-type=tool_call_error]", timeout=10000)
     assert "invalid_arguments" in page.inner_text("#tool-timeline")

@@ -1,0 +1,400 @@
+"""The web page in headless Chromium: results and outputs as safe Markdown, prompts and answers
+as chat messages with token usage (issue 16 §4), the form, the runs filter and search, "run
+again", a 420-px layout (issue 16 §7), and issue 14's workflow events in the timeline.
+
+One server (a real `skillyard serve` process on 127.0.0.1) and one browser for the module.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+pytest.importorskip("fastapi")
+pytest.importorskip("uvicorn")
+sync_api = pytest.importorskip("playwright.sync_api")
+
+import httpx  # noqa: E402
+from test_server_helpers import ServerProcess, running_server  # noqa: E402
+from web_page_project import (  # noqa: E402
+    CONDITION, FAILED_ITEM, ITEMS, SYNTHETIC_RUN, as_sse, synthetic_events, synthetic_run, write_page_project,
+)
+
+from test_web_ui import ARGS, CHROMIUM  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)")
+
+XSS_BODY = (
+    "Intro with `a < b` and a [bad link](javascript:window.__pwned=3) and [data](data:text/html,hi).\n\n"
+    "<script>window.__pwned = 1</script>\n"
+    '<img src="x" onerror="window.__pwned = 2">\n\n'
+    "1. one\n2. two"
+)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    root = write_page_project(tmp_path_factory.mktemp("webpage"))
+    with running_server(root, keys=None) as process:  # loopback, no keys: admin
+        yield process
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with sync_api.sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+def open_page(browser: Any, server: ServerProcess, width: int = 1280, hash_: str = "") -> tuple[Any, Any, list[str]]:
+    context = browser.new_context(viewport={"width": width, "height": 900})
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(f"{server.url}/{hash_}")
+    page.wait_for_selector("body[data-ready=true]", timeout=15000)
+    return context, page, errors
+
+
+@pytest.fixture
+def page(browser: Any, server: ServerProcess) -> Iterator[Any]:
+    context, page, errors = open_page(browser, server)
+    yield page
+    context.close()
+    assert not errors, errors
+
+
+def call(server: ServerProcess, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+    return httpx.post(f"{server.url}/v1/tools/{tool}/call", json=args, timeout=30).json()
+
+
+def run_form(page: Any, tool: str, fields: dict[str, str]) -> None:
+    page.click(f"#tool-list li[data-tool={tool}]")
+    for name, value in fields.items():
+        page.fill(f"[name={name}]", value)
+    page.click("#run-tool")
+    page.wait_for_selector("#tool-timeline[data-last-type=tool_call_result]", timeout=15000)
+
+
+# ─── §4: Markdown results, inert markup ─────────────────────────────────────────────────
+
+
+def test_a_markdown_result_renders_and_markup_in_it_stays_inert(page: Any) -> None:
+    run_form(page, "report", {"title": "Weekly <b>notes</b>", "body": XSS_BODY})
+    result = "#tool-result"
+    assert page.get_attribute(result, "data-kind") == "text"
+    assert page.inner_text(f"{result} .md h3") == "Weekly <b>notes</b>"  # a heading, its markup as text
+    assert page.eval_on_selector_all(f"{result} .md > ul > li", "l => l.map(x => x.textContent)") == [
+        "first point with bold and soft words", "see the docs"]
+    assert page.inner_text(f"{result} .md strong") == "bold" and page.inner_text(f"{result} .md em") == "soft"
+    assert page.eval_on_selector_all(f"{result} .md > ol > li", "l => l.map(x => x.textContent)") == ["one", "two"]
+    assert page.inner_text(f"{result} .md pre code") == "x = 1 < 2"
+    assert page.inner_text(f"{result} .md p code") == "a < b"
+    links = page.eval_on_selector_all(f"{result} .md a", "l => l.map(a => [a.getAttribute('href'), a.rel, a.target])")
+    assert links == [["https://example.com/docs", "noopener noreferrer nofollow", "_blank"]]  # javascript:/data: stay text
+    text = page.inner_text(f"{result} .md")
+    assert "[bad link](javascript:window.__pwned=3)" in text and "[data](data:text/html,hi)" in text
+    assert "<script>window.__pwned = 1</script>" in text and 'onerror="window.__pwned = 2"' in text
+    assert page.eval_on_selector_all("main script, main img, main [onerror], main iframe", "l => l.length") == 0
+    page.wait_for_timeout(200)
+    assert page.evaluate("window.__pwned") is None
+    # the step's string output renders the same way in the timeline; the raw text is one click away
+    assert page.text_content("#tool-timeline .step .md h3") == "Weekly <b>notes</b>"
+    assert "# Weekly <b>notes</b>" in page.text_content(f"{result} details.raw pre")
+
+
+def test_the_markdown_renderer_never_makes_markup_from_text(page: Any) -> None:
+    cases = {
+        "[x](javascript:alert(1))": ("text", "[x](javascript:alert(1))"),
+        "[x](JAVASCRIPT:alert(1))": ("text", "[x](JAVASCRIPT:alert(1))"),
+        "[x](//evil.example/a)": ("text", "[x](//evil.example/a)"),
+        '[x](https://a.example/"onmouseover="y)': ("link", 'https://a.example/%22onmouseover=%22y'),
+        "see https://a.example/q?x=1.": ("link", "https://a.example/q?x=1"),
+        "**<i>b</i>**": ("strong", "<i>b</i>"),
+        "`<svg onload=alert(1)>`": ("code", "<svg onload=alert(1)>"),
+    }
+    got = page.evaluate(
+        """async (cases) => {
+            const { renderMarkdown } = await import('/static/markdown.js');
+            const out = {};
+            for (const text of cases) {
+                const box = document.createElement('div');
+                box.append(renderMarkdown(text));
+                const elements = [...box.querySelectorAll('*')];
+                out[text] = {
+                    tags: elements.map(e => e.tagName.toLowerCase()),
+                    attrs: elements.flatMap(e => [...e.attributes].map(a => a.name)),
+                    href: (box.querySelector('a') || {}).href || null,
+                    strong: (box.querySelector('strong') || {}).textContent || null,
+                    code: (box.querySelector('code') || {}).textContent || null,
+                    text: box.textContent,
+                };
+            }
+            return out;
+        }""",
+        list(cases),
+    )
+    for text, (kind, expected) in cases.items():
+        seen = got[text]
+        assert set(seen["tags"]) <= {"p", "a", "strong", "em", "code"}, (text, seen)
+        assert set(seen["attrs"]) <= {"href", "rel", "target"}, (text, seen)
+        if kind == "text":
+            assert seen["href"] is None and seen["text"] == expected, (text, seen)
+        elif kind == "link":
+            assert seen["href"] == expected, (text, seen)
+        else:
+            assert seen[kind] == expected, (text, seen)
+
+
+# ─── §4: prompts and answers as chat messages, token usage ──────────────────────────────
+
+
+def test_prompts_and_answers_show_as_chat_messages_with_token_usage(page: Any, server: ServerProcess) -> None:
+    run_form(page, "brief", {"topic": "release notes"})
+    outline = "#tool-timeline .step[data-step-id=outline]"
+    brief = "#tool-timeline .step[data-step-id=brief]"
+    roles = page.eval_on_selector_all(f"{brief} .exchange .bubble", "l => l.map(b => b.dataset.role)")
+    assert roles == ["system", "user", "assistant"]
+    assert page.text_content(f"{brief} .bubble[data-role=system] .msg-body") == "You write short briefs."
+    assert page.text_content(f"{brief} .bubble[data-role=user] .msg-body") == "Write a brief about release notes."
+    answer = page.text_content(f"{brief} .bubble[data-role=assistant] .md")
+    assert answer.strip() and "\\n" not in answer
+    # a structured answer is shown as indented JSON, not as a JSON string full of \n and \"
+    json_answer = page.text_content(f"{outline} .bubble[data-role=assistant] pre")
+    assert json.loads(json_answer)["points"] and '\\"' not in json_answer and "\n  " in json_answer
+    assert '"messages"' not in page.text_content("#tool-timeline") and '"role"' not in page.text_content("#tool-timeline")
+
+    run_id = httpx.get(f"{server.url}/v1/runs?tool=brief&limit=1").json()[0]["id"]
+    events = httpx.get(f"{server.url}/v1/runs/{run_id}/events", headers={"Accept": "application/json"}).json()
+    usage = {e["step_id"]: e["data"]["usage"] for e in events if e["type"] == "model_exchange"}
+    assert set(usage) == {"outline", "brief"}
+    for step, numbers in usage.items():
+        assert page.inner_text(f"#tool-timeline .step[data-step-id={step}] > .head .usage") == \
+            f"{numbers['input_tokens']:,} in / {numbers['output_tokens']:,} out tokens"
+        assert f"{numbers['input_tokens']:,} in / {numbers['output_tokens']:,} out tokens" in \
+            page.text_content(f"#tool-timeline .step[data-step-id={step}] summary:has(+ .exchange)")
+    total_in = sum(u["input_tokens"] for u in usage.values())
+    total_out = sum(u["output_tokens"] for u in usage.values())
+    total = page.locator("#tool-timeline .usage-total")
+    assert (total.get_attribute("data-input-tokens"), total.get_attribute("data-output-tokens")) == (str(total_in), str(total_out))
+    assert "2 model answers" in total.inner_text()
+    assert page.inner_text("#tool-timeline .call > .head .usage") == f"{total_in:,} in / {total_out:,} out tokens"
+    run = httpx.get(f"{server.url}/v1/runs/{run_id}").json()
+    assert run["usage"] == {"input_tokens": total_in, "output_tokens": total_out}  # the page adds up what the run records
+
+
+def test_the_chat_lists_the_agent_s_token_usage(page: Any, server: ServerProcess) -> None:
+    page.click(".tab[data-view=chat]")
+    page.fill("#chat-text", "Hello there")
+    page.click("#chat-send")
+    page.wait_for_selector(".msg-assistant[data-stop-reason]:not([data-stop-reason=none])", timeout=15000)
+    run = httpx.get(f"{server.url}/v1/runs?limit=1").json()[0]
+    assert run["kind"] == "agent" and run["usage"]["input_tokens"] > 0
+    usage = page.locator(".msg-assistant .chat-usage")
+    assert usage.get_attribute("data-input-tokens") == str(run["usage"]["input_tokens"])
+    assert f"{run['usage']['input_tokens']:,} in / {run['usage']['output_tokens']:,} out tokens" in usage.inner_text()
+
+
+# ─── §7: the form ───────────────────────────────────────────────────────────────────────
+
+
+def test_short_strings_get_one_line_and_every_checkbox_a_label(page: Any) -> None:
+    page.click("#tool-list li[data-tool=report]")
+    kinds = page.evaluate("""() => Object.fromEntries([...document.querySelectorAll('#tool-fields [name]')]
+        .map(e => [e.name, e.tagName.toLowerCase() + (e.type && e.tagName === 'INPUT' ? ':' + e.type : '')]))""")
+    assert kinds == {"title": "input:text", "site": "input:url", "body": "textarea", "draft": "input:checkbox", "level": "select"}
+    unlabelled = page.evaluate("""() => [...document.querySelectorAll('input[type=checkbox]')]
+        .filter(box => ![...box.labels].some(label => label.textContent.trim()))
+        .map(box => box.id || box.outerHTML)""")
+    checkboxes = page.eval_on_selector_all("input[type=checkbox]", "l => l.length")
+    assert checkboxes >= 3 + 4 and unlabelled == []  # the form's, the page's own, and the admin's switches
+    page.click("label[for=arg-draft]")  # the label works
+    assert page.is_checked("#arg-draft")
+    page.click("#tool-list li[data-tool=login] label.switch-label")  # a switch's label toggles, and does not select the tool
+    page.wait_for_selector("#tool-list li.disabled[data-tool=login]", timeout=10000)
+    assert page.inner_text("#tool-title") == "report"
+    page.click("#tool-list li[data-tool=login] label.switch-label")
+    page.wait_for_selector("#tool-list li[data-tool=login]:not(.disabled)", timeout=10000)
+
+
+def test_an_empty_required_field_is_a_form_error_and_nothing_is_sent(page: Any) -> None:
+    sent: list[str] = []
+    page.on("request", lambda request: sent.append(request.url) if "/call" in request.url else None)
+    page.click("#tool-list li[data-tool=report]")
+    page.fill("[name=title]", "A title")
+    page.click("#run-tool")
+    page.wait_for_selector("#form-error:not([hidden])")
+    assert "body is required" in page.inner_text("#form-error")
+    assert page.get_attribute("[name=body]", "aria-invalid") == "true"
+    assert page.inner_text("[data-field=body] .field-error") == "body is required"
+    assert page.evaluate("document.activeElement.name") == "body"
+    page.fill("[name=title]", "")
+    page.click("#run-tool")
+    assert "title is required" in page.inner_text("#form-error") and "body is required" in page.inner_text("#form-error")
+    page.wait_for_timeout(300)
+    assert sent == [] and page.inner_text("#tool-timeline") == ""
+    page.fill("[name=title]", "A title")
+    assert page.get_attribute("[name=title]", "aria-invalid") is None  # typing clears the field's error
+    page.fill("[name=body]", "Some text")
+    page.click("#run-tool")
+    page.wait_for_selector("#tool-timeline[data-last-type=tool_call_result]", timeout=15000)
+    assert len(sent) == 1 and page.is_hidden("#form-error")
+
+
+# ─── §7: runs: filter, search, run again ────────────────────────────────────────────────
+
+
+def test_runs_filter_and_search(page: Any, server: ServerProcess) -> None:
+    call(server, "report", {"title": "zebra-crossing", "body": "first"})
+    call(server, "report", {"title": "zebra-stripes", "body": "second"})
+    failed = call(server, "report", {"title": 5})
+    assert failed["error"]["code"] == "invalid_arguments"
+    page.click(".tab[data-view=runs]")
+    page.wait_for_selector("#runs-body tr[data-run-id]")
+    page.fill("#runs-search", "zebra")
+    assert page.eval_on_selector_all("#runs-body tr[data-run-id]", "l => l.length") == 2
+    page.fill("#runs-search", "zebra stripes")  # every word must match, in arguments too
+    rows = page.eval_on_selector_all("#runs-body tr[data-run-id]", "l => l.map(r => r.textContent)")
+    assert len(rows) == 1 and "report" in rows[0]
+    assert re.match(r"1 of \d+ runs", page.inner_text("#runs-count"))
+    page.fill("#runs-search", "")
+    page.select_option("#runs-status", "error")  # the server filters by status
+    page.wait_for_function("() => [...document.querySelectorAll('#runs-body tr[data-run-id]')].every(r => r.dataset.status === 'error')")
+    statuses = page.eval_on_selector_all("#runs-body tr[data-run-id]", "l => l.map(r => r.children[3].textContent)")
+    assert f"error · invalid_arguments" in statuses  # the error code, not only "error"
+    assert failed["run_id"] in page.eval_on_selector_all("#runs-body tr[data-run-id]", "l => l.map(r => r.dataset.runId)")
+    page.select_option("#runs-status", "")
+    page.wait_for_function("() => [...document.querySelectorAll('#runs-body tr[data-run-id]')].some(r => r.dataset.status === 'ok')")
+    page.select_option("#runs-kind", "agent")
+    page.fill("#runs-search", "zebra")
+    assert page.inner_text("#runs-body") == "No run matches."
+
+
+def test_run_again_with_these_arguments(page: Any, server: ServerProcess) -> None:
+    args = {"title": "again", "body": "Line one\nline two", "site": "https://example.org/x", "draft": True, "level": "high"}
+    first = call(server, "report", args)
+    page.goto(f"{server.url}/#runs/{first['run_id']}")  # a run has a link of its own
+    page.wait_for_selector("#run-timeline[data-last-type=tool_call_result]", timeout=10000)
+    page.click("#run-again")
+    assert page.is_visible("#view-tools") and page.inner_text("#tool-title") == "report"
+    values = page.evaluate("""() => ({title: document.querySelector('[name=title]').value, body: document.querySelector('[name=body]').value,
+        site: document.querySelector('[name=site]').value, draft: document.querySelector('[name=draft]').checked,
+        level: document.querySelector('[name=level]').selectedOptions[0].textContent})""")
+    assert values == args
+    page.click("#run-tool")
+    page.wait_for_selector("#tool-timeline[data-last-type=tool_call_result]", timeout=15000)
+    again = httpx.get(f"{server.url}/v1/runs?tool=report&limit=1").json()[0]
+    assert again["id"] != first["run_id"] and again["input"] == args
+
+    # a secret the run's record hides is not sent as "[REDACTED]": the field asks for it again
+    login = call(server, "login", {"user": "ada", "password": "hunter2-secret"})
+    page.goto(f"{server.url}/#runs/{login['run_id']}")
+    page.wait_for_selector("#run-timeline[data-last-type=tool_call_result]", timeout=10000)
+    page.click("#run-again")
+    assert page.input_value("[name=user]") == "ada" and page.input_value("[name=password]") == ""
+    assert "redacted" in page.inner_text("[data-field=password] .field-error")
+    page.click("#run-tool")
+    assert "password is required" in page.inner_text("#form-error")
+
+
+# ─── §7: 420 px wide ────────────────────────────────────────────────────────────────────
+
+
+def no_horizontal_scroll(page: Any, where: str) -> None:
+    widths = page.evaluate("() => [document.documentElement.scrollWidth, document.body.scrollWidth, window.innerWidth]")
+    assert widths[0] <= widths[2] and widths[1] <= widths[2], (where, widths)
+    wide = page.evaluate("""() => [...document.querySelectorAll('main *, header *')]
+        .filter(e => e.offsetParent !== null && e.getBoundingClientRect().right > window.innerWidth + 0.5 && !e.closest('.table-wrap, pre'))
+        .map(e => e.tagName + '.' + e.className + '#' + e.id).slice(0, 5)""")
+    assert wide == [], (where, wide)
+
+
+def test_the_page_works_420_px_wide(browser: Any, server: ServerProcess) -> None:
+    context, page, errors = open_page(browser, server, width=420)
+    try:
+        no_horizontal_scroll(page, "tools")
+        long_word = "x" * 300
+        run_form(page, "report", {"title": "narrow", "site": "https://example.org/" + "a" * 200, "body": long_word + "\n\n" + "word " * 80})
+        run_form(page, "brief", {"topic": "a topic " + long_word})
+        page.click("#tool-timeline details.exchange-box > summary")
+        no_horizontal_scroll(page, "tools after runs")
+        assert page.locator("#run-tool").bounding_box()["x"] >= 0
+        page.click(".tab[data-view=chat]")
+        page.fill("#chat-text", "hello " + long_word)
+        page.click("#chat-send")
+        page.wait_for_selector(".msg-assistant[data-stop-reason]:not([data-stop-reason=none])", timeout=15000)
+        no_horizontal_scroll(page, "chat")
+        page.click(".tab[data-view=runs]")
+        page.wait_for_selector("#runs-body tr[data-run-id]")
+        no_horizontal_scroll(page, "runs")
+        page.click("#runs-body tr[data-run-id]")
+        page.wait_for_selector("#run-timeline[data-last-type]", timeout=10000)
+        no_horizontal_scroll(page, "a run")
+        sidebar, content = page.locator("#view-tools .sidebar"), page.locator("#view-tools .content")
+        page.click(".tab[data-view=tools]")
+        assert sidebar.bounding_box()["y"] < content.bounding_box()["y"]  # stacked, not side by side
+    finally:
+        context.close()
+    assert not errors, errors
+
+
+# ─── issue 14: when, forEach, parallel, sub-workflows in the timeline ─────────────────────
+
+
+def serve_synthetic_run(page: Any) -> None:
+    """The page reads this run as it reads any other (GET /v1/runs/{id}, then its events as SSE)."""
+    events = as_sse(synthetic_events())
+    run = json.dumps(synthetic_run())
+    page.route(f"**/v1/runs/{SYNTHETIC_RUN}", lambda route: route.fulfill(status=200, content_type="application/json", body=run))
+    page.route(f"**/v1/runs/{SYNTHETIC_RUN}/events", lambda route: route.fulfill(
+        status=200, content_type="text/event-stream", body=events, headers={"X-Run-Id": SYNTHETIC_RUN}))
+
+
+def test_the_timeline_renders_skipped_steps_items_and_parallel_members(page: Any, server: ServerProcess) -> None:
+    serve_synthetic_run(page)
+    page.goto(f"{server.url}/#runs/{SYNTHETIC_RUN}")
+    page.wait_for_selector("#run-timeline[data-last-type=tool_call_result]", timeout=10000)
+    t = "#run-timeline"
+    step_ids = page.eval_on_selector_all(f"{t} .call > .steps > .step", "l => l.map(s => s.dataset.stepId)")
+    assert step_ids == ["split", "classify", "stats", "bugs", "notify", "report"]
+
+    skipped = f"{t} .step[data-step-id=bugs]"  # a skipped step: its status and its condition's text
+    assert page.get_attribute(skipped, "data-status") == "skipped"
+    assert page.text_content(f"{skipped} > .head .status") == "skipped"
+    assert page.inner_text(f"{skipped} .condition code") == f"when {CONDITION}"
+
+    each = f"{t} .step[data-step-id=classify]"  # forEach: a count, items in order, folded past 10
+    assert page.inner_text(f"{each} > .head .items-count") == f"{ITEMS} / {ITEMS} items"
+    assert page.evaluate(f"document.querySelector('{each} > .head progress').value") == ITEMS
+    visible = page.eval_on_selector_all(f"{each} > .items > .item", "l => l.map(i => Number(i.dataset.itemIndex))")
+    assert visible == list(range(10))
+    folded = f"{each} > details.more-items"
+    assert page.eval_on_selector_all(f"{folded} > .item", "l => l.map(i => Number(i.dataset.itemIndex))") == [10, 11]
+    assert page.get_attribute(folded, "open") is None and page.is_hidden(f"{folded} > .item[data-item-index='10']")
+    assert page.inner_text(f"{folded} > summary") == "2 more items (1 failed)"
+    assert page.get_attribute(f"{each}", "data-status") == "ok"  # onItemError: skip; the step finished
+    assert page.get_attribute(f"{folded} > .item[data-item-index='{FAILED_ITEM}']", "data-status") == "error"
+    assert "the model gave up" in page.text_content(f"{folded} > .item[data-item-index='{FAILED_ITEM}']")
+    for index in (0, 3, 7):  # each item's events went to its own box
+        item = f"{each} .item[data-item-index='{index}']"
+        assert page.get_attribute(item, "data-status") == "ok"
+        assert f"summary of item {index}" in page.text_content(item)
+        assert page.text_content(item).count("summary of item") == 1
+
+    for step, own, other in (("stats", '"bug": 11', "notified"), ("notify", "notified", '"bug": 11')):
+        node = f"{t} .step[data-step-id={step}]"  # parallel members, interleaved, each in its own box
+        assert page.get_attribute(node, "data-status") == "ok"
+        assert own in page.text_content(node) and other not in page.text_content(node)
+    assert page.text_content(f"{t} .step[data-step-id=notify] .md strong") == "the team"
+
+    sub = f"{t} .step[data-step-id=report]"  # a sub-workflow's steps nest under the step that ran it
+    assert page.inner_text(f"{sub} > .head .muted") == "workflow renderTriage"
+    assert page.eval_on_selector_all(f"{sub} > .sub-steps > .step", "l => l.map(s => s.dataset.stepId)") == ["report/render"]
+    assert page.inner_text(f"{sub} > .sub-steps > .step > .head strong") == "1/1 render"
