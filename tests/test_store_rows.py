@@ -155,3 +155,20 @@ def test_a_builtin_becomes_a_record_sink_wrapped() -> None:
     seen: list[Event] = []
     sink = record_sink(seen.append)
     assert sink.wants_records and sink(Event("agent_start", "run_1", 1, 1)) is None and len(seen) == 1
+
+
+def test_the_writer_threads_cpu_is_measured_apart(tmp_path: Path) -> None:
+    """bench.store splits the store's CPU between the event loop and the writer thread: the
+    writer's own clock grows with what it writes, and says None once the writer is gone."""
+    store = open_store(f"sqlite:///{tmp_path}/runs.db")
+    before = store.writer_cpu()
+    assert before is not None and before >= 0
+    for run in range(300):
+        store.listener(Event("tool_call_start", f"run_{run}", 1, 10, "call_1", data={"tool": "report", "arguments": {"a": run}}))
+        store.listener(Event("tool_call_result", f"run_{run}", 2, 20, "call_1", data={"ok": True, "data": "x" * 2_000}))
+    store.flush()
+    after = store.writer_cpu()
+    assert after is not None and after > before, "writing 600 events took the writer some CPU"
+    assert len(store.runs(limit=1_000)) == 300
+    store.close()
+    assert store.writer_cpu() is None

@@ -283,6 +283,17 @@ class Store:
         with contextlib.suppress(RuntimeError):  # already awake
             self._wake.release()
 
+    def writer_cpu(self) -> float | None:
+        """CPU seconds the writer thread has used so far (None where the system cannot tell):
+        the part of the store's cost that is not the event loop's (bench.store reports both)."""
+        ident = self._writer.ident
+        if ident is None or not self._writer.is_alive() or not hasattr(time, "pthread_getcpuclockid"):
+            return None
+        try:
+            return time.clock_gettime(time.pthread_getcpuclockid(ident))
+        except OSError:
+            return None
+
     def flush(self, timeout: float = 30.0) -> None:
         """Wait until everything queued so far is committed; StoreError if writing failed."""
         if not self._closed:

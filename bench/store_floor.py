@@ -1,0 +1,82 @@
+"""The floor under the SQLite store's CPU: raw sqlite3 inserting the same event rows in a loop.
+
+bench.store measures what the store costs per call; this says how much of it SQLite itself
+takes at the very least, on this machine, in the same run: the event rows the store wrote
+(read back from its file, in arrival order) go into a fresh file through multi-row `INSERT`s
+of ROWS_PER_STATEMENT rows (cheaper than `executemany`'s one per row: ~25 % less CPU here),
+STATEMENT_EVENTS rows per transaction, with the writer's
+pragmas (WAL, synchronous=NORMAL, its cache and mapping), on this thread alone — no
+listener, no implied rows, no other thread. Three tables:
+
+* `keyed`: the `events` table as the schema has it (WITHOUT ROWID, key (run_id, seq));
+* `time-ordered`: the same, each run id given a time-ordered prefix (a new run's rows then
+  go to the B-tree's right edge instead of a random page);
+* `rowid`: a plain rowid table with no key at all: appending rows, nothing more.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import tempfile
+import time
+from pathlib import Path
+from itertools import chain
+from typing import Iterator
+
+from engine.store.base import STATEMENT_EVENTS
+from engine.store.schema import MIGRATIONS
+from engine.store.sqlite import WRITER_CACHE_KIB, WRITER_MMAP_BYTES
+
+_COLUMNS = "run_id, seq, type, ts, tool_call_id, step_id, skill, data"
+_KEYED = MIGRATIONS[0].split("CREATE TABLE events", 1)[1].split(";", 1)[0]  # the schema's own definition
+_ROWID = ("(run_id TEXT NOT NULL, seq INTEGER NOT NULL, type TEXT NOT NULL, ts INTEGER NOT NULL, tool_call_id TEXT, "
+          "step_id TEXT, skill TEXT, data TEXT NOT NULL)")
+TABLES = {"keyed": _KEYED, "time-ordered": _KEYED, "rowid": _ROWID}
+ROWS_PER_STATEMENT = 256
+_ONE = f"INSERT INTO events ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+_MANY = f"INSERT INTO events ({_COLUMNS}) VALUES " + ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?)"] * ROWS_PER_STATEMENT)
+
+
+def _batches(source: Path, time_ordered: bool) -> Iterator[list[tuple[object, ...]]]:
+    """The store's event rows in arrival order, STATEMENT_EVENTS at a time."""
+    db = sqlite3.connect(source)
+    try:
+        cursor = db.execute(f"SELECT {_COLUMNS} FROM events ORDER BY ts, run_id, seq")
+        order: dict[str, str] = {}
+        while rows := cursor.fetchmany(STATEMENT_EVENTS):
+            if time_ordered:  # same length: an arrival counter replaces the id's first 11 hex digits
+                rows = [(order.setdefault(row[0], f"run_{len(order):011x}{row[0][15:]}"), *row[1:]) for row in rows]
+            yield rows
+    finally:
+        db.close()
+
+
+def _insert(source: Path, table: str, target: Path) -> float:
+    """This thread's CPU seconds to insert the rows of `source` into a new `table` at `target`."""
+    db = sqlite3.connect(target, isolation_level=None)
+    try:
+        db.execute("PRAGMA journal_mode = WAL")
+        db.execute("PRAGMA synchronous = NORMAL")
+        db.execute(f"PRAGMA cache_size = -{WRITER_CACHE_KIB}")
+        db.execute(f"PRAGMA mmap_size = {WRITER_MMAP_BYTES}")
+        db.execute(f"CREATE TABLE events {TABLES[table]}")
+        spent = 0.0
+        for rows in _batches(source, table == "time-ordered"):
+            whole = len(rows) // ROWS_PER_STATEMENT * ROWS_PER_STATEMENT
+            values = [list(chain.from_iterable(rows[at : at + ROWS_PER_STATEMENT])) for at in range(0, whole, ROWS_PER_STATEMENT)]
+            started = time.thread_time()  # reading the source and flattening its rows are not counted
+            db.execute("BEGIN IMMEDIATE")
+            for part in values:
+                db.execute(_MANY, part)
+            db.executemany(_ONE, rows[whole:])
+            db.execute("COMMIT")
+            spent += time.thread_time() - started
+        return spent
+    finally:
+        db.close()
+
+
+def floor(source: Path, calls: int) -> dict[str, float]:
+    """µs of CPU per call for each of TABLES, `calls` being how many calls wrote `source`'s events."""
+    with tempfile.TemporaryDirectory(prefix="skillyard-bench-floor-") as work:
+        return {table: _insert(source, table, Path(work) / f"{table}.db") / calls * 1e6 for table in TABLES}
