@@ -4,12 +4,14 @@ One sandboxed environment with StrictUndefined: templates come from the project'
 the values rendered into them are *data*. A tool argument such as `{{7*7}}` is inserted as
 those seven characters; it is never parsed as template code.
 
-Templates are parsed at link time (syntax errors and undeclared variables are config errors)
+Templates are parsed at link time (syntax errors, unknown filters and tests, and undeclared
+variables are config errors)
 and compiled on first use, then cached, so linking a large project stays fast.
 """
 
 from __future__ import annotations
 
+import difflib
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -75,7 +77,38 @@ def _check(source: str) -> tuple[tuple[TemplateProblem, ...], frozenset[str]]:
         body = Parser(ENV, source).subparse()
     except jinja2.TemplateSyntaxError as exc:
         return (TemplateProblem(exc.lineno or 1, exc.message or "syntax error"),), frozenset()
-    return (), _read_names(body) - BUILTIN_NAMES
+    return tuple(_unknown_filters_and_tests(body)), _read_names(body) - BUILTIN_NAMES
+
+
+def _unknown_filters_and_tests(body: list[nodes.Node]) -> list[TemplateProblem]:
+    """`{{ x | uper }}`, `{% if x is odd_number %}`: Jinja would only say so when rendering."""
+    problems = []
+    for node in _walk(body):
+        if isinstance(node, nodes.Filter) and node.name not in ENV.filters:  # `{{ x | f }}` and `{% filter f %}`
+            problems.append(TemplateProblem(node.lineno, f"unknown filter {node.name!r}{_did_you_mean(node.name, ENV.filters)}"))
+        elif isinstance(node, nodes.Test) and node.name not in ENV.tests:
+            problems.append(TemplateProblem(node.lineno, f"unknown test {node.name!r}{_did_you_mean(node.name, ENV.tests)}"))
+    return sorted(problems, key=lambda p: p.line)
+
+
+def _did_you_mean(name: str, known: Any) -> str:
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    if close:
+        return f"; did you mean {close[0]!r}?"
+    return f"; use one of Jinja2's built-in ones ({', '.join(sorted(known)[:8])}, …)"
+
+
+def _walk(body: list[nodes.Node]) -> Any:
+    stack: list[Any] = list(body)
+    while stack:
+        node = stack.pop()
+        yield node
+        for field in node.fields:
+            value = getattr(node, field, None)
+            if isinstance(value, nodes.Node):
+                stack.append(value)
+            elif isinstance(value, list):
+                stack.extend(item for item in value if isinstance(item, nodes.Node))
 
 
 def read_variables(ast: nodes.Template) -> frozenset[str]:

@@ -20,6 +20,7 @@ merges, limits, errors) goes through the full builder straight away.
 
 from __future__ import annotations
 
+import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -502,7 +503,33 @@ def _describe_yaml_error(exc: yaml.MarkedYAMLError, text: str) -> tuple[str, str
         hint = "define the anchor (&name) before using the alias (*name)"
     elif "duplicate anchor" in context:
         hint = "give each anchor its own name"
+    elif "mapping values are not allowed" in problem:
+        hint = _quote_hint(lines[line - 1] if 0 < line <= len(lines) else "") or hint
+    elif "expected ',' or '}'" in problem:
+        hint = _flow_quote_hint(lines[line - 1] if 0 < line <= len(lines) else "") or hint
     return f"YAML syntax error: {message}", hint, line, col
+
+
+_KEY_AND_VALUE = re.compile(r"^(\s*(?:-\s+)?)([^\s:#'\"{\[][^:#]*?):[ \t]+(.*?)(?:\s+#.*)?$")
+_FLOW_ENTRY_WITH_TWO_COLONS = re.compile(r"[{,]\s*([^\s,{}\[\]'\"][^,{}:]*):\s+([^,{}\[\]'\"]*?:\s[^,{}\[\]]*?)\s*[,}]")
+
+
+def _flow_quote_hint(text: str) -> str:
+    """`{description: a: b}` → quote the value inside the braces."""
+    match = _FLOW_ENTRY_WITH_TWO_COLONS.search(text)
+    if match is None:
+        return ""
+    value = match.group(2).replace("\\", "\\\\").replace('"', '\\"')
+    return f"quote the value: write {match.group(1)}: \"{value}\" (an unquoted ': ' starts a new key)"
+
+
+def _quote_hint(text: str) -> str:
+    """For a plain value that holds `: ` (`description: Fetch a page: returns text`): quote it."""
+    match = _KEY_AND_VALUE.match(text)
+    if match is None or match.group(3).startswith(("{", "[", "'", '"', "|", ">")) or ": " not in match.group(3):
+        return ""
+    value = match.group(3).replace("\\", "\\\\").replace('"', '\\"')
+    return f"quote the value: write {match.group(2)}: \"{value}\" (an unquoted ': ' starts a new key)"
 
 
 def _key_text(key: Any) -> str:
