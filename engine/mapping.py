@@ -9,7 +9,8 @@ A mapping is compiled once (at link time) into a resolver: a closure that builds
 from `(tool_args, step_outputs)`. An optional tool argument that was not given drops its
 key; a reference that cannot resolve at run time raises `MappingError`, except a reference
 to a step that may have been skipped (`when`), which is absent (MISSING) when it was. Inside
-a `forEach` step the current item and its index sit in the outputs under ITEM and INDEX.
+a `forEach` step the current item and its index sit in the outputs under ITEM and INDEX; an
+`$item` path reads like an argument (a missing optional key drops out).
 """
 
 from __future__ import annotations
@@ -294,10 +295,9 @@ def compile_reference(ref: Reference, absent_ok: bool = False) -> Resolver:
     path = ref.path
     if ref.source == "index":
         return lambda args, outputs: outputs[INDEX]
-    label = "output"
-    if ref.source == "item":
-        ref = Reference(ref.text, "steps", ITEM, path)  # the item sits among the outputs, as a step's would
-        label = "$item"
+    if ref.source == "item":  # read like an argument: an optional key that is missing drops out
+        from_item = compile_reference(Reference(ref.text, "toolArgs", None, path))
+        return lambda args, outputs: from_item(outputs[ITEM], outputs)
     if ref.source == "toolArgs":
         if not path:
             return lambda args, outputs: args
@@ -337,7 +337,7 @@ def compile_reference(ref: Reference, absent_ok: bool = False) -> Resolver:
         for depth, part in enumerate(path):
             child = _child(node, part)
             if child is MISSING:
-                raise MappingError(ref.text, _why_missing(node, path[:depth], part, label))
+                raise MappingError(ref.text, _why_missing(node, path[:depth], part))
             node = child
         return node
 
@@ -368,8 +368,8 @@ def _child(node: Any, part: PathPart) -> Any:
     return MISSING
 
 
-def _why_missing(node: Any, before: tuple[PathPart, ...], part: PathPart, label: str = "output") -> str:
-    where = label + format_path(before)
+def _why_missing(node: Any, before: tuple[PathPart, ...], part: PathPart) -> str:
+    where = "output" + format_path(before)
     if isinstance(part, int):
         if isinstance(node, (list, tuple)):
             return f"{where} has {len(node)} items, no index {part}"

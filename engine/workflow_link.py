@@ -524,7 +524,7 @@ class DataFlow:
         node, part_optional = self._walk(ref, reader, root, origin, path, error)
         if node is _NOWHERE:
             return None
-        return reader, node, optional or (ref.source == "toolArgs" and part_optional)
+        return reader, node, optional or (ref.source in ("toolArgs", "item") and part_optional)
 
     def _walk(self, ref: Reference, reader: SchemaReader, node: Any, origin: str, path: YamlPath, error: Any) -> tuple[Any, bool]:
         optional = False
@@ -573,6 +573,8 @@ class DataFlow:
         if maybe_absent and target_required and target is not None:
             if ref.source == "toolArgs":
                 self.error(path, f"{ref.text} is optional in {self._args_origin()} but {_where_into(path)} is required", "make the argument required, give it a default, or make the input optional")
+            elif ref.source == "item":
+                self.error(path, f"{ref.text} is optional in the forEach item but {_where_into(path)} is required", f"make it required in the items schema, or add a fallback: `{ref.text} ?? <value>`")
             else:
                 when = self.conditional.get(ref.step_id or "", "")
                 self.error(path, f"{ref.text} may be absent (step {ref.step_id!r} runs only when {when}) but {_where_into(path)} is required", f"add a fallback, as in `{ref.text} ?? <value>`, or make the input optional")
