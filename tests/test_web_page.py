@@ -53,22 +53,35 @@ def browser() -> Iterator[Any]:
             launched.close()
 
 
-def open_page(browser: Any, server: ServerProcess, width: int = 1280, hash_: str = "") -> tuple[Any, Any, list[str]]:
-    context = browser.new_context(viewport={"width": width, "height": 900})
+@pytest.fixture(scope="module")
+def shared(browser: Any) -> Iterator[tuple[Any, list[str]]]:
+    """One browser page for the module (a new context per test costs seconds on a busy machine)."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
-    page.goto(f"{server.url}/{hash_}")
-    page.wait_for_selector("body[data-ready=true]", timeout=15000)
-    return context, page, errors
+    yield page, errors
+    context.close()
 
 
 @pytest.fixture
-def page(browser: Any, server: ServerProcess) -> Iterator[Any]:
-    context, page, errors = open_page(browser, server)
+def page(shared: tuple[Any, list[str]], server: ServerProcess, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """The shared page, freshly loaded (a new document: no state of the test before), at 1280 px."""
+    page, errors = shared
+    errors.clear()
+    page.unroute_all()
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.goto(f"{server.url}/?test={request.node.name}")
+    page.wait_for_selector("body[data-ready=true]", timeout=15000)
     yield page
-    context.close()
     assert not errors, errors
+
+
+def open_run(page: Any, server: ServerProcess, run_id: str) -> None:
+    """Opens a run by its link (#runs/<id>) and waits for its timeline to end."""
+    page.goto(f"{server.url}/#runs/{run_id}")
+    page.wait_for_function("id => document.querySelector('#run-title').textContent === id", arg=run_id, timeout=10000)
+    page.wait_for_selector("#run-timeline[data-last-type=tool_call_result], #run-timeline[data-last-type=tool_call_error]", timeout=10000)
 
 
 def call(server: ServerProcess, tool: str, args: dict[str, Any]) -> dict[str, Any]:
@@ -226,7 +239,12 @@ def test_short_strings_get_one_line_and_every_checkbox_a_label(page: Any) -> Non
 
 def test_an_empty_required_field_is_a_form_error_and_nothing_is_sent(page: Any) -> None:
     sent: list[str] = []
-    page.on("request", lambda request: sent.append(request.url) if "/call" in request.url else None)
+
+    def on_request(request: Any) -> None:
+        if "/call" in request.url:
+            sent.append(request.url)
+
+    page.on("request", on_request)
     page.click("#tool-list li[data-tool=report]")
     page.fill("[name=title]", "A title")
     page.click("#run-tool")
@@ -245,6 +263,7 @@ def test_an_empty_required_field_is_a_form_error_and_nothing_is_sent(page: Any) 
     page.fill("[name=body]", "Some text")
     page.click("#run-tool")
     page.wait_for_selector("#tool-timeline[data-last-type=tool_call_result]", timeout=15000)
+    page.remove_listener("request", on_request)
     assert len(sent) == 1 and page.is_hidden("#form-error")
 
 
@@ -280,8 +299,7 @@ def test_runs_filter_and_search(page: Any, server: ServerProcess) -> None:
 def test_run_again_with_these_arguments(page: Any, server: ServerProcess) -> None:
     args = {"title": "again", "body": "Line one\nline two", "site": "https://example.org/x", "draft": True, "level": "high"}
     first = call(server, "report", args)
-    page.goto(f"{server.url}/#runs/{first['run_id']}")  # a run has a link of its own
-    page.wait_for_selector("#run-timeline[data-last-type=tool_call_result]", timeout=10000)
+    open_run(page, server, first["run_id"])  # a run has a link of its own
     page.click("#run-again")
     assert page.is_visible("#view-tools") and page.inner_text("#tool-title") == "report"
     values = page.evaluate("""() => ({title: document.querySelector('[name=title]').value, body: document.querySelector('[name=body]').value,
@@ -295,8 +313,7 @@ def test_run_again_with_these_arguments(page: Any, server: ServerProcess) -> Non
 
     # a secret the run's record hides is not sent as "[REDACTED]": the field asks for it again
     login = call(server, "login", {"user": "ada", "password": "hunter2-secret"})
-    page.goto(f"{server.url}/#runs/{login['run_id']}")
-    page.wait_for_selector("#run-timeline[data-last-type=tool_call_result]", timeout=10000)
+    open_run(page, server, login["run_id"])
     page.click("#run-again")
     assert page.input_value("[name=user]") == "ada" and page.input_value("[name=password]") == ""
     assert "redacted" in page.inner_text("[data-field=password] .field-error")
@@ -316,33 +333,29 @@ def no_horizontal_scroll(page: Any, where: str) -> None:
     assert wide == [], (where, wide)
 
 
-def test_the_page_works_420_px_wide(browser: Any, server: ServerProcess) -> None:
-    context, page, errors = open_page(browser, server, width=420)
-    try:
-        no_horizontal_scroll(page, "tools")
-        long_word = "x" * 300
-        run_form(page, "report", {"title": "narrow", "site": "https://example.org/" + "a" * 200, "body": long_word + "\n\n" + "word " * 80})
-        run_form(page, "brief", {"topic": "a topic " + long_word})
-        page.click("#tool-timeline details.exchange-box > summary")
-        no_horizontal_scroll(page, "tools after runs")
-        assert page.locator("#run-tool").bounding_box()["x"] >= 0
-        page.click(".tab[data-view=chat]")
-        page.fill("#chat-text", "hello " + long_word)
-        page.click("#chat-send")
-        page.wait_for_selector(".msg-assistant[data-stop-reason]:not([data-stop-reason=none])", timeout=15000)
-        no_horizontal_scroll(page, "chat")
-        page.click(".tab[data-view=runs]")
-        page.wait_for_selector("#runs-body tr[data-run-id]")
-        no_horizontal_scroll(page, "runs")
-        page.click("#runs-body tr[data-run-id]")
-        page.wait_for_selector("#run-timeline[data-last-type]", timeout=10000)
-        no_horizontal_scroll(page, "a run")
-        sidebar, content = page.locator("#view-tools .sidebar"), page.locator("#view-tools .content")
-        page.click(".tab[data-view=tools]")
-        assert sidebar.bounding_box()["y"] < content.bounding_box()["y"]  # stacked, not side by side
-    finally:
-        context.close()
-    assert not errors, errors
+def test_the_page_works_420_px_wide(page: Any, server: ServerProcess) -> None:
+    page.set_viewport_size({"width": 420, "height": 800})
+    no_horizontal_scroll(page, "tools")
+    long_word = "x" * 300
+    run_form(page, "report", {"title": "narrow", "site": "https://example.org/" + "a" * 200, "body": long_word + "\n\n" + "word " * 80})
+    run_form(page, "brief", {"topic": "a topic " + long_word})
+    page.click("#tool-timeline details.exchange-box > summary")
+    no_horizontal_scroll(page, "tools after runs")
+    assert page.locator("#run-tool").bounding_box()["x"] >= 0
+    page.click(".tab[data-view=chat]")
+    page.fill("#chat-text", "hello " + long_word)
+    page.click("#chat-send")
+    page.wait_for_selector(".msg-assistant[data-stop-reason]:not([data-stop-reason=none])", timeout=15000)
+    no_horizontal_scroll(page, "chat")
+    page.click(".tab[data-view=runs]")
+    page.wait_for_selector("#runs-body tr[data-run-id]")
+    no_horizontal_scroll(page, "runs")
+    page.click("#runs-body tr[data-run-id]")
+    page.wait_for_selector("#run-timeline[data-last-type]", timeout=10000)
+    no_horizontal_scroll(page, "a run")
+    sidebar, content = page.locator("#view-tools .sidebar"), page.locator("#view-tools .content")
+    page.click(".tab[data-view=tools]")
+    assert sidebar.bounding_box()["y"] < content.bounding_box()["y"]  # stacked, not side by side
 
 
 # ─── issue 14: when, forEach, parallel, sub-workflows in the timeline ─────────────────────
@@ -359,8 +372,7 @@ def serve_synthetic_run(page: Any) -> None:
 
 def test_the_timeline_renders_skipped_steps_items_and_parallel_members(page: Any, server: ServerProcess) -> None:
     serve_synthetic_run(page)
-    page.goto(f"{server.url}/#runs/{SYNTHETIC_RUN}")
-    page.wait_for_selector("#run-timeline[data-last-type=tool_call_result]", timeout=10000)
+    open_run(page, server, SYNTHETIC_RUN)
     t = "#run-timeline"
     step_ids = page.eval_on_selector_all(f"{t} .call > .steps > .step", "l => l.map(s => s.dataset.stepId)")
     assert step_ids == ["split", "classify", "stats", "bugs", "notify", "report"]
