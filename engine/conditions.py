@@ -102,6 +102,8 @@ def _tokens(text: str) -> list[tuple[str, Any, int]]:
     while pos < len(text):
         match = _TOKEN.match(text, pos)
         if match is None:
+            if text[pos] == "=":
+                raise ConditionSyntaxError("a single = is not an operator: use == to compare", pos)
             raise ConditionSyntaxError(f"unexpected {text[pos]!r}", pos)
         kind = match.lastgroup
         value = match.group()
@@ -186,8 +188,6 @@ class _Parser:
         if self.peek("not") and self.tokens[self.at + 1][1] == "in":
             self.at += 2
             return Compare("not in", left, self.operand(), pos)
-        if kind == "op" and value == "=":
-            raise ConditionSyntaxError("use == to compare", pos)
         return left
 
     def operand(self) -> Node:
@@ -236,7 +236,7 @@ class _Parser:
 class Condition:
     """A parsed `when:`: `holds(args, outputs)` decides it at run time."""
 
-    def __init__(self, text: str, skippable: frozenset[str] = frozenset()):
+    def __init__(self, text: str):
         self.text = text
         self.tree = _Parser(text).parse()
         self.references = [node.ref for node in walk(self.tree) if isinstance(node, Ref)]
