@@ -103,6 +103,9 @@ def origin(filename: str, user_roots: Iterable[str] = ()) -> str:
 def failure_details(exc: BaseException, user_roots: Iterable[str] = (), redactor: Redactor | None = None) -> dict[str, Any]:
     """`details` for the error of `exc`: its type and the user's frames ({} when there are none)."""
     roots = tuple(user_roots)
+    scrubber = active_scrubber()  # the current run's: its project's sensitive keys, its known secrets
+    if redactor is None:
+        redactor = scrubber.redactor if scrubber is not None else _DEFAULT_REDACTOR
     frames = []
     for filename, line, function in _walk(exc.__traceback__):
         where = origin(filename, roots)
@@ -118,7 +121,6 @@ def failure_details(exc: BaseException, user_roots: Iterable[str] = (), redactor
     details: dict[str, Any] = {"exception": type(exc).__name__, "frames": frames[-MAX_FRAMES:]}
     if len(frames) > MAX_FRAMES:
         details["frames_omitted"] = len(frames) - MAX_FRAMES
-    scrubber = active_scrubber()
     return scrubber.known_secrets(details) if scrubber is not None else details  # type: ignore[no-any-return]
 
 

@@ -282,3 +282,32 @@ def test_the_http_body_carries_the_same_frames(project: Path) -> None:
     assert "Traceback" not in log and "kept =" not in log
     for planted in (secret, LITERAL, key):
         assert leaks(planted, [log, failed.text, skill.text], sink_files(project)) == []
+
+
+def test_the_projects_own_sensitive_keys_hide_literals_in_a_skills_source(write_yaml_project: Any) -> None:
+    literal = plant("pin")
+    root = write_yaml_project({
+        "config/engine.yaml": "redaction: {sensitive_keys: [password, pin_code]}\n",
+        "tools.yaml": """
+            tools:
+              unlock:
+                description: Unlock (a python skill that raises on the line holding a literal).
+                parameters: {type: object, properties: {}}
+                workflow: unlock
+        """,
+        "skills.yaml": "skills:\n  unlock:\n    kind: python\n    function: pins_mod:unlock\n",
+        "workflows.yaml": "workflows:\n  unlock:\n    steps:\n      - {id: u, skill: unlock, input: {}}\n",
+        "pins_mod.py": f'''
+            def unlock(input):
+                pin_code = int("{literal}")
+                return {{"pin": pin_code}}
+        ''',
+    })
+    try:
+        result = _call(root, "unlock", {})
+    finally:
+        sys.modules.pop("pins_mod", None)
+        sys.path[:] = [p for p in sys.path if p != str(root)]
+    (frame,) = result.error.details["frames"]  # type: ignore[union-attr]
+    assert (frame["function"], frame["line"], frame["source"]) == ("unlock", 2, 'pin_code = int("[REDACTED]")')
+    assert literal not in frame["source"]
