@@ -223,6 +223,12 @@ def test_run_workflow_prints_the_last_user_frame_and_verbose_the_traceback(proje
     assert f'  File "mine/helpers.py", line {HELPER_LOADS}, in parse' in deep.stderr
     assert "json/decoder.py" not in deep.stderr and "engine/" not in deep.stderr
 
+    for debug_args, env in ((["--debug"], None), ([], {"SKILLYARD_DEBUG": "1"})):
+        debug = skillyard("call", "countWords", "--arg", "text=nope", "--verbose", "--quiet", "--no-store", *debug_args,
+                          cwd=project, env=env)
+        assert "Traceback (most recent call last):" in debug.stderr and "  [engine]" in debug.stderr
+        assert "json/decoder.py" in debug.stderr and "  [library]" in debug.stderr
+
     shown = skillyard("runs", "show", run_id_of(plain.stderr), cwd=project)
     assert shown.returncode == 0, shown.stderr
     assert f"at mine/secure.py:{LOGIN_RAISE} in login" in shown.stdout
