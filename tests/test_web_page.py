@@ -410,3 +410,31 @@ def test_the_timeline_renders_skipped_steps_items_and_parallel_members(page: Any
     assert page.inner_text(f"{sub} > .head .muted") == "workflow renderTriage"
     assert page.eval_on_selector_all(f"{sub} > .sub-steps > .step", "l => l.map(s => s.dataset.stepId)") == ["report/render"]
     assert page.inner_text(f"{sub} > .sub-steps > .step > .head strong") == "1/1 render"
+
+
+def test_a_real_run_of_when_foreach_parallel_and_a_sub_workflow(page: Any) -> None:
+    text = "\n".join(["it is broken"] * 3 + ["nice"] * 8 + ["FAIL here"])  # the 12th item fails (onItemError: skip)
+    page.click("#tool-list li[data-tool=triage]")
+    page.fill("[name=text]", text)
+    page.check("[name=includeBugs]")
+    page.click("#run-tool")
+    page.wait_for_selector("#tool-timeline[data-last-type=tool_call_result]", timeout=15000)
+    t = "#tool-timeline"
+    each = f"{t} .step[data-step-id=classify]"
+    assert page.text_content(f"{each} > .head .items-count") == "12 / 12 items"
+    assert page.eval_on_selector_all(f"{each} > .items > .item", "l => l.length") == 10
+    assert page.inner_text(f"{each} > details.more-items > summary") == "2 more items (1 failed)"
+    assert "cannot classify item 11" in page.text_content(f"{each} .item[data-item-index='11']")
+    assert "bug: it is broken" in page.text_content(f"{each} .item[data-item-index='2']")
+    assert page.eval_on_selector_all(f"{t} .call > .steps > .step", "l => l.map(s => [s.dataset.stepId, s.dataset.status])") == [
+        ["split", "ok"], ["classify", "ok"], ["stats", "ok"], ["bugs", "ok"], ["report", "ok"]]
+    sub = f"{t} .step[data-step-id=bugs] > .sub-steps > .step"
+    assert page.eval_on_selector_all(sub, "l => l.map(s => s.dataset.stepId)") == ["bugs/note"]
+    assert page.text_content(f"{sub} > .head strong") == "1/1 note"
+    assert page.text_content("#tool-result .md h3") == "Triage"
+
+    page.uncheck("[name=includeBugs]")
+    page.click("#run-tool")
+    page.wait_for_selector("#tool-timeline[data-last-type=tool_call_result]", timeout=15000)
+    assert page.get_attribute(f"{t} .step[data-step-id=bugs]", "data-status") == "skipped"
+    assert page.text_content(f"{t} .step[data-step-id=bugs] .condition code") == "when $toolArgs.includeBugs == true"

@@ -33,6 +33,16 @@ FILES: dict[str, str] = {
                 topic: {type: string, maxLength: 120}
               required: [topic]
               additionalProperties: false
+          triage:
+            description: Classify each line of a text, count the kinds, note the bugs.
+            workflow: triage
+            parameters:
+              type: object
+              properties:
+                text: {type: string, description: One item per line}
+                includeBugs: {type: boolean, default: false, description: Note the bugs too}
+              required: [text]
+              additionalProperties: false
           login:
             description: Check a user name and a password.
             workflow: login
@@ -68,6 +78,38 @@ FILES: dict[str, str] = {
             system: You write short briefs.
             user: "Write a brief about {{ topic }}."
             input: {type: object, properties: {topic: {type: string}}, required: [topic]}
+          split:
+            kind: python
+            function: page_skills:split
+            input: {type: object, properties: {text: {type: string}}, required: [text]}
+            output:
+              type: object
+              properties:
+                items: {type: array, items: {type: object, properties: {text: {type: string}}, required: [text]}}
+              required: [items]
+          classify:
+            kind: python
+            function: page_skills:classify
+            input: {type: object, properties: {text: {type: string}, position: {type: integer}}, required: [text, position]}
+            output:
+              type: object
+              properties: {kind: {type: string}, summary: {type: string}}
+              required: [kind, summary]
+          count:
+            kind: python
+            function: page_skills:count
+            input: {type: object, properties: {items: {type: array}}, required: [items]}
+            output: {type: object, properties: {total: {type: integer}}, required: [total]}
+          note:
+            kind: python
+            function: page_skills:note
+            input: {type: object, properties: {items: {type: array}}, required: [items]}
+            output: {type: array, items: {type: string}}
+          render:
+            kind: python
+            function: page_skills:render
+            input: {type: object, properties: {stats: {type: object}, bugs: {type: array}}, required: [stats, bugs]}
+            output: {type: string}
           login:
             kind: python
             function: page_skills:login
@@ -89,6 +131,36 @@ FILES: dict[str, str] = {
                 skill: brief
                 input: {topic: $toolArgs.topic}
             output: $steps.brief.output
+          triage:
+            steps:
+              - id: split
+                skill: split
+                input: {text: $toolArgs.text}
+              - id: classify
+                skill: classify
+                forEach: $steps.split.output.items
+                concurrency: 3
+                onItemError: skip
+                input: {text: $item.text, position: $index}
+              - parallel:
+                  - id: stats
+                    skill: count
+                    input: {items: $steps.classify.output}
+                  - id: bugs
+                    workflow: noteBugs
+                    when: $toolArgs.includeBugs == true
+                    input: {items: $steps.classify.output}
+              - id: report
+                skill: render
+                input:
+                  stats: $steps.stats.output
+                  bugs: $steps.bugs.output ?? []
+            output: $steps.report.output
+          noteBugs:
+            steps:
+              - id: note
+                skill: note
+                input: {items: $toolArgs.items}
           login:
             steps:
               - id: login
@@ -113,6 +185,30 @@ FILES: dict[str, str] = {
             if input.get("site"):
                 lines += ["", "Source: " + input["site"]]
             return "\\n".join(lines)
+
+
+        def split(input):
+            return {"items": [{"text": line.strip()} for line in input["text"].splitlines() if line.strip()]}
+
+
+        def classify(input):
+            if "FAIL" in input["text"]:
+                raise ValueError("cannot classify item " + str(input["position"]))
+            kind = "bug" if "broken" in input["text"] else "praise"
+            return {"kind": kind, "summary": kind + ": " + input["text"]}
+
+
+        def count(input):
+            return {"total": len(input["items"])}
+
+
+        def note(input):
+            return [item["summary"] for item in input["items"] if item["kind"] == "bug"]
+
+
+        def render(input):
+            bugs = "".join("- " + bug + "\\n" for bug in input["bugs"])
+            return "# Triage\\n\\n- " + str(input["stats"]["total"]) + " items\\n" + bugs
 
 
         def login(input):
