@@ -400,6 +400,12 @@ def test_the_timeline_renders_skipped_steps_items_and_parallel_members(page: Any
         assert f"summary of item {index}" in page.text_content(item)
         assert page.text_content(item).count("summary of item") == 1
 
+    priced = "1,200 in / 300 out tokens · $0.0042"  # usage where the model reports it, and its cost when the usage has one
+    assert page.text_content(f"{each} .item[data-item-index='0'] > .head .usage") == priced
+    assert page.text_content(f"{each} > .head .usage") == priced and page.text_content(f"{t} .call > .head .usage") == priced
+    assert page.text_content(f"{each} .item[data-item-index='0'] .bubble[data-role=user] .msg-body") == "Classify: feedback 0"
+    assert page.text_content(f"{t} .usage-total") == f"Model usage: {priced} (1 model answer)"
+
     for step, own, other in (("stats", '"bug": 11', "notified"), ("notify", "notified", '"bug": 11')):
         node = f"{t} .step[data-step-id={step}]"  # parallel members, interleaved, each in its own box
         assert page.get_attribute(node, "data-status") == "ok"

@@ -276,6 +276,11 @@ def synthetic_events() -> list[dict[str, Any]]:
     order = [1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10]  # items finish out of order (concurrency 4)
     for index in order:
         failed = index == FAILED_ITEM
+        if index == 0:  # a prompt skill's exchange inside an item, with a usage that carries a cost
+            log.emit("model_exchange", {"model": "priced", "attempt": 1, "item_index": 0, "output_schema": False,
+                                        "messages": [{"role": "user", "content": "Classify: feedback 0"}], "response": "a *bug*",
+                                        "usage": {"input_tokens": 1200, "output_tokens": 300, "cost_usd": 0.0042}},
+                     "classify", "classifyOne")
         log.skill("classify", "classifyOne", {"kind": "bug", "summary": f"summary of item {index}"}, item=index,
                   error="the model gave up" if failed else None)
         done += 1

@@ -134,6 +134,8 @@ export class Timeline {
     if (node) return node;
     node = this.unit(ev, "item", `item ${index + 1}`, { itemIndex: String(index) });
     node.index = index;
+    node.step = step;
+    node.call = step.call;
     step.items.set(index, node);
     step.call.units.push(node);
     if (!step.itemBox) {
@@ -176,7 +178,7 @@ export class Timeline {
   }
 
   addUsage(node, usage) {
-    for (const unit of [node, node.call].filter(Boolean)) {
+    for (const unit of [node, node.step, node.call].filter(Boolean)) { // an item's tokens count for its step and its call
       const sum = unit.usageSum || { input_tokens: 0, output_tokens: 0 };
       sum.input_tokens += Number(usage.input_tokens || 0);
       sum.output_tokens += Number(usage.output_tokens || 0);
