@@ -295,3 +295,96 @@ def test_a_secret_of_the_arguments_reaches_no_sink_of_the_worker(setup: Setup) -
     assert len(stored) == len(events) and planted not in json.dumps(stored)
     assert any(e["type"] == "skill_start" for e in stored)  # the worker's events, redacted by the worker
     assert planted not in Path(worker.log.name).read_text()  # type: ignore[attr-defined]
+
+
+# ─── tools that are not workflows: one activity on a worker ──────────────────────────────
+
+OTHER_TOOLS = """
+  whereRuns:
+    type: python
+    description: Say which process ran the call.
+    config: {function: "temporal_tools:where"}
+  refuses:
+    type: python
+    description: Always fails with its own code.
+    config: {function: "temporal_tools:refuse"}
+  readPage:
+    type: fetch
+    description: Read a page.
+    config: {allowPrivateNetworks: ["127.0.0.1/32"]}
+"""
+OTHER_CODE = '''
+import os
+
+from engine import StepFailure
+from engine.context import RunContext
+
+
+def where(text: str, run: RunContext) -> dict:
+    run.tool_progress("looking", f"looking for {text}", text=text)
+    return {"text": text, "pid": os.getpid()}
+
+
+def refuse(text: str) -> dict:
+    raise StepFailure("not_today", f"no {text} today")
+'''
+
+
+@pytest.fixture
+def other_tools(setup: Setup) -> Setup:
+    with open(setup.root / "tools.yaml", "a") as out:
+        out.write(OTHER_TOOLS)
+    (setup.root / "temporal_tools.py").write_text(OTHER_CODE)
+    return setup
+
+
+def test_a_python_tool_runs_as_one_activity_on_a_worker_as_it_runs_locally(other_tools: Setup) -> None:
+    setup = other_tools
+    worker = setup.start_worker()
+    remote = setup.call("whereRuns", "--arg", "text=py", "--output", "events", "--quiet")
+    local = setup.call("whereRuns", "--arg", "text=py", "--output", "events", "--quiet", backend="local")
+    assert remote.returncode == 0 == local.returncode, remote.stderr + local.stderr
+    remote_events, remote_result = events_of(remote.stdout)
+    local_events, local_result = events_of(local.stdout)
+    assert remote_result["data"] == {"text": "py", "pid": worker.pid}  # ran on the worker
+    assert local_result["data"]["pid"] not in (worker.pid, os.getpid())
+    strip = lambda e: comparable({**e, "data": {k: v for k, v in e["data"].items() if k != "data"}})  # noqa: E731
+    assert [strip(e) for e in remote_events] == [strip(e) for e in local_events]
+    assert any(e["type"] == "tool_progress_delta" and e["data"].get("text") == "py" for e in remote_events)
+    stored = setup.stored(remote_result["run_id"])
+    assert [e["seq"] for e in stored] == list(range(1, len(remote_events) + 1))
+    assert workflow_status(setup.address, remote_result["run_id"]) == "COMPLETED"
+
+    refused = setup.call("refuses", "--arg", "text=x", "--output", "result", "--quiet")
+    refused_locally = setup.call("refuses", "--arg", "text=x", "--output", "result", "--quiet", backend="local")
+    assert refused.returncode == refused_locally.returncode != 0
+    remote_error, local_error = json.loads(refused.stdout)["error"], json.loads(refused_locally.stdout)["error"]
+    assert remote_error == local_error and remote_error["code"] == "not_today"
+    assert workflow_status(setup.address, json.loads(refused.stdout)["run_id"]) == "FAILED"
+
+
+def test_a_fetch_tool_runs_as_one_activity_on_a_worker_against_a_real_http_server(other_tools: Setup) -> None:
+    from test_fetch_support import LoopbackServer, send
+
+    setup = other_tools
+    setup.start_worker()
+    page = LoopbackServer().start()
+    try:
+        page.routes["/page"] = lambda h: send(h, 200, b"hello from the loopback", "text/plain")
+        remote = setup.call("readPage", "--arg", f"url={page.url('/page')}", "--output", "events", "--quiet")
+        local = setup.call("readPage", "--arg", f"url={page.url('/page')}", "--output", "events", "--quiet",
+                           backend="local")
+    finally:
+        page.stop()
+    assert remote.returncode == 0 == local.returncode, remote.stderr + local.stderr
+    remote_events, remote_result = events_of(remote.stdout)
+    local_events, local_result = events_of(local.stdout)
+    assert remote_result["data"]["content"] == "hello from the loopback" == local_result["data"]["content"]
+    assert remote_result["data"]["status_code"] == 200
+    assert {k: v for k, v in remote_result["metadata"].items() if k != "duration_ms"} == \
+        {k: v for k, v in local_result["metadata"].items() if k != "duration_ms"}  # status, bytes, URL, as locally
+    assert [e["type"] for e in remote_events] == [e["type"] for e in local_events]
+    assert [s.path for s in page.seen] == ["/page", "/page"]  # once per call: never twice for the remote one
+    stored = setup.stored(remote_result["run_id"])
+    assert [e["seq"] for e in stored] == list(range(1, len(remote_events) + 1))
+    assert workflow_status(setup.address, remote_result["run_id"]) == "COMPLETED"

@@ -218,3 +218,47 @@ def test_cancel_through_another_replica_of_a_run_whose_replica_died(setup: Setup
     assert workflow_status(setup.address, run_id) == "CANCELED"
     stored = assert_gap_free(setup, run_id)
     assert stored[-1]["type"] == "tool_call_error" and stored[-1]["data"]["error"]["code"] == "cancelled"
+
+
+# ─── the MCP front door ──────────────────────────────────────────────────────────────────
+
+
+def test_skillyard_mcp_on_temporal_runs_calls_on_the_workers_with_their_progress(setup: Setup) -> None:
+    import asyncio
+    import json
+    import os
+
+    pytest.importorskip("mcp")
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    from test_mcp_stdio import _mcp_command
+
+    worker = setup.start_worker()
+    command = _mcp_command()
+    params = StdioServerParameters(command=command[0], args=[*command[1:], "--dir", str(setup.root), "--backend", "temporal"],
+                                   env={**setup.env, "PYTHONUNBUFFERED": "1"}, cwd=str(setup.root))
+    progress: list[str] = []
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append(message or "")
+
+    async def main() -> tuple[Any, Any]:
+        async with Client(params, mode="legacy") as client:
+            done = await client.call_tool("slowPipeline", {"text": "mcp", "seconds": 0.2}, progress_callback=on_progress)
+            bad = await client.call_tool("slowPipeline", {"text": ""})
+            return done, bad
+
+    done, bad = asyncio.run(main())
+    assert done.is_error is False and json.loads(done.content[0].text) == {"shout": "MCP!", "slept": "mcp"}
+    assert setup.counted("count", "mcp") == [worker.pid] and setup.counted("sleep", "mcp") == [worker.pid]
+    assert any("step 2 of 3 started" in m for m in progress), progress  # the workers' events, relayed
+    assert bad.is_error is True and "invalid_arguments" in bad.content[0].text
+    assert os.getpid() not in setup.counted("count", "mcp")
+    from engine.store import open_store
+
+    with open_store(setup.pg_url) as store:
+        runs = store.runs(tool="slowPipeline", limit=20)
+    ours = [r for r in runs if r.input == {"text": "mcp", "seconds": 0.2}]
+    assert len(ours) == 1 and ours[0].status == "ok"
+    assert workflow_status(setup.address, ours[0].id) == "COMPLETED"  # workflow id = the run id

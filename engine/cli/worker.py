@@ -75,7 +75,7 @@ async def _serve(project: Any, store: Any, ns: argparse.Namespace) -> int:
     def started(info: dict[str, Any]) -> None:
         tools = ", ".join(info["tools"]) or "none"  # type: ignore[arg-type]
         print(f"skillyard worker: project {info['project']} revision {info['revision']}, task queue "
-              f"{info['task_queue']} (namespace {info['namespace']} at {info['address']}); workflow tools: {tools}",
+              f"{info['task_queue']} (namespace {info['namespace']} at {info['address']}); tools: {tools}",
               file=sys.stderr, flush=True)
 
     await run_worker(project, store, max_concurrent=ns.max_concurrent, graceful_s=ns.grace, on_start=started)

@@ -1,10 +1,11 @@
 """The front door's side of the Temporal backend.
 
 The Engine asks the backend for the project a call runs on (`project_for`): the same project
-with each workflow tool's executor replaced by `RemoteWorkflow`. So the router runs every
+with each tool's executor replaced by `RemoteTool`. So the router runs every
 check of a call here, in the calling process, exactly as with the local backend (allowlist,
 enabled, JSON Schema, confirmation, the tool's timeout), and emits the call's first and last
-events; only the workflow's body runs on the workers. `RemoteWorkflow.execute` starts the
+events; only the tool's body (a workflow's steps, or any other tool type's executor as one
+activity) runs on the workers. `RemoteTool.execute` starts the
 execution (workflow id = the run id) and relays its events, followed from the shared store,
 to this run's listeners, so a timeline or an `--output events` stream looks as it does locally.
 """
@@ -22,7 +23,7 @@ from ...events import Event, report_listener_failure
 from ...store.schema import EVENTS_CHANNEL
 from .config import TemporalConfig, connect, require_sdk, require_shared_store
 from .orphans import EXECUTOR
-from .protocol import REVISION_MISMATCH, STEP_FAILURE, WORKFLOW
+from .protocol import CALL_WORKFLOW, REVISION_MISMATCH, STEP_FAILURE, WORKFLOW
 from .revision import project_revision
 
 if TYPE_CHECKING:
@@ -59,13 +60,13 @@ class TemporalBackend:
             return last[1]
         revision = project_revision(project.root)
         twin = copy.copy(project)  # shares the redactor, providers and settings; only `tools` differs
-        twin.tools = {name: self._remote(tool, revision) if tool.executor.kind == "workflow" else tool
+        twin.tools = {name: self._remote(tool, revision) if runs_on_workers(tool) else tool
                       for name, tool in project.tools.items()}
         self._last = (project, twin)
         return twin
 
     def _remote(self, tool: "LinkedTool", revision: str) -> "LinkedTool":
-        remote = dataclasses.replace(tool, executor=RemoteWorkflow(self, tool, revision))
+        remote = dataclasses.replace(tool, executor=RemoteTool(self, tool, revision))
         object.__setattr__(remote, "arguments_clean", tool.arguments_clean)  # init=False fields: as linked
         object.__setattr__(remote, "result_clean", tool.result_clean)
         return remote
@@ -81,15 +82,22 @@ class TemporalBackend:
         return self._client[1]
 
 
-class RemoteWorkflow:
-    """A workflow tool's executor in a front door: the body runs as a Temporal execution."""
+def runs_on_workers(tool: "LinkedTool") -> bool:
+    """Every tool of the project's files runs on the workers (a workflow tool as its workflow, any
+    other as one activity: single.py); a tool created in the run store (admin API) is unknown to
+    the workers, which link the files only, and runs here."""
+    return not tool.source.startswith("store:")
 
-    kind = "workflow"
+
+class RemoteTool:
+    """A tool's executor in a front door: the body runs as a Temporal execution."""
 
     def __init__(self, backend: TemporalBackend, tool: "LinkedTool", revision: str) -> None:
         self.backend = backend
         self.tool = tool
         self.local = tool.executor
+        self.kind = tool.executor.kind
+        self.workflow = WORKFLOW if self.kind == "workflow" else CALL_WORKFLOW
         self.revision = revision
         self.output_clean = getattr(tool.executor, "output_clean", None)
 
@@ -105,7 +113,7 @@ class RemoteWorkflow:
                 "arguments": args, "model": run.model_override, "first_seq": first, "tool_timeout": self.tool.timeout}
         self.backend.store.record_executor(run.run_id, EXECUTOR)  # if this process dies, a worker ends the run
         handle = await client.start_workflow(
-            WORKFLOW, call, id=run.run_id, task_queue=self.backend.config.task_queue,
+            self.workflow, call, id=run.run_id, task_queue=self.backend.config.task_queue,
             execution_timeout=timedelta(seconds=self.tool.timeout + 60),
         )
         follower = _Follower(self.backend.store, run.events, first - 1)
@@ -116,7 +124,7 @@ class RemoteWorkflow:
             if isinstance(cause, ApplicationError) and cause.type == STEP_FAILURE and cause.details:
                 info = cause.details[0]
                 await follower.catch_up(info["last_seq"])
-                raise StepFailure(info["code"], cause.message, info["details"] or None) from None
+                raise StepFailure(info["code"], cause.message, info["details"] or {}) from None
             await follower.catch_up(None)
             if isinstance(cause, CancelledError):  # cancelled from another front door (POST /v1/runs/{id}/cancel)
                 raise StepFailure("cancelled", f"call of {run.tool!r} was cancelled") from None
@@ -127,7 +135,17 @@ class RemoteWorkflow:
             await asyncio.shield(_cancel(handle, follower))
             raise
         await follower.catch_up(outcome["last_seq"])
-        return outcome["output"]
+        return _as_local(self.kind, outcome["output"])
+
+
+def _as_local(kind: str, output: Any) -> Any:
+    """The output as the local executor returns it: a fetch's data renders its own model text and
+    metadata (status, bytes, URL), so a front door shows a remote fetch as a local one."""
+    if kind == "fetch" and isinstance(output, dict):
+        from ...executors.fetch.executor import FetchResult
+
+        return FetchResult(output)
+    return output
 
 
 async def _cancel(handle: Any, follower: "_Follower") -> None:

@@ -31,9 +31,9 @@ PASSED_THROUGH = ("engine", "jsonschema_rs", "jsonschema", "pydantic", "pydantic
 
 def describe(project: "Project", revision: str, config: TemporalConfig) -> dict[str, object]:
     """What the worker serves, as its start line says."""
-    workflow_tools = sorted(name for name, tool in project.tools.items() if tool.executor.kind == "workflow")
+    tools = sorted(project.tools)  # every tool of the files: a workflow, or any other type as one activity
     return {"project": str(project.root), "revision": revision, "address": config.address,
-            "namespace": config.namespace, "task_queue": config.task_queue, "tools": workflow_tools}
+            "namespace": config.namespace, "task_queue": config.task_queue, "tools": tools}
 
 
 async def run_worker(project: "Project", store: "Store", *, max_concurrent: int = 100, graceful_s: float = 30.0,
@@ -46,6 +46,7 @@ async def run_worker(project: "Project", store: "Store", *, max_concurrent: int 
     from .agent_activities import AgentActivities
     from .agent_workflow import AgentWorkflow
     from .orphans import Adopter
+    from .single import OneActivityWorkflow, run_tool
     from .workflows import ToolWorkflow
 
     config = TemporalConfig.of(project)
@@ -54,8 +55,8 @@ async def run_worker(project: "Project", store: "Store", *, max_concurrent: int 
     client = await connect(config)
     activities = Activities(store)
     runner = SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSED_THROUGH))
-    worker = Worker(client, task_queue=config.task_queue, workflows=[ToolWorkflow, AgentWorkflow],
-                    activities=activities.all() + AgentActivities(activities).all(),
+    worker = Worker(client, task_queue=config.task_queue, workflows=[ToolWorkflow, OneActivityWorkflow, AgentWorkflow],
+                    activities=[*activities.all(), *AgentActivities(activities).all(), run_tool],
                     workflow_runner=runner, max_concurrent_activities=max_concurrent,
                     max_concurrent_workflow_tasks=max_concurrent, graceful_shutdown_timeout=timedelta(seconds=graceful_s))
     stop = asyncio.Event()
