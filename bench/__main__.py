@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="few iterations, small project (seconds); targets not judged")
     parser.add_argument("--json", type=Path, help="also write every figure to this JSON file")
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
-    parser.add_argument("--cases", default="abcd", help="which cases to run, e.g. 'ad' (default: abcd)")
+    parser.add_argument("--cases", default="abcd", help="which cases to run, e.g. 'ad' (default: abcd; f: forEach)")
     parser.add_argument("--no-langgraph", action="store_true", help="skip LangGraph even when it is installed")
     args = parser.parse_args(argv)
 
@@ -101,6 +101,12 @@ def main(argv: list[str] | None = None) -> int:
             c = load_link(work, budget, log=_log)
             out["c"] = c
             _print_c(c, report, budget.large_count)
+        if "f" in cases:
+            from . import foreach
+
+            _log("running (f) forEach")
+            out["f"] = foreach.run(work, quick=args.quick, log=_log)
+            foreach.print_report(out["f"], report.verdict)
 
     elapsed = time.perf_counter() - started
     print()
