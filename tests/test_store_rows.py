@@ -55,7 +55,8 @@ def test_the_run_encodes_the_data_once_for_every_sink(tmp_path: Path) -> None:
     assert Counted.calls == 1, "store and line share one encoding"
     assert event.data_json == b'{"value":"counted","n":1}'
     assert json.loads(lines[0]) == {**event.to_dict(), "data": {"value": "counted", "n": 1}}
-    assert sql(f"sqlite:///{tmp_path}/runs.db", "SELECT data FROM events WHERE run_id = 'run_once'") == [('{"value":"counted","n":1}',)]
+    assert sql(f"sqlite:///{tmp_path}/runs.db", "SELECT data, typeof(data), json_extract(data, '$.n') FROM events "
+               "WHERE run_id = 'run_once'") == [('{"value":"counted","n":1}', "text", 1)], "SQLite made the bytes JSON text"
 
 
 def test_a_run_without_a_record_sink_encodes_nothing(tmp_path: Path) -> None:

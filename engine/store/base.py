@@ -113,8 +113,10 @@ def _loads(text: str | None) -> Any:
 
 _RUN_ENDS = frozenset({"tool_call_result", "tool_call_error", "agent_done"})
 _IMPLIES = IMPLYING_TYPES.__contains__
-# An event's parts as C calls (the spill makes rows without a Python frame per event)
-_META = operator.attrgetter("run_id", "seq", "type", "ts", "tool_call_id", "step_id", "skill")
+# An event's parts as C calls (the spill makes rows without a Python frame per event), by
+# position in the Event tuple: type 0, run_id 1, seq 2, ts 3, tool_call_id 4, step_id 5, skill 6, data_json 9
+_META = operator.itemgetter(1, 2, 0, 3, 4, 5, 6)
+_ROW = operator.itemgetter(1, 2, 0, 3, 4, 5, 6, 9)  # the row with the data's JSON as the Run encoded it (bytes)
 _TYPE = operator.itemgetter(0)
 _DATA_JSON = operator.itemgetter(9)
 _DECODE = bytes.decode
@@ -395,20 +397,25 @@ class Store:
 
         Events redacted by their Run bring their data encoded (`data_json`): the rows are
         then made by C calls only, no Python per event (this runs on the event loop's thread
-        every SPILL_EVENTS events); Python looks only at the few events that imply rows.
+        every SPILL_EVENTS events), the data kept as those bytes where the backend makes them
+        text itself (`_DATA_BYTES`: no str built per event); Python looks only at the few
+        events that imply rows.
         Otherwise (a store fed by hand, data no fast encoder writes) each event is redacted
         if need be, encoded, and repaired if it cannot be (`_repaired_row`).
         """
         out = Batch()
-        texts = None
-        if self.redacted_events:
+        if not self.redacted_events:
+            return self._ready_one_by_one(batch, out)
+        if self._DATA_BYTES:  # the database turns the bytes into text itself (no Python object per event)
+            out.events = tuple(chain.from_iterable(map(_ROW, batch)))
+            if None in out.events[EVENT_WIDTH - 1 :: EVENT_WIDTH]:  # an event without data_json: row by row
+                return self._ready_one_by_one(batch, Batch())
+        else:
             try:
                 texts = list(map(_DECODE, map(_DATA_JSON, batch)))
             except TypeError:  # an event without data_json (None): row by row
-                pass
-        if texts is None:
-            return self._ready_one_by_one(batch, out)
-        out.events = tuple(chain.from_iterable(map(operator.add, map(_META, batch), zip(texts))))
+                return self._ready_one_by_one(batch, out)
+            out.events = tuple(chain.from_iterable(map(operator.add, map(_META, batch), zip(texts))))
         out.count = len(batch)
         imply = self._implier.imply
         for index in compress(range(len(batch)), map(_IMPLIES, map(_TYPE, batch))):
@@ -565,6 +572,9 @@ class Store:
     # Queries use `?` placeholders; a backend translates them if it needs to.
 
     _LOCAL_EVENTS_NOTICE = True  # False: the database itself notifies EVENTS_CHANNEL (postgres)
+    # True: an event row's data may stay the bytes the Run encoded (UTF-8 JSON), and the
+    # backend's statement makes them text (SQLite: CAST); False: the rows hold text only
+    _DATA_BYTES = False
 
     def _write_rows(self, rows: Batch) -> None:
         """One transaction: the event rows, then the rows they imply (rows.py), in the

@@ -41,7 +41,8 @@ class Batch:
 
     Rows held as tuples (or lists) until the writer commits them would be allocations that
     live on and set off the garbage collector; and a collection walks every item of a young
-    list. So a finished batch holds two flat tuples (`seal`) of strings, numbers and None:
+    list. So a finished batch holds two flat tuples (`seal`) of strings, numbers, None and
+    (an event's data as the Run encoded it, for a backend that takes bytes) bytes:
     the collector stops tracking such a tuple the first time it meets it, and never walks it
     again."""
 
@@ -117,6 +118,8 @@ class Batch:
 
 def json_text(value: Any) -> str:
     """A value as the JSON text the store keeps (orjson's; the standard library's for what orjson refuses)."""
+    if value is None:  # a call's usage, most often: no encoder needed
+        return "null"
     try:
         return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
     except (TypeError, orjson.JSONEncodeError):  # e.g. integers beyond 64 bits

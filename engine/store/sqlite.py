@@ -41,11 +41,21 @@ MAX_STATEMENT_ROWS = 256  # rows per INSERT statement (fewer if the SQLite build
 BULK = {**{name: IMPLIED[name] for name in ("run_start", "tool_log", "exchange")}, **SQLITE_BULK}
 
 
+# An event's row: its data may come as the bytes the Run encoded (UTF-8 JSON, see Store._DATA_BYTES),
+# which SQLite makes text itself: no str object per event for the event loop's thread to build
+INSERT_EVENT_SQLITE = INSERT_EVENT.replace("?) ON CONFLICT", "CAST(? AS TEXT)) ON CONFLICT")
+assert INSERT_EVENT_SQLITE != INSERT_EVENT
+
+
 @functools.lru_cache(maxsize=64)
 def _insert_rows(sql: str, size: int) -> str:
     """An `INSERT … VALUES (?, …) [tail]` statement for `size` rows at once."""
     head, rest = sql.split("VALUES (", 1)
-    group, tail = rest.split(")", 1)
+    depth, end = 1, 0
+    while depth:  # the group's own closing parenthesis (it may hold a CAST(…))
+        depth += {"(": 1, ")": -1}.get(rest[end], 0)
+        end += 1
+    group, tail = rest[: end - 1], rest[end:]
     return f"{head}VALUES {', '.join([f'({group})'] * size)}{tail}"
 
 
@@ -99,6 +109,8 @@ def own_file(path: Path, *, create: bool = True) -> None:
 
 class RunStore(Store):
     """The SQLite run store at `path` (made, with its directory, if new)."""
+
+    _DATA_BYTES = True  # INSERT_EVENT_SQLITE makes an event's encoded data text
 
     def __init__(self, path: str | Path, *, redactor: Redactor | None = None, redacted_events: bool = False):
         """`redacted_events=True`: the events arrive already redacted by this same redactor
@@ -167,7 +179,7 @@ class RunStore(Store):
             try:
                 db.execute("BEGIN IMMEDIATE")
                 try:
-                    self._insert_many(db, INSERT_EVENT, rows.events, EVENT_WIDTH)
+                    self._insert_many(db, INSERT_EVENT_SQLITE, rows.events, EVENT_WIDTH)
                     for name, params in rows.implied_by_statement():  # generators: made again for each attempt
                         bulk = BULK.get(name)
                         if bulk is not None:
