@@ -431,6 +431,7 @@ def test_a_real_run_of_when_foreach_parallel_and_a_sub_workflow(page: Any) -> No
     assert page.eval_on_selector_all(f"{each} > .items > .item", "l => l.length") == 10
     assert page.inner_text(f"{each} > details.more-items > summary") == "2 more items (1 failed)"
     assert "cannot classify item 11" in page.text_content(f"{each} .item[data-item-index='11']")
+    assert page.text_content(f"{each} .item[data-item-index='11'] > .head strong") == "item 11"  # counted as $index counts
     assert "bug: it is broken" in page.text_content(f"{each} .item[data-item-index='2']")
     assert page.eval_on_selector_all(f"{t} .call > .steps > .step", "l => l.map(s => [s.dataset.stepId, s.dataset.status])") == [
         ["split", "ok"], ["classify", "ok"], ["stats", "ok"], ["bugs", "ok"], ["report", "ok"]]

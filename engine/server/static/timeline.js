@@ -132,7 +132,7 @@ export class Timeline {
   item(step, index, ev) {
     let node = step.items.get(index);
     if (node) return node;
-    node = this.unit(ev, "item", `item ${index + 1}`, { itemIndex: String(index) });
+    node = this.unit(ev, "item", `item ${index}`, { itemIndex: String(index) }); // as $index and the engine's messages count
     node.index = index;
     node.step = step;
     node.call = step.call;
