@@ -445,3 +445,21 @@ def test_a_real_run_of_when_foreach_parallel_and_a_sub_workflow(page: Any) -> No
     page.wait_for_selector("#tool-timeline[data-last-type=tool_call_result]", timeout=15000)
     assert page.get_attribute(f"{t} .step[data-step-id=bugs]", "data-status") == "skipped"
     assert page.text_content(f"{t} .step[data-step-id=bugs] .condition code") == "when $toolArgs.includeBugs == true"
+
+
+def test_ask_again_puts_an_agent_run_s_conversation_back(page: Any, server: ServerProcess) -> None:
+    messages = [{"role": "user", "content": "Hello there"}, {"role": "assistant", "content": "Hi! **How** can I help?"},
+                {"role": "user", "content": "Tell me about release notes"}]
+    answer = httpx.post(f"{server.url}/v1/agent", json={"messages": messages}, headers={"Accept": "application/json"}, timeout=30)
+    run_id = answer.headers.get("X-Run-Id") or httpx.get(f"{server.url}/v1/runs?limit=1").json()[0]["id"]
+    page.goto(f"{server.url}/#runs/{run_id}")
+    page.wait_for_selector("#run-timeline[data-last-type=agent_done]", timeout=10000)
+    assert page.inner_text("#run-again") == "Ask again with this conversation"
+    page.click("#run-again")
+    assert page.is_visible("#view-chat") and page.input_value("#chat-text") == "Tell me about release notes"
+    assert page.inner_text("#chat-messages .msg-user") == "Hello there"
+    assert page.inner_text("#chat-messages .msg-assistant .md strong") == "How"  # earlier answers as Markdown
+    page.click("#chat-send")
+    page.wait_for_selector(".msg-assistant[data-stop-reason]:not([data-stop-reason=none])", timeout=15000)
+    again = httpx.get(f"{server.url}/v1/runs?limit=1").json()[0]
+    assert again["kind"] == "agent" and again["id"] != run_id and again["input"] == messages
