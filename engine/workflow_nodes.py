@@ -79,6 +79,8 @@ class Step:
         where = f"step {self.number} of {self.total}"
         self._started = {"stage": "step_started", "message": f"{where} started: {self.id}", "step": self.number,
                          "of": self.total, "step_id": self.event_id}
+        if type(self.unit) is SubWorkflow:
+            self._started["workflow"] = self.unit.executor.name
         if self.condition is not None:
             self._skipped = {"stage": "step_skipped", "message": f"{where} skipped: {self.id} (when: {self.condition.text})",
                              "step": self.number, "of": self.total, "step_id": self.event_id,
@@ -175,6 +177,11 @@ class Parallel:
     def __post_init__(self) -> None:
         self.leaf_ids = tuple(member.id for member in self.members)
         self.id = "+".join(self.leaf_ids)
+        group = [member.event_id for member in self.members]
+        for member in self.members:  # progress says which steps run at the same time
+            member._started["parallel"] = group
+            if member._skipped:
+                member._skipped["parallel"] = group
 
     def clean(self, step_id: str) -> bool:
         return any(member.id == step_id and member.clean(step_id) for member in self.members)

@@ -2,6 +2,10 @@
 
 On a terminal, streaming progress rewrites one status line; otherwise every event that says
 something is one plain line (good for CI logs and pipes).
+
+Workflows beyond a straight line: a skipped step says why (its `when`), parallel members are
+marked `∥`, a forEach step shows its first ITEMS_SHOWN items (`#index`) and then one line
+with the count (a failed item is always shown), sub-workflow steps read `parent/step`.
 """
 
 from __future__ import annotations
@@ -10,6 +14,8 @@ from typing import Any, TextIO
 
 from ..events import Event
 
+ITEMS_SHOWN = 10  # items of a forEach step shown one by one; the rest are counted
+
 
 class Timeline:
     def __init__(self, stream: TextIO, *, live: bool):
@@ -17,6 +23,8 @@ class Timeline:
         self.live = live
         self._status_shown = False
         self._steps: dict[str, str] = {}
+        self._items: dict[str, int] = {}  # forEach step id → items_total
+        self._parallel: set[str] = set()  # step ids that run in a parallel group
 
     def __call__(self, event: Event) -> None:
         line = self._line(event)
@@ -48,25 +56,23 @@ class Timeline:
         if kind == "tool_call_start":
             return f"▶ {data['tool']}  ({event.run_id})"
         if kind == "tool_progress_delta":
-            stage = data.get("stage")
-            if stage == "step_started":
-                self._steps[str(data["step_id"])] = f"[{data['step']}/{data['of']}]"
-                return None  # skill_start says the same with the skill's name
-            if stage == "step_finished":
-                return None  # skill_result / skill_error carry the duration
-            return f"  · {data['message']}"
+            return self._progress(data)
         if kind == "skill_start":
+            if _hidden_item(data):
+                return None
             attempt = f" (attempt {data['attempt']})" if data.get("attempt", 1) > 1 else ""
-            return f"  ▶ {self._steps.get(event.step_id or '', '')} {event.step_id} → {event.skill} [{data.get('kind')}]{attempt}"
+            return f"  ▶ {self._steps.get(event.step_id or '', '')} {self._who(event.step_id, data)} → {event.skill} [{data.get('kind')}]{attempt}"
         if kind == "skill_progress_delta":
             extras = [f"{k}={v}" for k, v in data.items() if k in ("model", "attempt") and v is not None]
             suffix = f" ({', '.join(extras)})" if extras else ""
             return f"      {data.get('message', '')}{suffix}"
         if kind == "skill_result":
-            return f"  ✓ {event.step_id}  {_ms(data.get('duration_ms'))}"
+            if _hidden_item(data):
+                return None
+            return f"  ✓ {self._who(event.step_id, data)}  {_ms(data.get('duration_ms'))}"
         if kind == "skill_error":
             retry = " — retrying" if data.get("will_retry") else ""
-            return f"  ✗ {event.step_id}: {data.get('code')}: {data.get('message')}{retry}"
+            return f"  ✗ {self._who(event.step_id, data)}: {data.get('code')}: {data.get('message')}{retry}"
         if kind == "confirmation_required":
             return f"  ? {data['tool']} needs confirmation"
         if kind == "tool_call_result":
@@ -76,6 +82,46 @@ class Timeline:
             line = f"✗ {error['code']}: {error['message']}  ({_ms(data['metadata'].get('duration_ms'))})"
             return "\n".join([line, *(f"  {hint}" for hint in error_hints(error))])
         return None
+
+
+    def _progress(self, data: dict[str, Any]) -> str | None:
+        stage = data.get("stage")
+        step_id = str(data.get("step_id"))
+        if data.get("parallel"):
+            self._parallel.add(step_id)
+        if stage == "step_started":
+            self._steps[step_id] = f"[{data['step']}/{data['of']}]"
+            if "items_total" in data:
+                self._items[step_id] = data["items_total"]
+                return f"  ▶ {self._steps[step_id]} {self._mark(step_id)}{step_id}: {data['items_total']} items"
+            if data.get("workflow"):
+                return f"  ▶ {self._steps[step_id]} {self._mark(step_id)}{step_id} → workflow {data['workflow']}"
+            return None  # skill_start says the same with the skill's name
+        if stage == "step_finished":
+            total = self._items.pop(step_id, None)
+            if total is None:
+                return None  # skill_result / skill_error carry the duration
+            more = f" (items {ITEMS_SHOWN}–{total - 1} not shown one by one)" if total > ITEMS_SHOWN else ""
+            return f"  ✓ {self._mark(step_id)}{step_id}: {total} items  {_ms(data.get('duration_ms'))}{more}"
+        if stage == "item_finished":
+            return None  # counted at step_finished; failures show as skill_error
+        if stage == "step_skipped":
+            return f"  ○ {self._mark(step_id)}{step_id} skipped: `when: {data.get('condition')}` did not hold"
+        if stage == "step_cancelled":
+            return f"  ✗ {self._mark(step_id)}{step_id} cancelled"
+        return f"  · {data['message']}"
+
+    def _mark(self, step_id: str | None) -> str:
+        return "∥ " if step_id in self._parallel else ""
+
+    def _who(self, step_id: str | None, data: dict[str, Any]) -> str:
+        item = f" #{data['item_index']}" if "item_index" in data else ""
+        return f"{self._mark(step_id)}{step_id}{item}"
+
+
+def _hidden_item(data: dict[str, Any]) -> bool:
+    index = data.get("item_index")
+    return index is not None and index >= ITEMS_SHOWN
 
 
 def error_hints(error: dict[str, Any]) -> list[str]:
