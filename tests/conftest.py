@@ -58,3 +58,20 @@ def pg_cluster():  # type: ignore[no-untyped-def]
 def pg_url(pg_cluster) -> str:  # type: ignore[no-untyped-def]
     """The URL of a fresh database for this test module."""
     return pg_cluster.new_database()
+
+
+# ─── why the web tests were skipped, said once at the end of the run ───
+
+
+def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untyped-def]
+    """A skipped web test says why (no Chromium, no playwright) in one line, not behind `-rs`."""
+    reasons: dict[str, int] = {}
+    for report in terminalreporter.stats.get("skipped", []):
+        if "test_web_ui" not in str(getattr(report, "nodeid", "") or getattr(report, "fspath", "")):
+            continue
+        longrepr = report.longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        reasons[reason] = reasons.get(reason, 0) + 1
+    for reason, count in reasons.items():
+        terminalreporter.write_line(f"web tests skipped ({count}): {reason}", yellow=True)

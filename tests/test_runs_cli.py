@@ -58,7 +58,7 @@ def test_runs_show_export_logs_replay_and_prune(recorded: dict) -> None:
     assert listing.returncode == 0, listing.stderr
     lines = listing.stdout.splitlines()
     assert [line.split()[0] for line in lines] == [ids[n] for n in ("report3", "report2", "boom", "plan", "report1", "old")]
-    assert " error " in lines[2] and all(" ok " in line for i, line in enumerate(lines) if i != 2)
+    assert " error: execution_error " in lines[2] and all(" ok " in line for i, line in enumerate(lines) if i != 2)
 
     assert filtered.returncode == 0, filtered.stderr
     assert [line.split()[0] for line in filtered.stdout.splitlines()] == [ids["report3"], ids["report2"]]

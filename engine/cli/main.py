@@ -39,9 +39,10 @@ def _add_call_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--args-json", metavar="JSON|@FILE|-", help="all arguments as one JSON object")
     parser.add_argument("--dir", default=".", help="project directory (default: current directory)")
     parser.add_argument("--model", help="use this model for every prompt skill in this call")
-    parser.add_argument("--output", choices=("data", "result", "events"), default="data",
-                        help="data: the output JSON (default); result: the whole ToolResult; "
-                             "events: one JSON event per line, ending with the result")
+    parser.add_argument("--output", choices=("data", "text", "result", "events"), default="data",
+                        help="data: the output JSON (default); text: a string output as itself (Markdown stays "
+                             "Markdown), anything else as indented JSON, for shell pipelines; result: the whole "
+                             "ToolResult; events: one JSON event per line, ending with the result")
     parser.add_argument("--quiet", action="store_true", help="no timeline on stderr")
     parser.add_argument("--yes", action="store_true", help="approve tools that ask for confirmation")
     parser.add_argument("--no-store", action="store_true", help="do not record this run in the run store")
@@ -75,6 +76,12 @@ def _emit_json(value: Any, *, pretty: bool = False) -> None:
     except (ValueError, RecursionError) as exc:  # e.g. an integer of 5,000 digits in a tool's output
         text = json.dumps({"error": f"this value cannot be written as JSON: {exc}"})
     sys.stdout.write(replace_lone_surrogates(text) + "\n")
+    sys.stdout.flush()
+
+
+def _emit_text(text: str) -> None:
+    """A string output as itself (`--output text`), ending with one newline."""
+    sys.stdout.write(replace_lone_surrogates(text) + ("" if text.endswith("\n") else "\n"))
     sys.stdout.flush()
 
 
@@ -173,8 +180,10 @@ def run_call(ns: argparse.Namespace) -> int:
 
 def _show_result(ns: argparse.Namespace, result: ToolResult) -> int:
     """Print the result as --output asks; the exit code it calls for."""
-    if ns.output != "data":
+    if ns.output in ("result", "events"):
         _emit_json(result.to_dict(), pretty=ns.output == "result")
+    elif result.ok and ns.output == "text" and isinstance(result.data, str):
+        _emit_text(result.data)
     elif result.ok:
         _emit_json(result.data, pretty=True)
     if result.error is None:
@@ -190,17 +199,50 @@ def _show_result(ns: argparse.Namespace, result: ToolResult) -> int:
 def cmd_validate(ns: argparse.Namespace) -> int:
     try:
         project, skipped = check_project(ns.dir, import_python=not ns.no_import)
+        stored = _stored_tool_settings(project)
+        if stored and not ns.no_import:  # what every command runs: the YAML with the store's overrides
+            project = load_project(ns.dir, tool_settings=stored)
     except ConfigError as exc:
         return _report_config(exc)
     if not skipped:
         print(f"ok: {project.summary()}")
+        _say_stored(stored, ns.no_import)
         return EXIT_OK
     print(f"ok, except what was not imported (--no-import): {project.summary()}")
+    _say_stored(stored, ns.no_import)
     for line in skipped:
         print(f"  not imported: {line}")
     print(f"{len(skipped)} python reference{'s' if len(skipped) != 1 else ''} not checked: "
           "run without --no-import to import them (that runs the modules' code)")
     return EXIT_OK
+
+
+def _say_stored(stored: dict[str, Any], no_import: bool) -> None:
+    if stored:
+        print(f"  {'not applied (--no-import)' if no_import else 'with'} the run store's settings of "
+              f"{len(stored)} tool{'s' if len(stored) != 1 else ''} ({', '.join(sorted(stored))}); see `skillyard tools`")
+
+
+def _stored_tool_settings(project: Any) -> dict[str, Any]:
+    """The run store's tool settings (`skillyard tools enable|disable|set|add`), {} without a store.
+
+    A store that cannot be read is said on stderr and validation goes on with the YAML alone.
+    """
+    from ..store import open_store, store_url
+    from ..store.open import store_exists
+
+    try:
+        url = store_url(project.root, project.settings.store)
+        if not store_exists(url):
+            return {}
+        store = open_store(url, redactor=project.redactor)
+        try:
+            return dict(store.tool_settings())
+        finally:
+            store.close()
+    except StoreError as exc:
+        print(f"note: the run store's tool settings were not read ({exc}); checked the YAML alone", file=sys.stderr)
+        return {}
 
 
 def _call_parser(prog: str) -> argparse.ArgumentParser:

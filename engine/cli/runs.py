@@ -18,7 +18,7 @@ from ..link import load_project
 from ..store import RunRecord, Store, StoreError, store_url
 from ..store import open_store as open_url
 from ..store.open import sqlite_path, store_exists
-from ..store.replay import REPLAY_MODEL, ReplayProvider, replay_project
+from ..store.replay import REPLAY_MODEL, Recording, ReplayProvider, replay_project
 from .error_view import last_frame_lines
 from .timeline import Timeline
 
@@ -64,7 +64,7 @@ def add_store_parsers(commands: Any) -> None:
     export.add_argument("run_id")
     export.add_argument("--dir", default=argparse.SUPPRESS, help="project directory")
     export.set_defaults(handler=cmd_export)
-    replay = sub.add_parser("replay", help="re-run a tool run offline against its recorded model answers")
+    replay = sub.add_parser("replay", help="re-run a tool run offline against its recorded model answers and tool output")
     replay.add_argument("run_id")
     replay.add_argument("--dir", default=argparse.SUPPRESS, help="project directory")
     replay.add_argument("--quiet", action="store_true", help="no timeline on stderr")
@@ -143,8 +143,14 @@ def cmd_runs(ns: argparse.Namespace, store: Store) -> int:
         return 0
     for run in runs:
         duration = f"{run.duration_ms} ms" if run.duration_ms is not None else ""
-        print(f"{run.id}  {_when(run.started_at)}  {run.kind:<5} {run.name:<28} {run.status:<11} {duration}")
+        print(f"{run.id}  {_when(run.started_at)}  {run.kind:<5} {run.name:<28} {_status(run):<24} {duration}")
     return 0
+
+
+def _status(run: RunRecord) -> str:
+    """`ok`, `running`, or a failure with its code (`error: http_error`), so a list says why at a glance."""
+    code = run.error.get("code") if isinstance(run.error, dict) else None
+    return f"{run.status}: {code}" if code and code != run.status else run.status
 
 
 @_store_command
@@ -219,7 +225,7 @@ def cmd_replay(ns: argparse.Namespace, store: Store) -> int:
     if run.name not in engine.project.tools:
         raise UsageError(f"tool {run.name!r} of run {run.id} no longer exists in this project")
     provider = ReplayProvider(store.model_exchanges(run.id))
-    replayer = Engine(replay_project(engine.project, provider))
+    replayer = Engine(replay_project(engine.project, provider, Recording.of(run, store.events(run.id))))
     timeline = None if ns.quiet else Timeline(sys.stderr, live=False)
     result = asyncio.run(replayer.call_tool(run.name, run.input, model=REPLAY_MODEL, on_event=timeline))
     for mismatch in provider.mismatches:
@@ -234,7 +240,7 @@ def cmd_replay(ns: argparse.Namespace, store: Store) -> int:
     same = json.loads(json.dumps(store.redactor.redact(result.data), ensure_ascii=False, default=str)) == run.output
     print(json.dumps(result.data, ensure_ascii=False, indent=2))
     print(("✓ same output as the recording" if same else "! the output differs from the recording")
-          + f" ({provider.position} recorded model answers used, no model called)", file=sys.stderr)
+          + f" ({provider.position} recorded model answers used, no model called, no tool called)", file=sys.stderr)
     return 0 if same else 1
 
 

@@ -55,6 +55,8 @@ def _open(ns: argparse.Namespace, *, create_store: bool) -> Engine:
 
 
 def cmd_list(ns: argparse.Namespace, on_config_error: Any) -> int:
+    if ns.format and not ns.json:
+        raise UsageError(f"--format {ns.format} applies to JSON output only: write `skillyard tools --json --format {ns.format}`")
     try:
         engine = _open(ns, create_store=False)
     except ConfigError as exc:
