@@ -151,17 +151,21 @@ export class Timeline {
       }
       parent = step.more;
     }
-    const after = [...parent.children].find((child) => child.index !== undefined && child.index > index);
-    parent.insertBefore(node, after || null);
-    this.foldLabel(step);
+    let after = null; // items mostly arrive in order: look for the place from the end
+    for (let child = parent.lastElementChild; child && child.index > index; child = child.previousElementSibling) after = child;
+    parent.insertBefore(node, after);
+    if (index >= VISIBLE_ITEMS) {
+      step.folded = (step.folded || 0) + 1;
+      this.foldLabel(step);
+    }
     return node;
   }
 
+  /** "N more items (k failed)": counted as items come and fail, never by walking them (a forEach may have thousands). */
   foldLabel(step) {
-    if (!step.more) return;
-    const hidden = [...step.items.values()].filter((item) => item.index >= VISIBLE_ITEMS);
-    const failed = hidden.filter((item) => item.dataset.status === "error").length;
-    step.moreLabel.textContent = `${hidden.length} more item${hidden.length === 1 ? "" : "s"}${failed ? ` (${failed} failed)` : ""}`;
+    const n = step.folded;
+    const failed = step.foldedFailed || 0;
+    step.moreLabel.textContent = `${n} more item${n === 1 ? "" : "s"}${failed ? ` (${failed} failed)` : ""}`;
   }
 
   /** Where a skill event goes: its step, or the step's item when the event has an item_index. */
@@ -172,9 +176,13 @@ export class Timeline {
   }
 
   setStatus(node, status) {
+    const before = node.dataset.status;
     node.dataset.status = status;
     if (node.status) node.status.textContent = status;
-    if (node.classList.contains("item")) this.foldLabel(node.parentElement.closest(".step"));
+    if (node.index >= VISIBLE_ITEMS && (before === "error") !== (status === "error")) { // a folded item failed (or ran again)
+      node.step.foldedFailed = (node.step.foldedFailed || 0) + (status === "error" ? 1 : -1);
+      this.foldLabel(node.step);
+    }
   }
 
   addUsage(node, usage) {
