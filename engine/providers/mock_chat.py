@@ -180,7 +180,7 @@ def _first_sentence(text: str) -> str:
 # ─── the answer after tool calls ──────────────────────────────────────────────────────
 
 
-def summarise(observations: list[tuple[str, str, bool]], budget: int = 1500) -> str:
+def summarise(observations: list[tuple[str, str, bool]], budget: int = 2400) -> str:
     """A readable answer from (tool name, what the model read back, failed) triples."""
     parts = []
     for name, content, failed in observations[-4:]:
@@ -228,7 +228,7 @@ def _lines(value: Any, depth: int) -> Any:
             return
         for index, item in enumerate(value, 1):
             if isinstance(item, dict):
-                yield f"{pad}{index}. " + "; ".join(f"{k}: {_scalar(v)}" for k, v in list(item.items())[:4])
+                yield f"{pad}{index}. " + "; ".join(f"{k}: {_brief(v)}" for k, v in list(item.items())[:4])
             else:
                 yield f"{pad}{index}. {_scalar(item)}"
     elif isinstance(value, str) and "\n" in value.strip():
@@ -243,6 +243,14 @@ def _block(text: str, pad: str, most: int = 16) -> Any:
         yield f"{pad}{line}" if line.strip() else ""
     if len(lines) > most:
         yield f"{pad}… ({len(lines) - most} more lines)"
+
+
+def _brief(value: Any) -> str:
+    """A field of a list item in a few words: a list shows its first entry and how many more."""
+    if isinstance(value, list) and value:
+        more = f" (+{len(value) - 1} more)" if len(value) > 1 else ""
+        return _scalar(value[0], 70) + more
+    return _scalar(value, 90)
 
 
 def _is_flat_list(value: Any) -> bool:
