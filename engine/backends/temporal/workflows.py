@@ -12,6 +12,11 @@ reports only the events of the run that completed, so the store holds each seq o
 A skill's failure comes back as a value, and the step's `retry` is applied here with the
 local executor's semantics (attempts, doubling delay, `will_retry`); Temporal's own retry
 policy only covers losing a worker (heartbeat timeout), which never spends a user's retries.
+
+A workflow with `when` / `forEach` / `parallel` / sub-workflow steps (docs/workflows.md) runs
+as one activity: the local executor on the worker (as single.py runs a tool that is not a
+workflow), so the constructs keep their exact local semantics, events and cancellation;
+losing the worker runs the whole body again rather than one step.
 """
 
 from __future__ import annotations
@@ -26,8 +31,8 @@ from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
     from ...mapping import MISSING, MappingError
-    from .protocol import (RECORD_ACTIVITY, REVISION_MISMATCH, STEP_ACTIVITY, STEP_FAILURE, WORKFLOW, failure_details,
-                           mismatch_message)
+    from .protocol import (BODY_ACTIVITY, RECORD_ACTIVITY, REVISION_MISMATCH, STEP_ACTIVITY, STEP_FAILURE, WORKFLOW,
+                           failure_details, mismatch_message)
     from .served import served
 
 GRACE_S = 5.0  # start-to-close beyond a step's own timeout (the step enforces that itself, with a clear event)
@@ -56,6 +61,8 @@ class ToolWorkflow:
             raise ApplicationError(mismatch_message(call["revision"], here.revision), type=REVISION_MISMATCH,
                                    non_retryable=True)
         executor = here.project.tools[call["tool"]].executor
+        if getattr(executor, "has_constructs", False):
+            return await self._whole_body(call)
         args = call["arguments"]
         self._add("tool_progress_delta", executor._prepared)
         outputs: dict[str, Any] = {}
@@ -78,6 +85,20 @@ class ToolWorkflow:
         self._add("tool_progress_delta", executor._done)
         await self._record()
         return {"output": output, "last_seq": self._seq}
+
+    async def _whole_body(self, call: dict[str, Any]) -> dict[str, Any]:
+        """The local executor as one activity (BODY_ACTIVITY, single.py); its events numbered here."""
+        outcome = await workflow.execute_activity(
+            BODY_ACTIVITY, call, start_to_close_timeout=timedelta(seconds=call["tool_timeout"] + GRACE_S),
+            heartbeat_timeout=timedelta(seconds=served().config.heartbeat_timeout), retry_policy=INFRASTRUCTURE_RETRY,
+            cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED, summary=f"workflow of {call['tool']}",
+        )
+        for kind, ts, step_id, skill, data in outcome["events"]:
+            self._add(kind, data, step_id, skill, ts)
+        if not outcome["ok"]:
+            await self._fail(outcome["code"], outcome["message"], outcome["details"])
+        await self._record()
+        return {"output": outcome["output"], "last_seq": self._seq}
 
     async def _run_step(self, index: int, step: Any, value: Any) -> Any:
         """Attempts of one step (its `retry`), each one activity; the step's output."""
