@@ -431,7 +431,7 @@ class DataFlow:
             self._check_reference(parsed, target, reader, path, index, target_required)
             return
         if not only_args and isinstance(value, str) and _LOOKS_LIKE_REFERENCE.match(value):
-            self.linker.warn(self.entry.loc(*path), f"{value!r} is a literal string that looks like a reference", f"write ${value} to read the value (or $${value} to keep it literal and silence this)")
+            self.linker.warn(self.entry.loc(*path), f"{value!r} is a literal string that looks like a reference", f"write ${value} to read the value")
         if only_args is False and not isinstance(value, (dict, list)) and target is not None:
             literal = value[1:] if isinstance(value, str) and value.startswith("$$") else value
             if not types_fit(literal_types(literal), reader.types(target)):

@@ -389,8 +389,8 @@ def test_a_reference_without_dollar_is_a_warning(write_yaml_project) -> None:
     """)
     warnings = [str(w) for w in project.warnings]
     assert warnings == [
-        "workflows.yaml:6:23: 'toolArgs.text' is a literal string that looks like a reference — write $toolArgs.text to read the value (or $$toolArgs.text to keep it literal and silence this)",
-        "workflows.yaml:10:17: 'steps.s.output.items' is a literal string that looks like a reference — write $steps.s.output.items to read the value (or $$steps.s.output.items to keep it literal and silence this)",
+        "workflows.yaml:6:23: 'toolArgs.text' is a literal string that looks like a reference — write $toolArgs.text to read the value",
+        "workflows.yaml:10:17: 'steps.s.output.items' is a literal string that looks like a reference — write $steps.s.output.items to read the value",
     ]
 
 
