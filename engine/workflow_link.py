@@ -57,6 +57,19 @@ def leaves(spec: WorkflowSpec) -> list[Leaf]:
     return out
 
 
+def may_skip(step: StepSpec) -> bool:
+    """Whether the step's output may be absent: it has a `when` that decides for the whole step
+    (a forEach step's `when` that reads `$item` / `$index` filters items instead)."""
+    if step.when is None:
+        return False
+    if step.forEach is None:
+        return True
+    try:
+        return not Condition(step.when).uses_item
+    except ConditionSyntaxError:
+        return True  # reported where the condition is checked
+
+
 def workflow_order(linker: "_Linker") -> list[str]:
     """Workflows with the ones they call first; a call cycle is reported (and its members left out)."""
     specs = linker.specs.workflows
@@ -285,7 +298,7 @@ class WorkflowLink:
     def build(self, prefix: str = "") -> WorkflowExecutor:
         """The executor (after a clean check). `prefix`: `step/` for a sub-workflow's events."""
         spec = self.entry.spec
-        skippable = frozenset(leaf.spec.id for leaf in self.leaves if leaf.spec.when is not None)
+        skippable = frozenset(leaf.spec.id for leaf in self.leaves if may_skip(leaf.spec))
         total = len(self.leaves)
         numbers = {leaf.spec.id: number for number, leaf in enumerate(self.leaves, 1)}
         entries: list[Any] = []
@@ -359,8 +372,8 @@ class DataFlow:
             self.order.setdefault(leaf.spec.id, leaf.position)
             if leaf.in_group:
                 self.in_group.add(leaf.spec.id)
-            if leaf.spec.when is not None:
-                self.conditional[leaf.spec.id] = leaf.spec.when
+            if may_skip(leaf.spec):
+                self.conditional[leaf.spec.id] = leaf.spec.when or ""
         self.produces: dict[str, Any] = {}  # step id → the schema of its output (None: anything)
         self.producer: dict[str, str] = {}  # step id → "skill 'x'" / "workflow 'y'", for messages
         self.current: Leaf | None = None

@@ -93,7 +93,8 @@ class Step:
     async def run(self, args: dict[str, Any], outputs: dict[str, Any], run: RunContext) -> Any:
         emit = run.events.emit
         call_id = run.tool_call_id
-        if self.condition is not None and self.for_each is None and not self.condition.holds(args, outputs):
+        condition = self.condition
+        if condition is not None and not (self.for_each is not None and condition.uses_item) and not condition.holds(args, outputs):
             emit("tool_progress_delta", self._skipped, call_id, None, None, None, True)
             return None
         started = perf_counter_ns()
@@ -131,7 +132,7 @@ class Step:
         results: list[Any] = [_SKIPPED] * total
         positions = iter(range(total))  # shared by the workers: each item is taken once
         done = itertools.count(1)
-        condition = self.condition
+        condition = self.condition if self.condition is not None and self.condition.uses_item else None  # per item
         unit = self.unit
         mode = spec.on_item_error
         event_id = self.event_id

@@ -89,6 +89,9 @@ def test_every_construct_loads_when_right(write_yaml_project) -> None:
               - id: c
                 skill: shout
                 input: {text: $steps.a.output ?? "none"}
+              - id: d
+                skill: shout
+                input: {text: $steps.each.output}  # a per-item `when` filters items: never absent
           sub:
             steps:
               - id: x

@@ -379,3 +379,30 @@ def test_sub_workflow_sees_the_mapped_input_as_tool_args(write_yaml_project) -> 
     steps = [e.step_id for e in events if e.type == "skill_start"]
     assert steps == ["first", "nested/first", "last"]
     assert ("prepared", None) in progress(events) and ("step_started", "nested") in progress(events)
+
+
+def test_for_each_with_a_whole_step_when_is_skipped_not_emptied(write_yaml_project) -> None:
+    workflows = """
+    workflows:
+      flow:
+        steps:
+          - id: list
+            skill: items
+            input: {items: $toolArgs.items}
+          - id: each
+            skill: work
+            forEach: $steps.list.output.items
+            when: $toolArgs.flag == true
+            input: {key: $item.key}
+          - id: after
+            skill: work
+            input: {text: '$steps.each.output[0].text ?? "skipped"'}
+        output: $steps.after.output.text
+    """
+    engine, skills = project(write_yaml_project, workflows)
+    events: list[Any] = []
+    result = engine.call_tool_sync("run", {"items": [{"key": "a"}], "flag": False}, on_event=events.append)
+    assert result.data == "SKIPPED"
+    assert ("step_skipped", "each") in progress(events)
+    assert ("start", "a") not in skills.log
+    assert engine.call_tool_sync("run", {"items": [{"key": "a"}], "flag": True}).data == "A"
