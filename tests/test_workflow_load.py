@@ -43,6 +43,10 @@ skills:
     kind: template
     input: {type: object, properties: {text: {type: string}, n: {type: integer}}, required: [text]}
     template: "{{ text }}!"
+  join:
+    kind: template
+    input: {type: object, properties: {items: {type: array}}, required: [items]}
+    template: "{{ items | length }}"
 """
 
 
@@ -90,8 +94,8 @@ def test_every_construct_loads_when_right(write_yaml_project) -> None:
                 skill: shout
                 input: {text: $steps.a.output ?? "none"}
               - id: d
-                skill: shout
-                input: {text: $steps.each.output}  # a per-item `when` filters items: never absent
+                skill: join
+                input: {items: $steps.each.output}  # a per-item `when` filters items: never absent
           sub:
             steps:
               - id: x
