@@ -277,3 +277,47 @@ def test_psycopg_is_not_imported_for_the_default_store(project: Path) -> None:
                           env={k: v for k, v in os.environ.items() if k != ENV})
     assert done.stdout.strip() == "False", done.stderr
     assert (project / ".skillyard" / "runs.db").exists()
+
+
+# ─── runs that execute elsewhere (Temporal): never swept, adopted once ─────────────────
+
+
+def test_a_dead_process_s_runs_on_temporal_are_not_interrupted_but_adopted_once(url: str) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from engine.store import postgres
+
+    def start(store: postgres.PostgresStore, run_id: str) -> None:
+        store.listener(Event("tool_call_start", run_id, 1, 1_000, "call_1", None, None, {"tool": "t", "arguments": {}}))
+
+    with open_store(url) as writer:
+        for run_id in ("run_local", "run_remote_1", "run_remote_2"):
+            start(writer, run_id)
+        writer.record_executor("run_remote_1", "temporal")
+        writer.record_executor("run_remote_2", "temporal")
+        writer.flush()
+        assert writer.executor("run_remote_1") == "temporal" and writer.executor("run_local") is None
+    # the writer "died" long ago: its rows name a process whose heartbeat is old
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as db:
+        db.execute("UPDATE runs SET pid = 999999")
+        db.execute("INSERT INTO processes (id, host, pid, heartbeat_at) SELECT 'gone', host, 999999, 0 FROM runs LIMIT 1")
+    with open_store(url) as first, open_store(url) as second:  # their writers heartbeat, and sweep
+        deadline = time.monotonic() + 10
+        while _sql(url, "SELECT status FROM runs WHERE id = 'run_local'") == [("running",)] and time.monotonic() < deadline:
+            time.sleep(0.1)
+        statuses = dict(_sql(url, "SELECT id, status FROM runs"))
+        assert statuses == {"run_local": "interrupted", "run_remote_1": "running", "run_remote_2": "running"}
+        with ThreadPoolExecutor(2) as pool:  # two adopters at once: each run is taken by one
+            taken = list(pool.map(lambda store: store.adopt_orphans("temporal"), (first, second)))
+        ids = sorted(run_id for found in taken for run_id, _, _ in found)
+        assert ids == ["run_remote_1", "run_remote_2"]
+        assert first.adopt_orphans("temporal") == [] == second.adopt_orphans("temporal")  # their adopters live
+        owners = dict(_sql(url, "SELECT id, pid FROM runs WHERE id <> 'run_local'"))
+        assert set(owners.values()) == {os.getpid()}
+        assert first.interrupt("run_remote_1", "its execution is gone") is True
+        assert first.interrupt("run_remote_1", "again") is False  # ended already
+        assert first.run("run_remote_1").error == {"code": "interrupted", "message": "its execution is gone"}
+        assert first.prune(0) == 2  # the two ended runs, with their executor rows
+        assert _sql(url, "SELECT run_id FROM run_executors") == [("run_remote_2",)]

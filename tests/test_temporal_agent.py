@@ -47,16 +47,22 @@ def server() -> Iterator[FakeServer]:
         yield fake
 
 
-@pytest.fixture
-def setup(tmp_path: Path, pg_url: str, temporal_address: str, server: FakeServer) -> Iterator[Setup]:  # noqa: F811
+def guarded_setup(tmp_path: Path, pg_url: str, address: str, server: FakeServer) -> Setup:
+    """The test project with a `confirm: true` tool and the fake model server as model `fake`."""
     root = tmp_path / "project"
     shutil.copytree(PROJECT, root, ignore=shutil.ignore_patterns("__pycache__"))
     with open(root / "tools.yaml", "a") as out:
         out.write(GUARDED_TOOL)
     with open(root / "workflows.yaml", "a") as out:
         out.write(COUNTED_WORKFLOW)
-    made = Setup(root, pg_url, temporal_address)
+    made = Setup(root, pg_url, address)
     write_models(root, {"fake": WIRE.model_entry(server.url)})
+    return made
+
+
+@pytest.fixture
+def setup(tmp_path: Path, pg_url: str, temporal_address: str, server: FakeServer) -> Iterator[Setup]:  # noqa: F811
+    made = guarded_setup(tmp_path, pg_url, temporal_address, server)
     try:
         yield made
     finally:

@@ -9,7 +9,7 @@ to its workflow; cancellation over HTTP cancels the Temporal execution.
 
 from __future__ import annotations
 
-import shutil
+import contextlib
 import signal
 import time
 from pathlib import Path
@@ -20,14 +20,13 @@ import pytest
 pytest.importorskip("fastapi")
 import httpx  # noqa: E402
 
-from fake_llm_servers import FakeServer, OpenAIWire, call, write_models  # noqa: E402
+from fake_llm_servers import FakeServer, call  # noqa: E402
 from temporal_server import temporal_address  # noqa: E402,F401 - the session's dev server (a fixture)
 from test_server_helpers import CALLER_KEY, KEYS_ENV, ServerProcess, iter_sse  # noqa: E402
-from test_temporal import PROJECT, Setup, wait_for, workflow_status  # noqa: E402
-from test_temporal_agent import COUNTED_WORKFLOW, GUARDED_TOOL  # noqa: E402
+from test_temporal import Setup, wait_for, workflow_status  # noqa: E402
+from test_temporal_agent import WIRE, guarded_setup  # noqa: E402
 
 CALLER = {"Authorization": f"Bearer {CALLER_KEY}"}
-WIRE = OpenAIWire()
 
 
 @pytest.fixture
@@ -39,14 +38,7 @@ def server() -> Iterator[FakeServer]:
 @pytest.fixture
 def setup(tmp_path: Path, pg_url: str, temporal_address: str, server: FakeServer,  # noqa: F811
           monkeypatch: pytest.MonkeyPatch) -> Iterator[Setup]:
-    root = tmp_path / "project"
-    shutil.copytree(PROJECT, root, ignore=shutil.ignore_patterns("__pycache__"))
-    with open(root / "tools.yaml", "a") as out:
-        out.write(GUARDED_TOOL)
-    with open(root / "workflows.yaml", "a") as out:
-        out.write(COUNTED_WORKFLOW)
-    made = Setup(root, pg_url, temporal_address)
-    write_models(root, {"fake": WIRE.model_entry(server.url)})
+    made = guarded_setup(tmp_path, pg_url, temporal_address, server)
     for name in ("SKILLYARD_STORE_URL", "SKILLYARD_TEMPORAL_ADDRESS", "SKILLYARD_TEST_COUNTS"):
         monkeypatch.setenv(name, made.env[name])
     try:
@@ -74,6 +66,27 @@ def _leave(service: ServerProcess, path: str, body: dict[str, Any]) -> str:
 def kill(service: ServerProcess) -> None:
     service.process.send_signal(signal.SIGKILL)
     service.process.wait(10)
+
+
+@contextlib.contextmanager
+def two_replicas(setup: Setup) -> Iterator[tuple[ServerProcess, ServerProcess]]:
+    a = replica(setup)
+    try:
+        b = replica(setup)
+        try:
+            yield a, b
+        finally:
+            b.stop()
+    finally:
+        a.stop()
+
+
+def orphaned(setup: Setup, a: ServerProcess, text: str, seconds: float) -> str:
+    """A slowPipeline call started on `a`, killed once the call's step 2 sleeps on a worker; its run id."""
+    run_id = start_background(a, "slowPipeline", {"text": text, "seconds": seconds})
+    wait_for(lambda: setup.counted("sleep", text), 60, "step 2 to start")
+    kill(a)
+    return run_id
 
 
 def statuses_until_end(setup: Setup, run_id: str, timeout: float) -> list[str]:
@@ -105,21 +118,14 @@ def assert_gap_free(setup: Setup, run_id: str) -> list[dict[str, Any]]:
 
 def test_a_run_of_a_killed_replica_completes_on_the_workers_and_is_never_interrupted(setup: Setup) -> None:
     setup.start_worker()
-    a, b = replica(setup), replica(setup)
-    try:
-        run_id = start_background(a, "slowPipeline", {"text": "orphan", "seconds": 12})
-        wait_for(lambda: setup.counted("sleep", "orphan"), 60, "step 2 to start")
-        kill(a)
-        frames = []
+    with two_replicas(setup) as (a, b):
+        run_id = orphaned(setup, a, "orphan", 12)
         with httpx.stream("GET", f"{b.url}/v1/runs/{run_id}/events", headers={**CALLER, "Accept": "text/event-stream"},
                           timeout=90) as response:  # B follows the run to its end, across A's death
             assert response.status_code == 200
             frames = list(iter_sse(response))
         seen = statuses_until_end(setup, run_id, 30)
         summary = httpx.get(f"{b.url}/v1/runs/{run_id}", headers=CALLER, timeout=10).json()
-    finally:
-        a.stop()
-        b.stop()
     assert seen[-1] == "ok" and "interrupted" not in seen, seen
     assert summary["status"] == "ok" and summary["output"] == {"shout": "ORPHAN!", "slept": "orphan"}
     stored = assert_gap_free(setup, run_id)
@@ -181,8 +187,7 @@ def test_an_agent_run_s_approval_reaches_its_workflow_through_another_replica_af
 def test_cancel_over_http_cancels_the_temporal_execution_on_the_replica_that_runs_it_and_on_another(
         setup: Setup) -> None:
     setup.start_worker()
-    a, b = replica(setup), replica(setup)
-    try:
+    with two_replicas(setup) as (a, b):
         here = start_background(a, "slowPipeline", {"text": "c-here", "seconds": 60})
         there = start_background(a, "slowPipeline", {"text": "c-there", "seconds": 60})
         wait_for(lambda: setup.counted("sleep", "c-here") and setup.counted("sleep", "c-there"), 60, "both steps 2")
@@ -190,9 +195,6 @@ def test_cancel_over_http_cancels_the_temporal_execution_on_the_replica_that_run
         assert httpx.post(f"{b.url}/v1/runs/{there}/cancel", headers=CALLER, timeout=30).status_code == 200
         ends = [statuses_until_end(setup, run_id, 40)[-1] for run_id in (here, there)]
         again = httpx.post(f"{b.url}/v1/runs/{here}/cancel", headers=CALLER, timeout=30)
-    finally:
-        a.stop()
-        b.stop()
     assert ends == ["cancelled", "cancelled"]
     assert again.status_code == 409
     for run_id, text in ((here, "c-here"), (there, "c-there")):
@@ -204,16 +206,10 @@ def test_cancel_over_http_cancels_the_temporal_execution_on_the_replica_that_run
 
 def test_cancel_through_another_replica_of_a_run_whose_replica_died(setup: Setup) -> None:
     setup.start_worker()
-    a, b = replica(setup), replica(setup)
-    try:
-        run_id = start_background(a, "slowPipeline", {"text": "c-dead", "seconds": 60})
-        wait_for(lambda: setup.counted("sleep", "c-dead"), 60, "step 2 to start")
-        kill(a)
+    with two_replicas(setup) as (a, b):
+        run_id = orphaned(setup, a, "c-dead", 60)
         assert httpx.post(f"{b.url}/v1/runs/{run_id}/cancel", headers=CALLER, timeout=30).status_code == 200
         seen = statuses_until_end(setup, run_id, 40)
-    finally:
-        a.stop()
-        b.stop()
     assert seen[-1] == "cancelled", seen
     assert workflow_status(setup.address, run_id) == "CANCELED"
     stored = assert_gap_free(setup, run_id)

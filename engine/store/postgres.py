@@ -72,6 +72,7 @@ _ADOPT = f"""
         WHERE r.status = 'running' AND x.executor = %s AND NOT EXISTS (
             SELECT 1 FROM processes AS p WHERE p.host = r.host AND p.pid = r.pid AND p.heartbeat_at >= {_NOW_MS} - %s)
         ORDER BY r.started_at LIMIT %s FOR UPDATE OF r SKIP LOCKED)
+      AND EXISTS (SELECT 1 FROM processes AS me WHERE me.host = %s AND me.pid = %s AND me.heartbeat_at >= {_NOW_MS} - %s)
     RETURNING id, kind, started_at"""
 _INTERRUPT_ONE = f"""
     UPDATE runs SET status = 'interrupted',
@@ -249,11 +250,13 @@ class PostgresStore(Store):
 
     def adopt_orphans(self, executor: str, limit: int = 20) -> list[tuple[str, str, int]]:
         """Take over runs of `executor` whose process stopped (no heartbeat for PROCESS_TIMEOUT_MS):
-        their rows now name this process. [(run_id, kind, started_at)]; StoreError when unreachable."""
+        their rows now name this process. Only while this process's own heartbeat is fresh (else
+        others would take them back at once). [(run_id, kind, started_at)]; StoreError when unreachable."""
         try:
             with self._pool.connection() as db, db.transaction():
                 return [tuple(row) for row in db.execute(  # type: ignore[misc]
-                    _ADOPT, (HOST, os.getpid(), executor, PROCESS_TIMEOUT_MS, limit)).fetchall()]
+                    _ADOPT, (HOST, os.getpid(), executor, PROCESS_TIMEOUT_MS, limit, HOST, os.getpid(),
+                             PROCESS_TIMEOUT_MS)).fetchall()]
         except psycopg.Error as exc:
             raise StoreError(f"cannot write to the run store {self.where}: {self._reason(exc)}") from None
 
@@ -268,6 +271,13 @@ class PostgresStore(Store):
         except psycopg.Error as exc:
             raise StoreError(f"cannot write to the run store {self.where}: {self._reason(exc)}") from None
         return bool(ended)
+
+    def prune(self, older_than_ms: int) -> int:
+        """As Store.prune; the pruned runs' executor rows go too."""
+        cutoff = int(time.time() * 1000) - older_than_ms
+        self._transaction([("DELETE FROM run_executors WHERE run_id IN "
+                            "(SELECT id FROM runs WHERE started_at < ? AND status != 'running')", (cutoff,))])
+        return super().prune(older_than_ms)
 
     def _forget_process(self) -> None:
         """A clean stop: this process no longer holds runs (nobody has to wait for its timeout)."""
