@@ -20,6 +20,7 @@ from engine.events import Event, encode_data, record_sink
 from engine.link import load_project
 from engine.server.sse import event_frame, frame
 from engine.store import open_store
+from engine.store.rows import Batch, Implier
 from test_store_backends import engine_on, project, sql, url  # noqa: F401 - fixtures
 from test_store_support import write_project
 
@@ -173,3 +174,25 @@ def test_the_writer_threads_cpu_is_measured_apart(tmp_path: Path) -> None:
     assert len(store.runs(limit=1_000)) == 300
     store.close()
     assert store.writer_cpu() is None
+
+
+def test_spilled_parts_joined_are_the_batch_of_all_their_events(tmp_path: Path) -> None:
+    """The writer joins the parts that several spills made into one transaction's batch: the
+    same rows, implied rows pointing at their own events, as if spilled at once."""
+    events = []
+    for run in range(40):
+        events.append(Event("tool_call_start", f"run_{run}", 1, 10, "call_1", data={"tool": "report", "arguments": {"n": run}}))
+        events.append(Event("tool_progress_delta", f"run_{run}", 2, 11, "call_1", data={"stage": "x"}))
+        events.append(Event("tool_call_result", f"run_{run}", 3, 12, "call_1", data={"ok": True, "data": run}))
+    events = [event._replace(data_json=encode_data(event.data)) for event in events]
+    with open_store(f"sqlite:///{tmp_path}/runs.db") as store:
+        store.redacted_events = True
+        whole = store._ready(events)
+        store._implier = Implier(*whole.implied[7:9])  # the parts start from the same state (pid, host of a run_start)
+        parts = [store._ready(events[at : at + 50]) for at in range(0, len(events), 50)]
+    joined = Batch.joined(parts)
+    assert (joined.count, joined.events, joined.implied) == (whole.count, whole.events, whole.implied)
+    assert [index for name, index, _ in joined.each_implied() if name == "tool_log"] == [3 * run + 2 for run in range(40)]
+    flat = dict(joined.implied_flat())
+    assert list(flat) == ["run_start", "tool_log", "tool_end"]
+    assert flat["tool_end"][:7] == ["ok", 12, "0", None, "null", "run_0", "call_1"]

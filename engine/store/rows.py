@@ -67,14 +67,21 @@ class Batch:
 
     @classmethod
     def joined(cls, parts: "list[Batch]") -> "Batch":
-        """One sealed batch of `parts`, in order (event indexes shifted after the earlier parts')."""
+        """One sealed batch of `parts`, in order (event indexes shifted after the earlier parts').
+        Runs on the writer's thread holding the GIL: one pass, slices of the parts' values."""
         out = cls()
         out.events = tuple(chain.from_iterable(part.events for part in parts))
         implied: list[Any] = []
         for part in parts:
-            offset = out.count
-            for name, index, params in part.each_implied():
-                implied += (name, index + offset, *params)
+            offset, values, at = out.count, part.implied, 0
+            if not offset:  # the first part's indexes stay
+                implied += values
+            else:
+                while at < len(values):
+                    end = at + 2 + WIDTHS[values[at]]
+                    implied += (values[at], values[at + 1] + offset)
+                    implied += values[at + 2 : end]
+                    at = end
             out.count += part.count
         out.implied = tuple(implied)
         return out
@@ -93,6 +100,18 @@ class Batch:
         the database takes it (a generator: nothing piles up for the garbage collector)."""
         present = set(self.implied[at] for at in self._starts())
         return [(name, self._rows_of(name)) for name in IMPLIED_ORDER if name in present]
+
+    def implied_flat(self) -> "list[tuple[str, list[Any]]]":
+        """The implied rows of each statement present, in IMPLIED_ORDER, as one flat list of
+        values per statement (WIDTHS[name] per row): one pass, for multi-row statements."""
+        flat: dict[str, list[Any]] = {}
+        values, at = self.implied, 0
+        while at < len(values):
+            name = values[at]
+            end = at + 2 + WIDTHS[name]
+            flat.setdefault(name, []).extend(values[at + 2 : end])
+            at = end
+        return [(name, flat[name]) for name in IMPLIED_ORDER if name in flat]
 
     def _starts(self) -> "Iterator[int]":
         values, at = self.implied, 0

@@ -16,7 +16,6 @@ import os
 import sqlite3
 import threading
 import time
-from itertools import chain
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
@@ -180,12 +179,13 @@ class RunStore(Store):
                 db.execute("BEGIN IMMEDIATE")
                 try:
                     self._insert_many(db, INSERT_EVENT_SQLITE, rows.events, EVENT_WIDTH)
-                    for name, params in rows.implied_by_statement():  # generators: made again for each attempt
+                    for name, values in rows.implied_flat():  # made again for each attempt
+                        width = WIDTHS[name]
                         bulk = BULK.get(name)
                         if bulk is not None:
-                            self._insert_many(db, bulk, list(chain.from_iterable(params)), WIDTHS[name])
+                            self._insert_many(db, bulk, values, width)
                         else:
-                            db.executemany(IMPLIED[name], params)
+                            db.executemany(IMPLIED[name], (values[at : at + width] for at in range(0, len(values), width)))
                     db.execute("COMMIT")
                 except BaseException:
                     if db.in_transaction:
