@@ -405,3 +405,32 @@ def test_shipped_triage_example_loads() -> None:
     project = engine.load_project(Path(__file__).resolve().parents[1])
     assert "triageFeedback" in project.tools
     assert project.warnings == []
+
+
+def test_what_a_step_runs(write_yaml_project) -> None:
+    issues = issues_of(write_yaml_project, """
+        workflows:
+          flow:
+            steps:
+              - id: both
+                skill: shout
+                workflow: sub
+                input: {text: x}
+              - id: neither
+                input: {text: x}
+              - id: mapped
+                workflow: sub
+                forEach: $toolArgs.text
+                retry: 2
+          sub:
+            steps:
+              - {id: x, skill: shout, input: {text: x}}
+    """)
+    found = [(str(i.location), i.message) for i in issues]
+    for expected in [
+        ("workflows.yaml:6:19", "step 'both' has both `skill:` and `workflow:`"),
+        ("workflows.yaml:8:13", "step 'neither' says neither which skill nor which workflow it runs"),
+        ("workflows.yaml:12:18", "step 'mapped': forEach runs a skill per item, not a workflow"),
+        ("workflows.yaml:13:16", "step 'mapped' runs a workflow, which has no retry of its own"),
+    ]:
+        assert expected in found, found
