@@ -39,8 +39,14 @@ class BodyTooLarge(HTTPException):
         super().__init__(413, f"the request body may be at most {limit} bytes")
 
 
-def current_principal(request: Request) -> Principal:
-    """The route dependency: who made this request (set by `Access`)."""
+def request_principal(request: Request) -> Principal:
+    """Who made this request (set by `Access`)."""
+    return request.scope.get(PRINCIPAL_KEY, LOCAL)  # type: ignore[no-any-return]
+
+
+async def current_principal(request: Request) -> Principal:
+    """The route dependency: who made this request. `async`: FastAPI runs a plain `def`
+    dependency in its thread pool, a thread hand-off per request."""
     return request.scope.get(PRINCIPAL_KEY, LOCAL)  # type: ignore[no-any-return]
 
 

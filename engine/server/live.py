@@ -5,15 +5,18 @@ from __future__ import annotations
 import asyncio
 
 from fastapi import Request
+from starlette.responses import Response
 
 from .hub import LiveRun, RunHub
-from .sse import HEARTBEAT_S, EventStreamResponse
+from .sse import HEARTBEAT_S, MEDIA_TYPE, EventStreamResponse
 
 
 async def finished_or_left(request: Request, run: LiveRun) -> bool:
     """Wait for the run's task; False if the client disconnected first (the run is then
     cancelled, unless it asked to run in the background)."""
     assert run.task is not None
+    if run.task.done():  # finished already: no disconnect watcher (a task) needed
+        return True
     gone = asyncio.ensure_future(_disconnected(request))
     try:
         await asyncio.wait((run.task, gone), return_when=asyncio.FIRST_COMPLETED)
@@ -33,12 +36,22 @@ async def _disconnected(request: Request) -> None:
             return
 
 
-def stream(hub: RunHub, run: LiveRun, after: int, *, cancel_on_disconnect: bool) -> EventStreamResponse:
+def stream(hub: RunHub, run: LiveRun, after: int, *, cancel_on_disconnect: bool) -> Response:
     """The run's events from `after` on, live to its end; a client that leaves a run it
-    started (not in the background) cancels it."""
+    started (not in the background) cancels it. A run that has ended already is answered in
+    one body: no tasks watching a stream that has nothing left to wait for."""
+    if run.done:  # (as `follow` does, events still held back for a gap are not waited for)
+        return finished_stream(run, after)
 
     def on_close(client_left: bool) -> None:
         if client_left and cancel_on_disconnect and not run.background:
             hub.cancel(run.run_id)
 
     return EventStreamResponse(run.follow(after, heartbeat=HEARTBEAT_S), on_close=on_close, headers={"X-Run-Id": run.run_id})
+
+
+def finished_stream(run: LiveRun, after: int) -> Response:
+    """Every frame of an ended run from seq `after` on, as one SSE body."""
+    body = b"".join(run.frames[max(0, after):])
+    return Response(body, media_type=MEDIA_TYPE, headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no",
+                                                          "X-Run-Id": run.run_id})
