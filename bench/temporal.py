@@ -165,8 +165,10 @@ async def _measure(root: Path, address: str, url: str, env: dict[str, str], work
         workers.append(second)
         _wait_started(work / "worker2.log", "revision")
         two = await _throughput(engine, tool, args, burst)
-        print(f"{burst} concurrent 3-step calls: 1 worker {one:.0f} calls/s, 2 workers {two:.0f} calls/s "
-              f"({two / one:.2f}x; the hand-written workflow, 1 worker: {hand_rate:.0f} calls/s; {os.cpu_count()} cores shared by front door, workers, Temporal and PostgreSQL)")
+        load = os.getloadavg()[0]
+        print(f"{burst} concurrent 3-step calls: 1 worker {one:.1f} calls/s, 2 workers {two:.1f} calls/s "
+              f"({two / one:.2f}x; the hand-written workflow, 1 worker: {hand_rate:.1f} calls/s; {os.cpu_count()} cores "
+              f"shared by front door, workers, Temporal and PostgreSQL; load average {load:.1f} at the end)")
     finally:
         for process in workers:
             process.terminate()
