@@ -79,6 +79,31 @@ def test_metrics_port_serves_on_loopback_without_keys_and_the_store_failures_are
     found = samples(scraped.text)
     assert value(found, "skillyard_tool_calls_total", tool="report3", code="ok") == 1
     assert "# TYPE skillyard_store_write_failures_total counter" in scraped.text  # with the store on (no failure yet)
+    assert value(found, "skillyard_store_queue_depth") >= 0
+
+
+def test_store_queue_depth_counts_the_events_the_writer_has_not_committed(tmp_path: Path) -> None:
+    from prometheus_client import generate_latest
+
+    from engine.events import Event
+    from engine.store import open_store
+    from engine.telemetry.metrics import Metrics, store_queue_depth
+
+    store = open_store(str(tmp_path / "runs.db"))
+    metrics = Metrics({}, queue_depth=store_queue_depth(store))
+    try:
+        store.flush()
+        assert value(samples(generate_latest(metrics.registry).decode()), "skillyard_store_queue_depth") == 0
+        with store._lock:  # the writer cannot take a batch while this is held (nor can the listener spill)
+            for seq in range(1, 8):
+                store.listener(Event("progress", "run_depth", seq, 1000 + seq, "call_1", data={"message": "x"}))
+            held = samples(generate_latest(metrics.registry).decode())
+        store.flush()
+        after = samples(generate_latest(metrics.registry).decode())
+    finally:
+        store.close()
+    assert value(held, "skillyard_store_queue_depth") == 7
+    assert value(after, "skillyard_store_queue_depth") == 0
 
 
 def test_a_taken_metrics_port_is_a_clear_error(tmp_path: Path) -> None:

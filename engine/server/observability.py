@@ -41,12 +41,13 @@ class Observability:
 
     def _start_metrics(self, engine: Engine, port: int | None) -> None:
         try:
-            from ..telemetry.metrics import Metrics
+            from ..telemetry.metrics import Metrics, store_queue_depth
         except ImportError:
             raise TelemetryUnavailable("metrics are on but prometheus-client is not installed: "
                                        "pip install prometheus-client") from None
         store = engine.store
-        self.metrics = Metrics(engine.runs, write_failures=(lambda: store.write_failures) if store is not None else None)
+        self.metrics = Metrics(engine.runs, write_failures=(lambda: store.write_failures) if store is not None else None,
+                               queue_depth=store_queue_depth(store) if store is not None else None)
         self._unsubscribe.append(engine.subscribe(self.metrics))
         if port is not None:
             from prometheus_client import start_http_server

@@ -12,6 +12,7 @@ Read when Prometheus scrapes (nothing per call):
 
     skillyard_live_runs, skillyard_pending_approvals    from Engine.runs
     skillyard_store_write_failures_total{kind}          the store's write_failures
+    skillyard_store_queue_depth                         events recorded, not yet committed by the store's writer
     skillyard_sse_streams                               set by the service's request middleware
 
 A name that is not a tool of the project (`unknown_tool`) is counted as tool="(unknown)": a
@@ -38,9 +39,11 @@ UNKNOWN_TOOL = "(unknown)"
 class _Live:
     """The gauges of what is live now, read at scrape time."""
 
-    def __init__(self, live_runs: "Mapping[str, Run]", write_failures: Callable[[], Mapping[str, int]] | None):
+    def __init__(self, live_runs: "Mapping[str, Run]", write_failures: Callable[[], Mapping[str, int]] | None,
+                 queue_depth: Callable[[], int] | None = None):
         self._live_runs = live_runs
         self._write_failures = write_failures
+        self._queue_depth = queue_depth
 
     def collect(self) -> Iterator[Metric]:
         runs = list(self._live_runs.values())
@@ -52,13 +55,27 @@ class _Live:
         for kind, count in sorted((self._write_failures() if self._write_failures else {}).items()):
             failures.add_metric([kind], count)
         yield failures
+        if self._queue_depth is not None:
+            yield GaugeMetricFamily("skillyard_store_queue_depth",
+                                    "Events recorded by runs and not yet committed by the store's writer",
+                                    value=max(0, self._queue_depth()))
+
+
+def store_queue_depth(store: Any) -> Callable[[], int]:
+    """How many events `store` holds that its writer has not committed (or reported lost) yet.
+
+    Read without the store's lock (a gauge may be a few events off while the writer takes a
+    batch). Until the store has a public `queue_depth`, it is computed from the writer's counts."""
+    if hasattr(type(store), "queue_depth"):
+        return lambda: int(store.queue_depth)
+    return lambda: store._taken + len(store._queue) - store._written  # taken + still queued − written
 
 
 class Metrics:
     """An engine listener (`engine.subscribe(metrics)`) and the registry Prometheus reads."""
 
     def __init__(self, live_runs: "Mapping[str, Run]", *, write_failures: Callable[[], Mapping[str, int]] | None = None,
-                 registry: CollectorRegistry | None = None):
+                 queue_depth: Callable[[], int] | None = None, registry: CollectorRegistry | None = None):
         self.registry = registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
         self.tool_calls = Counter("skillyard_tool_calls", "Tool calls by tool and outcome code (ok or the error code)",
                                   ["tool", "code"], registry=registry)
@@ -71,7 +88,7 @@ class Metrics:
                                     ["model", "type"], registry=registry)
         self.sse_streams = Gauge("skillyard_sse_streams", "Server-sent event responses open now (followers of runs)",
                                  registry=registry)
-        registry.register(_Live(live_runs, write_failures))
+        registry.register(_Live(live_runs, write_failures, queue_depth))
         self._agent_models: dict[str, str] = {}  # run_id → the agent's model, for its token totals
         self._lock = threading.Lock()
 
