@@ -288,6 +288,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .worker import add_worker_parser
 
     add_worker_parser(commands)
+    from .batch import add_batch_parser
+
+    add_batch_parser(commands)
     ns = parser.parse_args(argv)
     return _guarded(ns.handler, ns)
 

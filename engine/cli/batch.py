@@ -1,0 +1,154 @@
+"""`skillyard batch TOOL --data FILE …` and `skillyard batch compare A B`.
+
+Exit codes fit CI: 0 every case ran and every expectation held, 1 otherwise, 2 usage errors,
+130 interrupted (the results file stays valid; `--resume FILE` runs the missing cases).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from typing import Any
+
+from ..batch.dataset import load_cases
+from ..batch.expect import compile_checks
+from ..batch.judge import check_judge
+from ..batch.progress import Progress
+from ..batch.report import compare, summary_lines
+from ..batch.runner import BatchCase, BatchRun, ResultsFile, read_results, run_batch
+from ..errors import ConfigError, UsageError
+from ..logging import configure_logging
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def add_batch_parser(commands: Any) -> None:
+    from .main import add_backend_argument
+
+    batch = commands.add_parser(
+        "batch", help="run a tool over a dataset, check expectations, compare with a baseline",
+        description="Run TOOL once per case of --data, check each case's expectations, write one JSON line per case. "
+                    "`skillyard batch compare BEFORE AFTER` compares two results files.",
+    )
+    batch.add_argument("tool", help="the tool to run (or `compare`, followed by two results files)")
+    batch.add_argument("files", nargs="*", help=argparse.SUPPRESS)
+    batch.add_argument("--data", metavar="FILE", help="the cases: .jsonl, .csv or .yaml")
+    batch.add_argument("--concurrency", type=_positive, default=4, metavar="N", help="cases at once (default 4)")
+    batch.add_argument("--model", help="use this model for every prompt skill (and judge)")
+    batch.add_argument("--limit", type=_positive, metavar="N", help="run only the first N cases")
+    batch.add_argument("--filter", nargs="+", metavar="ID", help="run only these case ids")
+    batch.add_argument("--out", metavar="FILE", help="write one JSON line per case here")
+    batch.add_argument("--resume", metavar="FILE", help="run only the cases missing from this results file, appending to it")
+    batch.add_argument("--baseline", metavar="FILE", help="compare the results with this earlier results file")
+    batch.add_argument("--dir", default=".", help="project directory (default: current directory)")
+    batch.add_argument("--no-store", action="store_true", help="do not record the cases' runs in the run store")
+    add_backend_argument(batch)
+    batch.set_defaults(handler=cmd_batch)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def cmd_batch(ns: argparse.Namespace) -> int:
+    if ns.tool == "compare":
+        return cmd_compare(ns)
+    if ns.files:
+        raise UsageError(f"unexpected argument(s) {' '.join(ns.files)}; a batch takes one TOOL and --data FILE")
+    if not ns.data:
+        raise UsageError("--data FILE is required: the cases to run (.jsonl, .csv or .yaml)")
+    if ns.resume and ns.out and ns.out != ns.resume:
+        raise UsageError("--resume FILE appends to FILE; leave out --out (or give the same file)")
+    from .main import _report_config, open_engine
+
+    try:
+        engine = open_engine(ns)
+    except ConfigError as exc:
+        return _report_config(exc)
+    try:
+        return _run(ns, engine)
+    finally:
+        engine.close()
+
+
+def _run(ns: argparse.Namespace, engine: Any) -> int:
+    settings = engine.project.settings.logging
+    configure_logging(settings.format, settings.level, engine.project.redactor)
+    batch = _plan(ns, engine)
+    out = ns.resume or ns.out
+    done = read_results(ns.resume) if ns.resume else []
+    finished = {record["id"] for record in done}
+    batch.cases = [item for item in batch.cases if item.case.id not in finished]
+    total = len(batch.cases) + len(done)
+    if ns.resume:
+        print(f"resuming: {len(done)} of {total} cases already in {ns.resume}; running {len(batch.cases)}", file=sys.stderr)
+    results = ResultsFile(out, engine.project.redactor.redact)
+    progress = Progress(sys.stderr, len(batch.cases), live=sys.stderr.isatty())
+    try:
+        asyncio.run(run_batch(engine, batch, results, progress))
+    except KeyboardInterrupt:
+        progress.close()
+        where = f"; `--resume {out}` runs the rest" if out else ""
+        print(f"stopped: {len(batch.records)} of {len(batch.cases)} cases finished{where}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    finally:
+        results.close()
+    progress.close()
+    records = done + batch.records
+    for line in summary_lines(records, total):
+        print(line, file=sys.stderr)
+    if ns.baseline:
+        _show_comparison(read_results(ns.baseline), records)
+    everything_held = all(r["ok"] or _expected_failure(r) for r in records) and all(r.get("passed", True) for r in records)
+    return EXIT_OK if everything_held and len(records) == total else EXIT_FAILED
+
+
+def _expected_failure(record: dict[str, Any]) -> bool:
+    """A failed call that an `error` expectation asked for."""
+    return any(v["check"] == "error" for v in record.get("expect") or ()) and record.get("passed", False)
+
+
+def _plan(ns: argparse.Namespace, engine: Any) -> BatchRun:
+    project = engine.project
+    if ns.tool not in project.tools:
+        raise UsageError(f"unknown tool {ns.tool!r}; known: {', '.join(sorted(project.tools))}")
+    if ns.model and ns.model not in project.models:
+        raise UsageError(f"--model {ns.model}: unknown model; known: {', '.join(sorted(project.models))}")
+    parameters = project.tools[ns.tool].parameters
+    strings = frozenset(name for name, schema in (parameters.get("properties") or {}).items()
+                        if isinstance(schema, dict) and schema.get("type") == "string")
+    cases = load_cases(ns.data, strings)
+    if ns.filter:
+        unknown = sorted(set(ns.filter) - {case.id for case in cases})
+        if unknown:
+            raise UsageError(f"--filter: no case with id {', '.join(unknown)} in {ns.data}")
+        cases = [case for case in cases if case.id in set(ns.filter)]
+    if ns.limit:
+        cases = cases[: ns.limit]
+    skills = frozenset(project.skills)
+    planned = [BatchCase(case, compile_checks(case.expect, case.where, skills)) for case in cases]
+    for judge in sorted({c.operand for item in planned for c in item.checks if c.operator == "judge"}):
+        check_judge(engine, judge)
+    return BatchRun(ns.tool, planned, ns.concurrency, ns.model)
+
+
+def cmd_compare(ns: argparse.Namespace) -> int:
+    if len(ns.files) != 2:
+        raise UsageError("usage: skillyard batch compare BEFORE.jsonl AFTER.jsonl")
+    comparison = _show_comparison(read_results(ns.files[0]), read_results(ns.files[1]))
+    return EXIT_FAILED if comparison.regressions else EXIT_OK
+
+
+def _show_comparison(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> Any:
+    comparison = compare(before, after)
+    for line in comparison.lines:
+        print(line)
+    print(comparison.totals())
+    return comparison
