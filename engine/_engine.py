@@ -100,10 +100,16 @@ class Engine:
         """Link the directory again and swap the new project in atomically.
 
         Calls in flight finish on the project they started with. If the new files have
-        errors, ConfigError is raised and the current project stays in place.
+        errors, ConfigError is raised and the current project stays in place — except in a
+        project loaded with `isolate_broken_tools`: there a tool broken by the new files keeps
+        its last good version (and is listed in `project.broken`); only project-wide problems raise.
         """
+        current = self._project
         settings = self.admin.settings() if self.store is not None else None
-        project = load_project(self._project.root, tool_settings=settings)
+        project = load_project(current.root, tool_settings=settings, isolate_broken_tools=current.isolates_broken_tools)
+        for name in project.broken:
+            if name in current.tools:  # the last good version goes on serving
+                project.tools[name] = current.tools[name]
         _learn_configured_keys(project)
         self._project = project
         return project

@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from pydantic import ValidationError
 
-from .errors import ConfigIssue, IssueCollector, Location
+from .errors import ConfigError, ConfigIssue, IssueCollector, Location
 from .executors.base import ToolType, known_tool_types, tool_type
 from .executors.workflow import WorkflowExecutor
+from .link_closure import problems_by_tool, project_wide
 from .mapping import MappingSyntaxError, compile_mapping, iter_references, parse_value
 from .project import LinkedTool, Project, ToolPolicy
 from .providers.base import known_providers, provider_factory
@@ -46,10 +47,14 @@ EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}, "additio
 _PYTHON_TARGET = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
 
 
-def load_project(root: str | Path = ".", *, tool_settings: "dict[str, ToolSetting] | None" = None) -> Project:
+def load_project(root: str | Path = ".", *, tool_settings: "dict[str, ToolSetting] | None" = None,
+                 isolate_broken_tools: bool = False) -> Project:
     """Load and link the project in `root`; raises ConfigError listing every problem.
 
     `tool_settings` (from the run store) are layered over the YAML tools before linking.
+    `isolate_broken_tools` (the front doors that serve tools): a problem inside some tools'
+    own parts leaves the other tools callable; `project.broken` names the broken ones with
+    their problems (a call to one answers config_error). Project-wide problems still raise.
     """
     issues = IssueCollector()
     specs = load_specs(Path(root), issues)
@@ -59,8 +64,13 @@ def load_project(root: str | Path = ".", *, tool_settings: "dict[str, ToolSettin
         apply_tool_settings(specs, tool_settings, issues)
     linker = _Linker(specs, issues)
     project = linker.link()
-    issues.raise_if_any()
-    assert project is not None
+    project.isolates_broken_tools = isolate_broken_tools
+    if issues.issues and (not isolate_broken_tools or project_wide(issues.issues)):
+        issues.raise_if_any()
+    if issues.issues:
+        project.problems = ConfigError(issues.issues).issues
+        declared = [*specs.tools, *sorted(specs.invalid["tools"] - set(specs.tools))]
+        project.broken = problems_by_tool(specs, project.problems, [name for name in declared if name not in project.tools])
     _publish_warnings(project, linker.warnings)
     return project
 
@@ -86,7 +96,6 @@ def check_project(root: str | Path = ".", *, import_python: bool = True) -> tupl
     linker = _Linker(load_specs(Path(root), issues), issues, import_python=import_python)
     project = linker.link()
     issues.raise_if_any()
-    assert project is not None
     project.warnings = list(dict.fromkeys(linker.warnings))  # type: ignore[attr-defined]
     return project, linker.not_imported
 
@@ -117,7 +126,9 @@ class _Linker:
         """Something that loads and runs, but is probably not what was meant."""
         self.warnings.append(ConfigIssue(location, message, hint))
 
-    def link(self) -> Project | None:
+    def link(self) -> Project:
+        """The project with every tool that linked cleanly (the others are left out; their
+        problems are in `issues`)."""
         models = self._models()
         for entry in self.specs.skills.values():
             skill = self._skill(entry, models)
@@ -134,8 +145,6 @@ class _Linker:
             tool = self._tool(entry)
             if tool is not None:
                 tools[entry.name] = tool
-        if self.issues.issues:
-            return None
         settings = self.specs.settings
         return Project(
             root=self.specs.root,

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Literal
 
-from .errors import StepFailure
+from .errors import ConfigIssue, StepFailure
 from .executors.base import ToolExecutor
 from .providers.base import Provider, ProviderError, provider_factory
 from .redaction import Redactor
@@ -115,6 +115,11 @@ class Project:
     policy: ToolPolicy
     files: list[str] = field(default_factory=list)
     workflows: int = 0
+    # Loaded with isolate_broken_tools: every problem found, and the tools left out because
+    # of one in their own parts (a call to one of them answers config_error with its problems).
+    problems: list[ConfigIssue] = field(default_factory=list)
+    broken: dict[str, list[ConfigIssue]] = field(default_factory=dict)
+    isolates_broken_tools: bool = False  # how it was loaded; a reload loads the same way
     redactor: Redactor = field(init=False, repr=False)
     _providers: dict[str, Provider] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -182,4 +187,5 @@ class Project:
         return (
             f"{len(self.tools)} tools ({enabled} enabled), {len(self.skills)} skills, {self.workflows} workflows, "
             f"{len(self.models)} models (default: {self.default_model}) from {len(self.files)} files"
+            + (f"; {len(self.broken)} broken: {', '.join(sorted(self.broken))}" if self.broken else "")
         )

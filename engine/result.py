@@ -10,6 +10,7 @@ from typing import Any
 ERROR_ADVICE: dict[str, str] = {
     "unknown_tool": "Call one of the available tools instead.",
     "tool_disabled": "This tool is switched off; do not call it again.",
+    "config_error": "This tool's configuration is broken; do not call it again until it is fixed.",
     "not_allowed": "This tool may not be called here; do not call it again.",
     "invalid_arguments": "Fix the arguments to match the schema and call again.",
     "confirmation_denied": "The user declined this call; do not repeat it unless the user asks.",

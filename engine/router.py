@@ -76,6 +76,9 @@ async def route_call(
     limit: float | None = None
     try:
         if tool is None:
+            if name in project.broken and project.policy.permits(name) and (allowed_tools is None or name in allowed_tools):
+                raise StepFailure("config_error", f"tool {name!r} cannot run: its configuration has problems",
+                                  {"problems": [str(issue) for issue in project.broken[name]]})
             available = [n for n, t in project.tools.items() if t.enabled and project.policy.permits(n)]
             raise StepFailure("unknown_tool", f"there is no tool named {name!r}", {"available_tools": available})
         if not project.policy.permits(name) or (allowed_tools is not None and name not in allowed_tools):

@@ -117,11 +117,15 @@ class ToolAdmin:
         store = self.store
         store.write_tool_setting(after)
         try:
-            self.engine.reload()
+            issues = self.engine.reload().broken.get(after.name)
         except ConfigError as exc:
+            issues = exc.issues
+        if issues:
             if before is None:
                 store.delete_tool_setting(after.name)
             else:
                 store.write_tool_setting(before)
-            problems = "; ".join(f"{i.message}" + (f" — {i.hint}" if i.hint else "") for i in exc.issues[:5])
-            raise ToolAdminError("invalid_config", f"the change was not applied: {problems}") from None
+            if self.engine.project.broken.get(after.name):
+                self.engine.reload()  # the refused change is not kept, not even as a broken tool
+            problems = "; ".join(f"{i.message}" + (f" — {i.hint}" if i.hint else "") for i in issues[:5])
+            raise ToolAdminError("invalid_config", f"the change was not applied: {problems}")

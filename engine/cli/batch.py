@@ -117,6 +117,9 @@ def _expected_failure(record: dict[str, Any]) -> bool:
 
 def _plan(ns: argparse.Namespace, engine: Any) -> BatchRun:
     project = engine.project
+    if ns.tool in project.broken:
+        problems = "\n  ".join(str(issue) for issue in project.broken[ns.tool])
+        raise UsageError(f"tool {ns.tool!r} cannot run until its configuration is fixed:\n  {problems}")
     if ns.tool not in project.tools:
         raise UsageError(f"unknown tool {ns.tool!r}; known: {', '.join(sorted(project.tools))}")
     if ns.model and ns.model not in project.models:

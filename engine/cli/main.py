@@ -108,6 +108,14 @@ def close_recording(engine: Engine) -> str | None:
     return None
 
 
+def warn_broken(broken: dict[str, Any]) -> None:
+    """One line on stderr: other tools cannot run, and where to see why."""
+    names = ", ".join(sorted(broken))
+    print(f"warning: {len(broken)} tool{'s' if len(broken) != 1 else ''} cannot run because of problems in "
+          f"{'their' if len(broken) != 1 else 'its'} configuration ({names}); `skillyard validate` lists them",
+          file=sys.stderr)
+
+
 def report_unrecorded(problem: str | None, code: int) -> int:
     """The exit code once the store has had its say: a run that was not recorded is a failure."""
     if problem is None:
@@ -117,8 +125,11 @@ def report_unrecorded(problem: str | None, code: int) -> int:
 
 
 def open_engine(ns: argparse.Namespace) -> Engine:
-    """The engine for a CLI call, recording runs unless --no-store or engine.yaml says not to."""
-    project = load_project(ns.dir)
+    """The engine for a CLI call, recording runs unless --no-store or engine.yaml says not to.
+
+    A tool broken by a problem in its own parts does not stop the others (`project.broken`).
+    """
+    project = load_project(ns.dir, isolate_broken_tools=True)
     try:
         engine = Engine.from_project(project, store=project.settings.store.enabled and not ns.no_store)
     except StoreError as exc:
@@ -143,8 +154,13 @@ def run_call(ns: argparse.Namespace) -> int:
         return _report_config(exc)
     settings = engine.project.settings.logging
     configure_logging(settings.format, settings.level, engine.project.redactor)
+    if ns.tool in engine.project.broken:
+        engine.close()
+        return _report_config(ConfigError(engine.project.broken[ns.tool]))
     if ns.model and ns.model not in engine.project.models:
         return _fail(f"--model {ns.model}: unknown model; known: {', '.join(sorted(engine.project.models))}")
+    if engine.project.broken and not ns.quiet:
+        warn_broken(engine.project.broken)
 
     listeners: list[Callable[[Event], None]] = []
     if not ns.quiet:

@@ -29,6 +29,8 @@ def add_serve_parsers(commands: Any) -> None:
                        help="deny a confirmation nobody answered within this time (default 600)")
     serve.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
                        help="serve Prometheus metrics on 127.0.0.1:PORT (a port of its own, without API keys)")
+    serve.add_argument("--reload", action="store_true",
+                       help="relink when the project's files change (a broken tool keeps its last good version)")
     add_backend_argument(serve)
     serve.set_defaults(handler=cmd_serve)
     mcp = commands.add_parser("mcp", help="serve the enabled tools to an MCP client over stdio")
@@ -108,6 +110,15 @@ def cmd_serve(ns: argparse.Namespace) -> int:
         observability = app.state.observability
         if observability is not None and observability.metrics_port is not None:
             _say(f"skillyard: Prometheus metrics on http://127.0.0.1:{observability.metrics_port}/metrics")
+        for name, issues in sorted(engine.project.broken.items()):
+            _say(f"skillyard: tool {name!r} cannot run until its configuration is fixed:")
+            for issue in issues:
+                _say(f"  {issue}")
+        if ns.reload:
+            from ..server.watch import ProjectWatcher
+
+            ProjectWatcher(engine, _say).start()
+            _say("skillyard: --reload: watching the project's YAML and Python files")
         if engine.store is None:
             _say("skillyard: the run store is off — run history and replay cover this process's recent runs only")
         level = engine.project.settings.logging.level

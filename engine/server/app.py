@@ -193,8 +193,9 @@ def _health(app: FastAPI, service: Service) -> None:
             except StoreError as exc:
                 return ApiError(503, "store_unavailable", str(exc)).response()
         return {
-            "status": "ready",
+            "status": "degraded" if project.broken else "ready",  # degraded: some tools cannot run (GET /v1/admin/problems)
             "tools": sum(1 for t in project.tools.values() if t.enabled),
+            "broken_tools": len(project.broken),
             "live_runs": hub.live_count(),
             "store": engine.store is not None,
             "store_write_failures": engine.store.write_failures if engine.store is not None else {},

@@ -100,9 +100,23 @@ def router(service: Service) -> APIRouter:
         except ConfigError as exc:
             raise ApiError(422, "config_error", f"{len(exc.issues)} problem(s); the running project is unchanged",
                            issues=[str(issue) for issue in exc.issues]) from None
-        return {"ok": True, "summary": project.summary()}
+        return {"ok": True, "summary": project.summary(), **problems_view(project)}
+
+    @api.get("/v1/admin/problems", summary="What is wrong with the project: broken tools (still served: the others) "
+             "with their problems, every problem, and load warnings")
+    async def admin_problems(principal: Principal = Depends(current_principal)) -> dict[str, Any]:
+        return problems_view(engine.project)
 
     return api
+
+
+def problems_view(project: Any) -> dict[str, Any]:
+    """Broken tools with their problems, every problem and every warning, as `file:line:col: …` text."""
+    return {
+        "broken_tools": {name: [str(issue) for issue in issues] for name, issues in sorted(project.broken.items())},
+        "problems": [str(issue) for issue in project.problems],
+        "warnings": [str(issue) for issue in getattr(project, "warnings", ())],
+    }
 
 
 def _admin_call(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

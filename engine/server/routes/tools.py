@@ -31,6 +31,7 @@ STATUS_OF_CODE: dict[str, int] = {
     "timeout": 504,
     "fetch_timeout": 504,
     "cancelled": 409,
+    "config_error": 503,  # the tool's configuration is broken (the others still serve): the server's problem
 }
 
 
