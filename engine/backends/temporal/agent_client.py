@@ -22,8 +22,7 @@ from ...providers.base import Usage
 from ...redaction import enter_run, leave_run
 from .agent_protocol import AGENT_WORKFLOW, APPROVE_SIGNAL, PENDING_QUERY, message_in, message_out, result_in
 from .client import TemporalBackend, _cancel, _Follower
-from .orphans import EXECUTOR
-from .protocol import REVISION_MISMATCH
+from .protocol import EXECUTOR, REVISION_MISMATCH
 from .revision import project_revision
 
 if TYPE_CHECKING:

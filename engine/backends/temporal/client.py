@@ -22,8 +22,7 @@ from ...errors import StepFailure, UsageError
 from ...events import Event, report_listener_failure
 from ...store.schema import EVENTS_CHANNEL
 from .config import TemporalConfig, connect, require_sdk, require_shared_store
-from .orphans import EXECUTOR
-from .protocol import CALL_WORKFLOW, REVISION_MISMATCH, STEP_FAILURE, WORKFLOW
+from .protocol import CALL_WORKFLOW, EXECUTOR, REVISION_MISMATCH, STEP_FAILURE, WORKFLOW
 from .revision import project_revision
 
 if TYPE_CHECKING:
@@ -105,7 +104,6 @@ class RemoteTool:
         if run.events.kind != "tool":  # an agent's calls share a run (and its seq): they stay local for now
             return await self.local.execute(args, run)
         from temporalio.client import WorkflowFailureError
-        from temporalio.exceptions import ApplicationError, CancelledError
 
         client = await self.backend.client()
         first = run.events.last_seq + 1
@@ -120,22 +118,30 @@ class RemoteTool:
         try:
             outcome = await follower.follow(asyncio.ensure_future(handle.result()))
         except WorkflowFailureError as exc:
-            cause = exc.cause
-            if isinstance(cause, ApplicationError) and cause.type == STEP_FAILURE and cause.details:
-                info = cause.details[0]
-                await follower.catch_up(info["last_seq"])
-                raise StepFailure(info["code"], cause.message, info["details"] or {}) from None
-            await follower.catch_up(None)
-            if isinstance(cause, CancelledError):  # cancelled from another front door (POST /v1/runs/{id}/cancel)
-                raise StepFailure("cancelled", f"call of {run.tool!r} was cancelled") from None
-            if isinstance(cause, ApplicationError) and cause.type == REVISION_MISMATCH:
-                raise StepFailure("execution_error", cause.message, {"revision": self.revision}) from None
-            raise StepFailure("execution_error", f"the Temporal execution {run.run_id} failed: {cause or exc}") from None
+            failure, last_seq = call_failure(exc, run.run_id, run.tool, self.revision)
+            await follower.catch_up(last_seq)
+            raise failure from None
         except asyncio.CancelledError:
             await asyncio.shield(_cancel(handle, follower))
             raise
         await follower.catch_up(outcome["last_seq"])
         return _as_local(self.kind, outcome["output"])
+
+
+def call_failure(exc: Any, run_id: str, tool: str, revision: str | None) -> "tuple[StepFailure, int | None]":
+    """The call's failure for a failed execution (`WorkflowFailureError`), and the last seq the
+    execution wrote (None: unknown, read what is stored)."""
+    from temporalio.exceptions import ApplicationError, CancelledError
+
+    cause = exc.cause
+    if isinstance(cause, ApplicationError) and cause.type == STEP_FAILURE and cause.details:
+        info = cause.details[0]
+        return StepFailure(info["code"], cause.message, info["details"] or {}), info["last_seq"]
+    if isinstance(cause, CancelledError):  # cancelled from another front door (POST /v1/runs/{id}/cancel)
+        return StepFailure("cancelled", f"call of {tool!r} was cancelled"), None
+    if isinstance(cause, ApplicationError) and cause.type == REVISION_MISMATCH:
+        return StepFailure("execution_error", cause.message, {"revision": revision}), None
+    return StepFailure("execution_error", f"the Temporal execution {run_id} failed: {cause or exc}"), None
 
 
 def _as_local(kind: str, output: Any) -> Any:

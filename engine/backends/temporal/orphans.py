@@ -24,12 +24,12 @@ from typing import TYPE_CHECKING, Any
 
 from ...logging import logger
 from ...store import StoreError
-from .protocol import STEP_FAILURE
+from .client import call_failure
+from .protocol import EXECUTOR
 
 if TYPE_CHECKING:
     from .activities import Activities
 
-EXECUTOR = "temporal"  # run_executors.executor of runs on this backend
 ADOPT_EVERY_S = 2.0
 
 
@@ -94,7 +94,8 @@ class Adopter:
         if isinstance(outcome, dict):
             kind, data = "tool_call_result", {"ok": True, "data": outcome.get("output"), "metadata": metadata}
         else:
-            error = _error(outcome, call.get("tool"))
+            failure, _ = call_failure(outcome, run_id, call.get("tool", "?"), call.get("revision"))
+            error = {"code": failure.code, "message": failure.message, "details": failure.details}
             kind, data = "tool_call_error", {"ok": False, "error": error, "metadata": metadata}
         await self.activities._write(run_id, call.get("arguments"), [[seq, kind, now, call.get("tool_call_id"), None, None, data]])
 
@@ -111,19 +112,6 @@ async def _started_with(client: Any, handle: Any) -> dict[str, Any]:
     started = history.events[0].workflow_execution_started_event_attributes
     values = await client.data_converter.decode(started.input.payloads)
     return values[0] if values and isinstance(values[0], dict) else {}
-
-
-def _error(failure: BaseException, tool: Any) -> dict[str, Any]:
-    """The ToolError of a failed execution, as RemoteWorkflow makes it in a front door."""
-    from temporalio.exceptions import ApplicationError, CancelledError
-
-    cause = getattr(failure, "cause", None)
-    if isinstance(cause, ApplicationError) and cause.type == STEP_FAILURE and cause.details:
-        info = cause.details[0]
-        return {"code": info["code"], "message": cause.message, "details": info["details"] or {}}
-    if isinstance(cause, CancelledError):
-        return {"code": "cancelled", "message": f"call of {tool!r} was cancelled", "details": {}}
-    return {"code": "execution_error", "message": f"the Temporal execution failed: {_reason(failure)}", "details": {}}
 
 
 def _reason(outcome: Any) -> str:

@@ -16,6 +16,7 @@ STEP_ACTIVITY = "skillyard.step"  # runs one step's skill
 CALL_WORKFLOW = "skillyard.tool_call"  # the workflow type of a call whose tool is not a workflow (single.py)
 BODY_ACTIVITY = "skillyard.tool_body"  # runs that tool's executor once
 RECORD_ACTIVITY = "skillyard.record_events"  # writes numbered events to the store, idempotently
+EXECUTOR = "temporal"  # run_executors.executor of the runs on this backend (orphans.py adopts them)
 REVISION_MISMATCH = "RevisionMismatch"  # the error type of a task refused for another project revision
 STEP_FAILURE = "StepFailure"  # the error type of a call that failed (code, details and last seq in its details)
 
