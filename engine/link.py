@@ -23,6 +23,7 @@ from .mapping import MappingSyntaxError, compile_mapping, iter_references, parse
 from .project import LinkedTool, Project, ToolPolicy
 from .providers.base import known_providers, provider_factory
 from .schema import CompiledSchema, SchemaReader, schema_problem_details
+from .schema_keywords import warn_unknown_keywords
 from .skills import PromptSkill, PythonSkill, Skill, TemplateSkill
 from .skills.python import signature_problem
 from .skills.tool import ToolSkill
@@ -181,6 +182,8 @@ class _Linker:
         problems = schema_problem_details(schema)
         for problem in problems[:5]:
             self.issues.add(entry.loc(field, *problem.path), f"invalid JSON Schema in {field!r} of {str(entry.path[0])[:-1]} {entry.name!r}: {problem}", "fix it to follow JSON Schema Draft 2020-12")
+        if not problems:
+            warn_unknown_keywords(entry, field, schema, self.warn)  # `minLenght`: valid, and checks nothing
         return not problems
 
     def _template(self, entry: Entry[Any], field: str, source: str, declared: set[str] | None) -> bool:

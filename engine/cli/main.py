@@ -220,8 +220,11 @@ def cmd_validate(ns: argparse.Namespace) -> int:
             project = load_project(ns.dir, tool_settings=stored)
     except ConfigError as exc:
         return _report_config(exc)
+    warnings = getattr(project, "warnings", [])
+    for warning in warnings:  # it loads and runs, but is probably not what was meant
+        print(f"warning: {warning}", file=sys.stderr)
     if not skipped:
-        print(f"ok: {project.summary()}")
+        print(f"ok: {project.summary()}" + (f" ({len(warnings)} warning{'s' if len(warnings) != 1 else ''})" if warnings else ""))
         _say_stored(stored, ns.no_import)
         return EXIT_OK
     print(f"ok, except what was not imported (--no-import): {project.summary()}")
