@@ -60,25 +60,38 @@ class Adopter:
             return
         for run_id, kind, started_at in found:
             logger.info("worker: adopted a run whose front door stopped", run_id=run_id, kind=kind)
-            task = asyncio.get_running_loop().create_task(self._end(run_id, kind, started_at))
+            task = asyncio.get_running_loop().create_task(self._end_retrying(run_id, kind, started_at))
             self._adopted[run_id] = task
             task.add_done_callback(lambda _, run_id=run_id: self._adopted.pop(run_id, None))
 
+    async def _end_retrying(self, run_id: str, kind: str, started_at: int) -> None:
+        """`_end`, tried again while Temporal or the store cannot be reached (the run stays adopted)."""
+        while True:
+            try:
+                await self._end(run_id, kind, started_at)
+                return
+            except Exception as exc:  # noqa: BLE001 - Temporal or the database briefly away: try again
+                logger.error("worker: cannot end an adopted run yet, trying again", run_id=run_id,
+                             error=f"{type(exc).__name__}: {exc}")
+                await asyncio.sleep(ADOPT_EVERY_S * 5)
+
     async def _end(self, run_id: str, kind: str, started_at: int) -> None:
         from temporalio.client import WorkflowFailureError
-        from temporalio.service import RPCError
+        from temporalio.service import RPCError, RPCStatusCode
 
         handle = self.client.get_workflow_handle(run_id)
         try:
             call = await _started_with(self.client, handle)
-        except RPCError:
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.NOT_FOUND:
+                raise
             await self._interrupt(run_id, "the front door that started it stopped before its Temporal execution began")
             return
         try:
             outcome: dict[str, Any] | BaseException = await handle.result()
         except WorkflowFailureError as exc:
             outcome = exc
-        if kind == "tool":
+        if kind == "tool" and await self._still_running(run_id):  # (a retry of this must not write it twice)
             await self._write_end(run_id, call, started_at, outcome)
         else:
             await asyncio.to_thread(self.store.flush)
@@ -98,6 +111,10 @@ class Adopter:
             error = {"code": failure.code, "message": failure.message, "details": failure.details}
             kind, data = "tool_call_error", {"ok": False, "error": error, "metadata": metadata}
         await self.activities._write(run_id, call.get("arguments"), [[seq, kind, now, call.get("tool_call_id"), None, None, data]])
+
+    async def _still_running(self, run_id: str) -> bool:
+        record = await asyncio.to_thread(self.store.run, run_id)
+        return record is not None and record.status == "running"
 
     async def _interrupt(self, run_id: str, message: str) -> None:
         """End the row as interrupted if nothing else ended it (no-op for an ended run)."""
