@@ -70,9 +70,10 @@ _LIBRARY_DIRS = _library_dirs()
 
 
 def package_root(function: Any) -> str | None:
-    """The directory of the top-level package that defines `function` (decided at link time).
+    """Where the package that defines `function` is installed, when that is site-packages (link time).
 
-    Frames under it are the user's even when the package is installed in site-packages.
+    Frames there are the user's although site-packages is not; a package anywhere else needs
+    no root (frames outside the engine and the libraries are the user's anyway).
     """
     code = getattr(function, "__code__", None) or getattr(getattr(function, "__call__", None), "__code__", None)
     module = getattr(function, "__module__", None)
@@ -81,9 +82,10 @@ def package_root(function: Any) -> str | None:
     root = Path(code.co_filename).resolve().parent
     for _ in range(module.count(".")):
         root = root.parent
-    if str(root) + os.sep in (_ENGINE_DIR, *_LIBRARY_DIRS):
-        return None  # a module loose in site-packages: its root would be all of site-packages
-    return str(root) + os.sep
+    shown = str(root) + os.sep
+    if not shown.startswith(_LIBRARY_DIRS) or shown in _LIBRARY_DIRS or shown.startswith(_ENGINE_DIR):
+        return None  # not installed; or a module loose in site-packages (its root would be all of it)
+    return shown
 
 
 def origin(filename: str, user_roots: Iterable[str] = ()) -> str:
@@ -91,12 +93,10 @@ def origin(filename: str, user_roots: Iterable[str] = ()) -> str:
     if filename.startswith("<"):
         return "library"
     path = os.path.realpath(filename)
-    if any(path.startswith(root) for root in user_roots):
-        return "user"
-    if path.startswith(_ENGINE_DIR):
+    if path.startswith(_ENGINE_DIR):  # first: a project may hold the engine (a checkout) or a venv
         return "engine"
     if path.startswith(_LIBRARY_DIRS):
-        return "library"
+        return "user" if any(path.startswith(root) for root in user_roots) else "library"
     return "user"
 
 

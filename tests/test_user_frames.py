@@ -174,6 +174,11 @@ def test_origin_of_frames() -> None:
     root = package_root(httpx.get)
     assert root is not None and root.rstrip(os.sep).endswith("httpx")
     assert origin(httpx.__file__, [root]) == "user"
+    # a project that holds the engine (a checkout) or its virtualenv: those frames stay theirs
+    checkout = str(Path(sys.modules["engine"].__file__ or "").parent.parent) + os.sep
+    assert origin(sys.modules["engine"].__file__ or "", [checkout]) == "engine"
+    assert origin(json.__file__, [checkout]) == "library"
+    assert package_root(_names) is None  # this test file is not installed: no root needed
 
 
 def test_recursion_keeps_the_innermost_frames(project: Path) -> None:
