@@ -466,7 +466,8 @@ def test_ask_again_puts_an_agent_run_s_conversation_back(page: Any, server: Serv
 
 
 def test_a_foreach_of_thousands_of_items_renders_in_linear_time(page: Any) -> None:
-    """10x the items may cost about 10x the time, not 100x (a fold that walked every item did: 57x)."""
+    """20x the items cost 20x the time and some (measured 46-72x on a busy machine: a bigger heap, more GC), not
+    400x (a fold that walked every item took 160x for 10x the items). Best of three, interleaved."""
     timings = page.evaluate("""async () => {
         const { Timeline } = await import('/static/timeline.js');
         const feed = (n) => {
@@ -487,9 +488,11 @@ def test_a_foreach_of_thousands_of_items_renders_in_linear_time(page: Any) -> No
             const took = performance.now() - started;
             return [took, root.querySelector('.more-items > summary').textContent];
         };
-        const best = (n) => { const a = feed(n), b = feed(n); return a[0] < b[0] ? a : b; };
-        return [best(150), best(1500)];
+        const runs = { 100: [], 2000: [] };
+        for (let round = 0; round < 3; round++) for (const n of [100, 2000]) runs[n].push(feed(n)); // interleaved: a busy moment hits both
+        const best = (n) => runs[n].reduce((a, b) => (a[0] < b[0] ? a : b));
+        return [best(100), best(2000)];
     }""")
     (small, small_label), (large, large_label) = timings
-    assert small_label == "140 more items (20 failed)" and large_label == "1490 more items (213 failed)"
-    assert large / max(small, 1.0) < 25, timings
+    assert small_label == "90 more items (13 failed)" and large_label == "1990 more items (284 failed)"
+    assert large / max(small, 1.0) < 150, timings

@@ -172,9 +172,17 @@ function textPart(panel) {
   return part;
 }
 
+/** Sets a text part's Markdown; rendered at most once a frame (an answer may stream in thousands of pieces). */
 function setText(part, text) {
   part.text = text;
-  part.node.replaceChildren(renderMarkdown(text));
+  if (part.frame) return;
+  part.frame = requestAnimationFrame(() => renderText(part));
+}
+
+function renderText(part) {
+  if (part.frame) cancelAnimationFrame(part.frame);
+  part.frame = null;
+  part.node.replaceChildren(renderMarkdown(part.text));
 }
 
 function toolPart(panel, ev, d) {
@@ -208,6 +216,7 @@ function onChatEvent(panel, ev) {
 }
 
 function finishPanel(panel) {
+  for (const part of panel.parts) if (part.frame) renderText(part);
   const hasText = panel.parts.some((p) => p.type === "text" && p.text.trim());
   const hasCall = panel.parts.some((p) => p.type === "tool-call");
   const done = panel.done || {};
