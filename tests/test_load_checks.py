@@ -87,8 +87,12 @@ def test_each_unknown_keyword_is_warned_at_its_own_line(write_yaml_project: Writ
         ("skills.yaml:11:7", "did you mean required?"),
     ]
     assert warned[0][1] == "unknown JSON Schema keyword 'minLenght': it is ignored, so it checks nothing (in 'input' of skill 'greet')"
-    # a warning, not an error: the project loads and runs
-    assert load_project(root).skills["greet"] is not None
+    # a warning, not an error: the project loads and runs, and link reports the same warnings
+    project = load_project(root)
+    assert project.skills["greet"] is not None
+    assert [(str(w.location), w.hint) for w in project.warnings] == [(str(w[0]), w[2]) for w in warned]  # type: ignore[attr-defined]
+    done = skillyard("validate", str(root), cwd=root)
+    assert done.returncode == 0 and "skills.yaml:7:30" in done.stdout + done.stderr and "did you mean minLength?" in done.stdout + done.stderr
 
 
 # ─── unknown Jinja filters and tests ────────────────────────────────────────────────────
