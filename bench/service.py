@@ -122,6 +122,8 @@ def _project_copy() -> Path:
             shutil.copytree(source, root / part, ignore=shutil.ignore_patterns("__pycache__", ".skillyard"))
         elif source.exists():
             shutil.copy2(source, root / part)
+    with (root / "config" / "engine.yaml").open("a", encoding="utf-8") as config:
+        config.write(f"\nserver:\n  max_live_runs_per_key: {WAVE}  # a wave of {WAVE} calls, all from the one local caller\n")
     return root
 
 
@@ -193,16 +195,17 @@ async def _exchange(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, 
 async def _throughput(port: int, connections: int, seconds: float, sse: bool) -> dict[str, Any]:
     """A closed loop: `connections` keep-alive connections, each sends its next request on an answer."""
     raw = _request(port, sse)
-    warm, done, errors = 0.3, 0, 0
+    warm, done, errors, total = 0.3, 0, 0, 0
     start = time.perf_counter() + warm
     stop = start + seconds
 
     async def one() -> None:
-        nonlocal done, errors
+        nonlocal done, errors, total
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         try:
             while time.perf_counter() < stop:
                 ok, _, _ = await _exchange(reader, writer, raw)
+                total += 1
                 if time.perf_counter() >= start:
                     done += ok
                     errors += not ok
@@ -210,7 +213,7 @@ async def _throughput(port: int, connections: int, seconds: float, sse: bool) ->
             writer.close()
 
     await asyncio.gather(*(one() for _ in range(connections)))
-    return {"rps": done / seconds, "errors": errors}
+    return {"rps": done / seconds, "errors": errors, "requests": total}
 
 
 async def _waves(port: int, calls: int, sse: bool) -> dict[str, Any]:
@@ -273,15 +276,16 @@ def _wrk(port: int, connections: int, seconds: float, sse: bool, scripts: Path) 
         script.write_text(_WRK_SCRIPT.format(body=json.dumps(BODY.decode()),
                                              accept="text/event-stream" if sse else "application/json"))
     duration = max(1, round(seconds))
-    done = subprocess.run(["wrk", "-t1", f"-c{connections}", f"-d{duration}s", "-s", str(script), f"http://127.0.0.1:{port}{PATH}"],
+    done = subprocess.run(["wrk", "-t1", f"-c{connections}", f"-d{duration}s", "--timeout", "30s", "-s", str(script), f"http://127.0.0.1:{port}{PATH}"],
                           capture_output=True, text=True, timeout=duration + 60, preexec_fn=_pinned(LOAD_CPU))
     found = re.search(r"Requests/sec:\s*([\d.]+)", done.stdout)
     if done.returncode != 0 or found is None:
         raise SystemExit(f"wrk failed: {done.stdout[-1000:]} {done.stderr[-1000:]}")
     bad = re.search(r"Non-2xx or 3xx responses:\s*(\d+)", done.stdout)
     errors = int(bad.group(1)) if bad else 0
-    errors += sum(int(n) for n in re.findall(r"(?:connect|read|write|timeout) (\d+)", done.stdout))
-    return {"rps": float(found.group(1)), "errors": errors}
+    errors += sum(int(n) for n in re.findall(r"(?:connect|read|write|timeout) (\d+)", done.stdout))  # wrk's own
+    total = re.search(r"(\d+) requests in", done.stdout)
+    return {"rps": float(found.group(1)), "errors": errors, "requests": int(total.group(1)) if total else 0}
 
 
 # ─── the run ────────────────────────────────────────────────────────────────────────
@@ -291,6 +295,8 @@ def _wrk(port: int, connections: int, seconds: float, sse: bool, scripts: Path) 
 class Figures:
     rps: dict[tuple[str, int, bool], list[float]] = field(default_factory=dict)  # (server, connections, sse) → per round
     ratio: dict[tuple[str, int, bool], list[float]] = field(default_factory=dict)
+    cpu_us: dict[tuple[str, int, bool], list[float]] = field(default_factory=dict)
+    cpu_ratio: dict[tuple[str, int, bool], list[float]] = field(default_factory=dict)
     waves: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     errors: int = 0
 
@@ -312,21 +318,36 @@ def _postgres(url: str | None, wanted: bool) -> tuple[str | None, Any]:
     return cluster.new_database(), cluster
 
 
-def _stat(values: list[float]) -> str:
+def _stat(values: list[float], digits: int = 2) -> str:
+    """median (min–max)"""
     if not values:
         return "-"
-    return f"{statistics.median(values):,.2f}" + (f" ({min(values):,.2f}–{max(values):,.2f})" if len(values) > 1 else "")
+    shown = f"{{:,.{digits}f}}".format
+    return shown(statistics.median(values)) + (f" ({shown(min(values))}–{shown(max(values))})" if len(values) > 1 else "")
 
 
-def _warm(server: Server, client: str, scripts: Path) -> None:
-    _measure(server, 10, 1.0, True, client, scripts)
-    _measure(server, 10, 1.0, False, client, scripts)
+def _warm(server: Server, client: str, scripts: Path, seconds: float) -> None:
+    """Imports, caches and the store's first writes happen here, not in a measured round."""
+    _measure(server, 10, min(1.0, seconds), True, client, scripts)
+    _measure(server, 10, min(1.0, seconds), False, client, scripts)
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process, all its threads (the store's writer included)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _measure(server: Server, connections: int, seconds: float, sse: bool, client: str, scripts: Path) -> dict[str, Any]:
+    """requests/s, errors, and the server's CPU µs per request (robust to other processes'
+    turns on the core: on a dedicated core, requests/s ≈ 1 / CPU per request)."""
+    cpu = _cpu_seconds(server.process.pid)
     if client == "wrk":
-        return _wrk(server.port, connections, seconds, sse, scripts)
-    return _python_client(mode="throughput", port=server.port, connections=connections, seconds=seconds, sse=sse)
+        got = _wrk(server.port, connections, seconds, sse, scripts)
+    else:
+        got = _python_client(mode="throughput", port=server.port, connections=connections, seconds=seconds, sse=sse)
+    got["cpu_us"] = (_cpu_seconds(server.process.pid) - cpu) * 1e6 / max(1, got["requests"])
+    return got
 
 
 def run(ns: argparse.Namespace) -> dict[str, Any]:
@@ -351,7 +372,7 @@ def run(ns: argparse.Namespace) -> dict[str, Any]:
             else:
                 raise SystemExit(f"--stores: unknown store {store!r} (none, sqlite, postgres)")
         for server in servers:
-            _warm(server, client, scripts)
+            _warm(server, client, scripts, ns.seconds)
         for round_ in range(ns.rounds):
             print(f"round {round_ + 1}/{ns.rounds} (load average {os.getloadavg()[0]:.2f})", file=sys.stderr, flush=True)
             for connections in CONNECTIONS:
@@ -362,10 +383,12 @@ def run(ns: argparse.Namespace) -> dict[str, Any]:
                         figures.errors += got["errors"]
                         key = (server.name, connections, sse)
                         figures.rps.setdefault(key, []).append(got["rps"])
+                        figures.cpu_us.setdefault(key, []).append(got["cpu_us"])
                         if server.name == "empty":
-                            floor = got["rps"]
+                            floor = got
                         elif floor:
-                            figures.ratio.setdefault(key, []).append(got["rps"] / floor)
+                            figures.ratio.setdefault(key, []).append(got["rps"] / floor["rps"])
+                            figures.cpu_ratio.setdefault(key, []).append(floor["cpu_us"] / got["cpu_us"])
             for server in servers:
                 got = _python_client(mode="waves", port=server.port, calls=ns.ttfe_calls, sse=server.name != "empty")
                 figures.errors += got["errors"]
@@ -387,7 +410,8 @@ def _report(figures: Figures, names: list[str], client: str, ns: argparse.Namesp
     print(f"POST {PATH}: requests/s, median (min–max) of {ns.rounds} round(s) of {ns.seconds:g} s; load by {client} "
           f"on core {LOAD_CPU}, each server pinned to core {SERVER_CPU}; {os.cpu_count()} CPUs, "
           f"load average {os.getloadavg()[0]:.2f}")
-    print(f"  {'server':<10}{'conns':>6}  {'answer':<6}{'requests/s':>28}{'÷ empty':>26}  target")
+    print(f"  {'server':<10}{'conns':>6}  {'answer':<6}{'requests/s':>26}{'÷ empty':>20}"
+          f"{'server CPU µs/request':>28}{'empty ÷ this':>20}  target (on requests/s)")
     out: dict[str, Any] = {"client": client, "rounds": ns.rounds, "seconds": ns.seconds, "rows": [], "ttfe": {},
                            "errors": figures.errors}
     for connections in CONNECTIONS:
@@ -398,10 +422,12 @@ def _report(figures: Figures, names: list[str], client: str, ns: argparse.Namesp
                 target = TARGETS.get(name)
                 verdict = "" if target is None or not ratio else (
                     f"≥ {target}  {'PASS' if statistics.median(ratio) >= target else 'MISS'}")
-                print(f"  {name:<10}{connections:>6}  {'SSE' if sse else 'JSON':<6}{_stat(figures.rps[key]):>28}"
-                      f"{_stat(ratio) if ratio else '':>26}  {verdict}")
+                cpu_ratio = figures.cpu_ratio.get(key, [])
+                print(f"  {name:<10}{connections:>6}  {'SSE' if sse else 'JSON':<6}{_stat(figures.rps[key], 0):>26}"
+                      f"{_stat(ratio) if ratio else '':>20}{_stat(figures.cpu_us[key], 0):>28}"
+                      f"{_stat(cpu_ratio) if cpu_ratio else '':>20}  {verdict}")
                 out["rows"].append({"server": name, "connections": connections, "sse": sse, "rps": figures.rps[key],
-                                    "ratio": ratio})
+                                    "ratio": ratio, "cpu_us": figures.cpu_us[key], "cpu_ratio": cpu_ratio})
     floor = [w["ttfb_p99_ms"] for w in figures.waves.get("empty", [])]
     print(f"Waves of {WAVE} calls at once ({ns.ttfe_calls} calls a round): p99 ms, median (min–max) of rounds")
     print(f"  empty app, time to first byte: {_stat(floor)}")

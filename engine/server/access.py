@@ -68,8 +68,13 @@ class Access:
             await _send_error(send, *refusal)
             return
         declared = _header(scope, b"content-length")
-        if declared is not None and (not declared.isdigit() or int(declared) > self.max_body_bytes):
-            await _send_error(send, 413, "payload_too_large", f"the request body may be at most {self.max_body_bytes} bytes")
+        if declared is not None:
+            if not declared.isdigit() or int(declared) > self.max_body_bytes:
+                await _send_error(send, 413, "payload_too_large", f"the request body may be at most {self.max_body_bytes} bytes")
+                return
+            # The HTTP server frames the body by its Content-Length: it cannot pass the cap, and
+            # the request needs no counting wrappers around receive and send.
+            await self.app(scope, receive, send)
             return
         await self._call_capped(scope, receive, send)
 
