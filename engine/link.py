@@ -7,6 +7,7 @@ functions imported. Every problem found is collected and raised at once as a Con
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import re
 import sys
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from pydantic import ValidationError
 
+from .batch.expect import ExpectationError, compile_checks
 from .errors import ConfigError, ConfigIssue, IssueCollector, Location
 from .executors.base import ToolType, known_tool_types, tool_type
 from .executors.workflow import WorkflowExecutor
@@ -144,6 +146,8 @@ class _Linker:
         tools = {}
         for entry in self.specs.tools.values():
             tool = self._tool(entry)
+            if tool is not None and entry.spec.batch is not None and entry.spec.batch.expect is not None:
+                tool = self._batch_defaults(entry, tool)
             if tool is not None:
                 tools[entry.name] = tool
         settings = self.specs.settings
@@ -335,6 +339,18 @@ class _Linker:
         description = registered.description(config, spec.description)
         return LinkedTool(entry.name, description, parameters, CompiledSchema(parameters), spec.enabled, timeout,
                           spec.confirm, registered.create(config), where, config.model_dump(mode="json"))
+
+    def _batch_defaults(self, entry: Entry[ToolSpec], tool: LinkedTool) -> LinkedTool | None:
+        """`batch.expect`, compiled now so a bad expectation is a load error at its line."""
+        expect = entry.spec.batch.expect  # type: ignore[union-attr]
+        try:
+            checks = compile_checks(expect, "", frozenset(self.specs.skills))
+        except ExpectationError as exc:
+            where = ("batch", "expect") if exc.index is None else ("batch", "expect", exc.index)
+            self.issues.add(entry.loc(*where), f"tool {entry.name!r}: batch expectation: {exc.reason}",
+                            "see docs/batch.md for the expectation operators")
+            return None
+        return dataclasses.replace(tool, batch_expect=checks)
 
     def _tool_type_config(
         self, entry: Entry[Any], kind: str, raw: dict[str, Any], *, in_step: bool = False

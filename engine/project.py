@@ -35,6 +35,7 @@ class LinkedTool:
     executor: ToolExecutor
     source: str  # file:line where it is declared
     config: dict[str, Any] = field(default_factory=dict)  # the tool type's validated config
+    batch_expect: tuple[Any, ...] = ()  # compiled `batch.expect` defaults (engine.batch.expect.Check)
     # Set by the Project from its redaction settings: True when closed schemas prove that the
     # (valid) arguments / the result data hold no sensitive key, so events skip the walk.
     arguments_clean: bool = field(default=False, init=False, compare=False)

@@ -143,7 +143,8 @@ def test_exit_1_when_an_expectation_fails_or_a_case_fails_unexpectedly(tmp_path)
                                        '"expect": {"judge": "lengthJudge"}}\n{"id": "boom", "arguments": {"text": "boom"}}\n')
     done = batch("measure", "--data", str(data))
     assert done.returncode == 1
-    assert "failed       1  (execution_error 1)" in done.stderr and "expectations 0/1 held" in done.stderr
+    assert "failed       1  (execution_error 1)" in done.stderr
+    assert "expectations 0/2 held" in done.stderr  # boom has no expect: the tool's batch default applies, and fails
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -239,3 +240,27 @@ def test_compare_names_each_regression_and_exits_1(tmp_path):
 def test_compare_counts_new_and_missing_cases():
     result = compare([{"id": "a", "ok": True, "data": 1}], [{"id": "b", "ok": True, "data": 1}])
     assert (result.added, result.removed) == (1, 1) and result.lines == ["b: new case (ok)", "a: missing from the new results"]
+
+
+def test_the_tools_batch_defaults_apply_to_cases_without_expect(tmp_path):
+    data = write(tmp_path / "c.jsonl", '{"id": "plain", "arguments": {"text": "hi"}}\n'
+                                       '{"id": "own", "arguments": {"text": "hi"}, "expect": {"path": "/words", "equals": 1}}\n')
+    out = tmp_path / "r.jsonl"
+    assert batch("measure", "--data", str(data), "--out", str(out)).returncode == 0
+    by_id = {r["id"]: r for r in records(out)}
+    assert [(v["check"], v["path"]) for v in by_id["plain"]["expect"]] == [("schema", "/length")]
+    assert [(v["check"], v["path"]) for v in by_id["own"]["expect"]] == [("equals", "/words")]
+
+
+def test_a_bad_batch_default_is_a_load_error_at_its_line(tmp_path):
+    import shutil
+
+    root = tmp_path / "p"
+    shutil.copytree(PROJECT, root, ignore=shutil.ignore_patterns("__pycache__"))
+    tools = root / "tools.yaml"
+    tools.write_text(tools.read_text().replace("{path: /length, schema: {type: integer, minimum: 1}}", "[{matches: \"(\"}]"))
+    code = "import sys; from engine.cli.main import main; sys.exit(main(sys.argv[1:]))"
+    done = subprocess.run([sys.executable, "-c", code, "validate", str(root)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    line = next(n for n, text in enumerate(tools.read_text().splitlines(), 1) if "expect:" in text)
+    assert f"tools.yaml:{line}:" in done.stderr and "batch expectation: matches: not a regular expression" in done.stderr

@@ -32,65 +32,75 @@ class Check:
     tolerance: float
     compiled: Any  # a re.Pattern for matches, a CompiledSchema for schema, else None
 
-    def describe(self) -> str:
-        where = f" at {self.path}" if self.path else ""
-        return f"{self.operator}{where}"
+
+class ExpectationError(UsageError):
+    """An expectation that cannot be checked; `index`: its position when `expect` is a list."""
+
+    def __init__(self, reason: str, where: str = "", index: int | None = None):
+        self.reason, self.index = reason, index
+        label = "expect" if index is None else f"expect[{index}]"
+        super().__init__(f"{where}: {label}: {reason}" if where else reason)
 
 
 def compile_checks(expect: Any, where: str, known_skills: frozenset[str] = frozenset()) -> tuple[Check, ...]:
-    """`expect` as written (None, a mapping, or a list of mappings) → checks; UsageError naming `where`."""
+    """`expect` as written (None, a mapping, or a list of mappings) → checks; ExpectationError naming `where`."""
     if expect is None:
         return ()
     items = expect if isinstance(expect, list) else [expect]
-    return tuple(_compile_one(item, f"{where}: expect[{index}]" if isinstance(expect, list) else f"{where}: expect",
-                              known_skills) for index, item in enumerate(items))
+    checks = []
+    for index, item in enumerate(items):
+        try:
+            checks.append(_compile_one(item, known_skills))
+        except ExpectationError as exc:
+            raise ExpectationError(exc.reason, where, index if isinstance(expect, list) else None) from None
+    return tuple(checks)
 
 
-def _compile_one(item: Any, where: str, known_skills: frozenset[str]) -> Check:
+def _compile_one(item: Any, known_skills: frozenset[str]) -> Check:
     if not isinstance(item, dict):
-        raise UsageError(f"{where}: an expectation is a mapping such as {{path: /stats/words, equals: 15}}")
+        raise ExpectationError(f"an expectation is a mapping such as {{path: /stats/words, equals: 15}}")
     operators = [key for key in item if key in OPERATORS]
     unknown = sorted(set(item) - set(OPERATORS) - _OPTIONS)
     if unknown or len(operators) != 1:
         found = f"unknown key(s) {', '.join(unknown)}" if unknown else f"{len(operators)} operators"
-        raise UsageError(f"{where}: {found}; use exactly one of {', '.join(OPERATORS)} (plus path, tolerance)")
+        raise ExpectationError(f"{found}; use exactly one of {', '.join(OPERATORS)} (plus path, tolerance)")
     operator, operand = operators[0], item[operators[0]]
     path = item.get("path", "")
     if not isinstance(path, str) or (path and not path.startswith("/")):
-        raise UsageError(f"{where}: path must be a JSON Pointer such as /stats/words (or left out for the whole output)")
+        raise ExpectationError(f"path must be a JSON Pointer such as /stats/words (or left out for the whole output)")
     tolerance = item.get("tolerance", 0.0)
     if operator != "approx" and "tolerance" in item:
-        raise UsageError(f"{where}: tolerance only goes with approx")
-    return Check(operator, operand, path, _tolerance(tolerance, where), _compile_operand(operator, operand, where, known_skills))
+        raise ExpectationError(f"tolerance only goes with approx")
+    return Check(operator, operand, path, _tolerance(tolerance), _compile_operand(operator, operand, known_skills))
 
 
-def _tolerance(value: Any, where: str) -> float:
+def _tolerance(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        raise UsageError(f"{where}: tolerance must be a number ≥ 0 (the largest allowed difference)")
+        raise ExpectationError(f"tolerance must be a number ≥ 0 (the largest allowed difference)")
     return float(value)
 
 
-def _compile_operand(operator: str, operand: Any, where: str, known_skills: frozenset[str]) -> Any:
+def _compile_operand(operator: str, operand: Any, known_skills: frozenset[str]) -> Any:
     if operator == "matches":
         if not isinstance(operand, str):
-            raise UsageError(f"{where}: matches takes a regular expression (a string)")
+            raise ExpectationError(f"matches takes a regular expression (a string)")
         try:
             return re.compile(operand)
         except re.error as exc:
-            raise UsageError(f"{where}: matches: not a regular expression ({exc})") from None
+            raise ExpectationError(f"matches: not a regular expression ({exc})") from None
     if operator == "schema":
         problems = schema_problem_details(operand) if isinstance(operand, (dict, bool)) else ["not an object"]
         if problems:
-            raise UsageError(f"{where}: schema is not a valid JSON Schema ({_first(problems)})")
+            raise ExpectationError(f"schema is not a valid JSON Schema ({_first(problems)})")
         return CompiledSchema(operand)
     if operator == "approx" and (isinstance(operand, bool) or not isinstance(operand, (int, float))):
-        raise UsageError(f"{where}: approx takes a number")
+        raise ExpectationError(f"approx takes a number")
     if operator == "contains" and not isinstance(operand, (str, int, float, bool, dict, list)):
-        raise UsageError(f"{where}: contains takes a string (or an item of a list)")
+        raise ExpectationError(f"contains takes a string (or an item of a list)")
     if operator in ("error", "judge") and (not isinstance(operand, str) or not operand):
-        raise UsageError(f"{where}: {operator} takes a name ({'an error code' if operator == 'error' else 'a skill'})")
+        raise ExpectationError(f"{operator} takes a name ({'an error code' if operator == 'error' else 'a skill'})")
     if operator == "judge" and known_skills and operand not in known_skills:
-        raise UsageError(f"{where}: judge: no skill {operand!r} in this project; declare it in skills.yaml")
+        raise ExpectationError(f"judge: no skill {operand!r} in this project; declare it in skills.yaml")
     return None
 
 

@@ -136,7 +136,9 @@ def _plan(ns: argparse.Namespace, engine: Any) -> BatchRun:
     if ns.limit:
         cases = cases[: ns.limit]
     skills = frozenset(project.skills)
-    planned = [BatchCase(case, compile_checks(case.expect, case.where, skills)) for case in cases]
+    defaults = project.tools[ns.tool].batch_expect  # `batch: expect:` of the tool, for cases without their own
+    planned = [BatchCase(case, compile_checks(case.expect, case.where, skills) if case.expect is not None else defaults)
+               for case in cases]
     for judge in sorted({c.operand for item in planned for c in item.checks if c.operator == "judge"}):
         check_judge(engine, judge)
     return BatchRun(ns.tool, planned, ns.concurrency, ns.model)

@@ -25,6 +25,16 @@ IDENT_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,63}$")
 # ─── tools.yaml ─────────────────────────────────────────────────────────────────────────
 
 
+class BatchSpec(_Spec):
+    """How `skillyard batch` checks this tool's cases (docs/batch.md)."""
+
+    expect: list[dict[str, Any]] | dict[str, Any] | None = Field(
+        default=None,
+        description="Expectations every case checks unless it has its own: {path, equals|contains|matches|approx|"
+        "schema|error|judge}.",
+    )
+
+
 class ToolSpec(_Spec):
     """A capability a model may call."""
 
@@ -40,6 +50,7 @@ class ToolSpec(_Spec):
     config: dict[str, Any] = Field(default_factory=dict, description="Settings for the tool type.")
     timeout: Duration | None = Field(default=None, description="Time limit for one call.")
     confirm: StrictBool = Field(default=False, description="Ask for approval before every call.")
+    batch: BatchSpec | None = Field(default=None, description="Defaults for `skillyard batch` (docs/batch.md).")
 
 
 class ToolsFile(_Spec):
