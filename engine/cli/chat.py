@@ -1,7 +1,9 @@
 """`skillyard chat PROMPT`: the agent loop on the command line.
 
 The answer streams to stdout; stderr shows the timeline (model calls, tool calls, workflow
-steps, skill progress). Exit 0 when the model answered, 1 when a limit or an error stopped it.
+steps, skill progress). Exit 0 when the model answered, 1 when a limit or an error stopped it
+(the answer then says what was gathered) or a tool call failed, 2 for a usage mistake. The
+limit flags default to `agent:` in config/engine.yaml.
 """
 
 from __future__ import annotations
