@@ -102,8 +102,8 @@ async def run_batch(engine: Engine, batch: BatchRun, results: ResultsFile,
             item = queue.get_nowait()
             record = await _run_case(engine, batch, item, judges)
             batch.records.append(record)
+            on_record(record)  # first: it may add to the record (its batch id)
             results.write(record)
-            on_record(record)
 
     workers = [asyncio.create_task(worker()) for _ in range(min(batch.concurrency, len(batch.cases)) or 1)]
     try:

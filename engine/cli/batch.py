@@ -15,6 +15,7 @@ from ..batch.dataset import load_cases
 from ..batch.expect import compile_checks
 from ..batch.judge import check_judge
 from ..batch.progress import Progress
+from ..batch.recording import BatchRecording
 from ..batch.report import compare, summary_lines
 from ..batch.runner import BatchCase, BatchRun, ResultsFile, read_results, run_batch
 from ..errors import ConfigError, UsageError
@@ -91,16 +92,27 @@ def _run(ns: argparse.Namespace, engine: Any) -> int:
         print(f"resuming: {len(done)} of {total} cases already in {ns.resume}; running {len(batch.cases)}", file=sys.stderr)
     results = ResultsFile(out, engine.project.redactor.redact)
     progress = Progress(sys.stderr, len(batch.cases), live=sys.stderr.isatty())
+    earlier = next((r["batch_id"] for r in done if r.get("batch_id")), None)  # a resumed batch keeps its id
+    recording = BatchRecording(engine.store, ns.tool, total, ns.data, earlier)
+
+    def on_record(record: dict[str, Any]) -> None:
+        recording.add(record)  # before the results line is written: the line names its batch
+        progress(record)
+
     try:
-        asyncio.run(run_batch(engine, batch, results, progress))
+        asyncio.run(run_batch(engine, batch, results, on_record))
     except KeyboardInterrupt:
         progress.close()
+        recording.finish("interrupted")
         where = f"; `--resume {out}` runs the rest" if out else ""
         print(f"stopped: {len(batch.records)} of {len(batch.cases)} cases finished{where}", file=sys.stderr)
         return EXIT_INTERRUPTED
     finally:
         results.close()
+    recording.finish("done")
     progress.close()
+    if engine.store is not None:
+        print(f"batch {recording.batch_id}: `skillyard runs --batch {recording.batch_id}` lists its runs", file=sys.stderr)
     records = done + batch.records
     for line in summary_lines(records, total):
         print(line, file=sys.stderr)

@@ -52,6 +52,7 @@ def add_store_parsers(commands: Any) -> None:
     runs.add_argument("--status", choices=("running", "ok", "error", "cancelled", "interrupted"))
     runs.add_argument("--since", help="only runs started within this age, e.g. 1h, 7d")
     runs.add_argument("--limit", type=_count, default=20, help="most runs to list (default 20)")
+    runs.add_argument("--batch", metavar="ID", help="only the runs of this batch's cases (`skillyard batch`)")
     runs.add_argument("--json", action="store_true", help="print JSON")
     runs.set_defaults(handler=cmd_runs)
     sub = runs.add_subparsers(dest="action", metavar="ACTION")
@@ -134,7 +135,12 @@ def _short(value: Any, width: int = 100) -> str:
 @_store_command
 def cmd_runs(ns: argparse.Namespace, store: Store) -> int:
     since = int(time.time() * 1000) - parse_age(ns.since, "--since") if ns.since else None
-    runs = store.runs(tool=ns.tool, status=ns.status, since_ms=since, limit=ns.limit)
+    batch = getattr(ns, "batch", None)
+    if batch and store.batch(batch) is None:
+        print(f"error: no batch {batch!r} in this run store; `skillyard batch` prints the id of each batch it runs",
+              file=sys.stderr)
+        return 2
+    runs = store.runs(tool=ns.tool, status=ns.status, since_ms=since, limit=ns.limit, batch=batch)
     if ns.json:
         print(json.dumps([r.to_dict() for r in runs], ensure_ascii=False, indent=2))
         return 0

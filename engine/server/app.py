@@ -44,7 +44,7 @@ from .auth import ApiKeys, load_api_keys
 from .hub import RunHub, TooManyRuns
 from .observability import open_observability
 from .replicas import Replicas
-from .routes import admin, agent, runs, tools
+from .routes import admin, agent, batches, runs, tools
 from .routes.mcp import mcp_route
 from .service import Limits, Service
 
@@ -109,7 +109,7 @@ def create_app(
     app.state.api_keys = keys
     _handle_errors(app)
     _health(app, service)
-    for module in (tools, agent, runs, admin):
+    for module in (tools, agent, runs, batches, admin):
         app.include_router(module.router(service))
     if mcp_mount is not None:
         app.router.routes.append(mcp_mount[0])

@@ -48,6 +48,7 @@ from ..events import Event, record_sink
 from ..logging import logger
 from ..redaction import Redactor, RunScrubber
 from ..untrusted import find_problem, scrub_surrogates
+from .batches import BatchRecords
 from .rows import EVENT_WIDTH, IMPLYING_TYPES, Batch, Implier, json_text
 from .schema import EVENTS_CHANNEL, TOOL_SETTINGS_CHANNEL
 from .tool_settings import DELETE_SETTING, SELECT_SETTINGS, UPSERT_SETTING, ToolSetting, setting_params, setting_from_row
@@ -174,7 +175,7 @@ def _close_open_stores() -> None:
 
 
 
-class Store:
+class Store(BatchRecords):
     """A run store: the engine's listener, a writer thread, the query API, tool settings and
     notifications. `RunStore` (SQLite) and `PostgresStore` are its backends."""
 
@@ -605,11 +606,12 @@ class Store:
     # ─── reading ──────────────────────────────────────────────────────────────────────
 
     def runs(self, *, tool: str | None = None, status: str | None = None, since_ms: int | None = None, limit: int = 20,
-             principal: str | None = None) -> list[RunRecord]:
+             principal: str | None = None, batch: str | None = None) -> list[RunRecord]:
         """Recent runs, newest first. `since_ms` is an absolute time in ms since the epoch;
-        `principal`: only the runs started by that API key name."""
+        `principal`: only the runs started by that API key name; `batch`: only that batch's cases."""
         where, params = _where({"r.name = ?": tool, "r.status = ?": status, "r.started_at >= ?": since_ms,
-                                "o.principal = ?": principal})
+                                "o.principal = ?": principal,
+                                "r.id IN (SELECT run_id FROM batch_cases WHERE batch_id = ?)": batch})
         rows = self._fetch(f"{_RUN_SELECT} WHERE {where} ORDER BY {self._NEWEST} LIMIT ?", (*params, limit))
         return [_run(row) for row in rows]
 
@@ -677,7 +679,7 @@ class Store:
         old = "SELECT id FROM runs WHERE started_at < ? AND status != 'running'"
         statements: list[tuple[str, Sequence[Any]]] = [
             (f"DELETE FROM {table} WHERE run_id IN ({old})", (cutoff,))
-            for table in ("events", "model_exchanges", "tool_logs", "run_owners", "approvals")
+            for table in ("events", "model_exchanges", "tool_logs", "run_owners", "approvals", "batch_cases")
         ]
         return self._transaction([*statements, (f"DELETE FROM runs WHERE id IN ({old})", (cutoff,))])[-1]
 

@@ -125,6 +125,28 @@ MIGRATIONS: list[str] = [
         executor TEXT NOT NULL                  -- temporal
     ) WITHOUT ROWID;
     """,
+    # 7: batches (`skillyard batch`): one row per batch, and the run of each of its cases
+    """
+    CREATE TABLE IF NOT EXISTS batches (
+        id          TEXT PRIMARY KEY,
+        tool        TEXT NOT NULL,
+        principal   TEXT,
+        status      TEXT NOT NULL,              -- running | done | interrupted
+        started_at  INTEGER NOT NULL,
+        finished_at INTEGER,
+        total       INTEGER NOT NULL,           -- cases in the dataset (after --filter/--limit)
+        data_file   TEXT
+    );
+    CREATE TABLE IF NOT EXISTS batch_cases (
+        batch_id TEXT NOT NULL,
+        case_id  TEXT NOT NULL,
+        run_id   TEXT NOT NULL,
+        ok       INTEGER NOT NULL,
+        passed   INTEGER NOT NULL,              -- every expectation held
+        PRIMARY KEY (batch_id, case_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX IF NOT EXISTS batch_cases_run ON batch_cases(run_id);
+    """,
 ]
 
 
