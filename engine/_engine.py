@@ -114,6 +114,14 @@ class Engine:
         self._project = project
         return project
 
+    def use_project(self, project: Project) -> None:
+        """Swap in a project derived from the current one (same directory): e.g. one whose
+        models answer from a recording (`skillyard batch --replay-from`). Calls in flight keep theirs."""
+        if Path(project.root) != Path(self._project.root):
+            raise ValueError("use_project takes a project of the same directory; load another with Engine.from_dir")
+        _learn_configured_keys(project)
+        self._project = project
+
     @property
     def admin(self) -> "ToolAdmin":
         from .tool_admin import ToolAdmin

@@ -16,6 +16,7 @@ from ..batch.expect import compile_checks
 from ..batch.judge import check_judge
 from ..batch.progress import Progress
 from ..batch.recording import BatchRecording
+from ..batch.reuse import ReuseTally, recorded_answers, reusing_project
 from ..batch.report import compare, summary_lines
 from ..batch.runner import BatchCase, BatchRun, ResultsFile, read_results, run_batch
 from ..errors import ConfigError, UsageError
@@ -42,6 +43,9 @@ def add_batch_parser(commands: Any) -> None:
     batch.add_argument("--out", metavar="FILE", help="write one JSON line per case here")
     batch.add_argument("--resume", metavar="FILE", help="run only the cases missing from this results file, appending to it")
     batch.add_argument("--baseline", metavar="FILE", help="compare the results with this earlier results file")
+    batch.add_argument("--replay-from", metavar="FILE",
+                       help="reuse the recorded model answers of the runs in this results file for prompts that did not "
+                            "change; only changed prompts call a model")
     batch.add_argument("--dir", default=".", help="project directory (default: current directory)")
     batch.add_argument("--no-store", action="store_true", help="do not record the cases' runs in the run store")
     add_backend_argument(batch)
@@ -83,6 +87,7 @@ def _run(ns: argparse.Namespace, engine: Any) -> int:
     settings = engine.project.settings.logging
     configure_logging(settings.format, settings.level, engine.project.redactor)
     batch = _plan(ns, engine)
+    tally = _reuse_answers(ns, engine) if ns.replay_from else None
     out = ns.resume or ns.out
     done = read_results(ns.resume) if ns.resume else []
     finished = {record["id"] for record in done}
@@ -116,10 +121,26 @@ def _run(ns: argparse.Namespace, engine: Any) -> int:
     records = done + batch.records
     for line in summary_lines(records, total):
         print(line, file=sys.stderr)
+    if tally is not None:
+        print(f"model answers {tally.reused} reused from {ns.replay_from} · {tally.asked} asked", file=sys.stderr)
     if ns.baseline:
         _show_comparison(read_results(ns.baseline), records)
     everything_held = all(r["ok"] or _expected_failure(r) for r in records) and all(r.get("passed", True) for r in records)
     return EXIT_OK if everything_held and len(records) == total else EXIT_FAILED
+
+
+def _reuse_answers(ns: argparse.Namespace, engine: Any) -> ReuseTally:
+    """Point the engine's models at the answers recorded for the runs of --replay-from."""
+    if engine.store is None:
+        raise UsageError("--replay-from reads the recorded model answers from the run store; run without --no-store")
+    if engine.backend is not None:
+        raise UsageError("--replay-from answers from this process; use --backend local")
+    run_ids = [record["run_id"] for record in read_results(ns.replay_from) if record.get("run_id")]
+    if not run_ids:
+        raise UsageError(f"--replay-from {ns.replay_from}: no results with a run_id in it (a file `skillyard batch --out` wrote)")
+    tally = ReuseTally()
+    engine.use_project(reusing_project(engine.project, recorded_answers(engine.store, run_ids), tally))
+    return tally
 
 
 def _expected_failure(record: dict[str, Any]) -> bool:
