@@ -264,3 +264,30 @@ def test_a_bad_batch_default_is_a_load_error_at_its_line(tmp_path):
     assert done.returncode == 2
     line = next(n for n, text in enumerate(tools.read_text().splitlines(), 1) if "expect:" in text)
     assert f"tools.yaml:{line}:" in done.stderr and "batch expectation: matches: not a regular expression" in done.stderr
+
+
+def test_on_a_terminal_progress_is_one_line_redrawn_with_a_bar(tmp_path):
+    import pty
+
+    data = write(tmp_path / "c.jsonl", "".join(json.dumps({"text": f"case {i}", "delay": 0.02}) + "\n" for i in range(30)))
+    leader, follower = pty.openpty()
+    code = "import sys; from engine.cli.main import main; sys.exit(main(sys.argv[1:]))"
+    proc = subprocess.Popen([sys.executable, "-c", code, "batch", "measure", "--data", str(data), "--dir", str(PROJECT),
+                             "--no-store", "--concurrency", "2"], stdout=subprocess.DEVNULL, stderr=follower)
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    assert proc.wait(timeout=60) == 0
+    os.close(leader)
+    screen = b"".join(chunks).decode()
+    redraws = screen.count("\r\x1b[2K")
+    assert 2 <= redraws <= 30  # redrawn in place, at most ten times a second (and at the end)
+    assert "█" * 20 + " 30/30 · ok 30 · failed 0" in screen
+    assert "ETA" in screen and "cases        30" in screen
