@@ -16,7 +16,7 @@ import pytest
 from engine import Engine
 from engine.link import load_project
 from engine.store import open_store
-from tests.test_server_helpers import running_server
+from test_server_helpers import running_server
 
 PROJECT = Path(__file__).parent / "projects" / "batch"
 
