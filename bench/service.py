@@ -49,7 +49,15 @@ from .load_sse import ARGUMENTS, PROJECT_PARTS, REPO, free_port, percentile
 
 TOOL = "textReport"
 PATH = f"/v1/tools/{TOOL}/call"
-BODY = json.dumps(ARGUMENTS[TOOL]).encode()
+# One sentence: the tool's own work stays small (in-process the call costs tens of µs), so the
+# figures are about the service around it. `--long-text` takes bench/load_sse.py's 900 characters.
+BODY = json.dumps({"text": "The quick brown fox jumps over the lazy dog.", "topN": 5}).encode()
+LONG_BODY = json.dumps(ARGUMENTS[TOOL]).encode()
+LONG_TEXT_ENV = "SKILLYARD_BENCH_LONG_TEXT"  # set by --long-text, for the client processes too
+
+
+def _body() -> bytes:
+    return LONG_BODY if os.environ.get(LONG_TEXT_ENV) else BODY
 SERVER_CPU, LOAD_CPU = 0, 1
 CONNECTIONS = (10, 100)
 WAVE = 200
@@ -165,8 +173,9 @@ def start_server(name: str, store: str | None) -> Server:
 
 def _request(port: int, sse: bool) -> bytes:
     accept = "text/event-stream" if sse else "application/json"
+    body = _body()
     return (f"POST {PATH} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAccept: {accept}\r\n"
-            f"Content-Type: application/json\r\nContent-Length: {len(BODY)}\r\n\r\n").encode() + BODY
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body
 
 
 async def _exchange(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, raw: bytes) -> tuple[bool, float, float]:
@@ -273,7 +282,7 @@ wrk.headers["Accept"] = "{accept}"
 def _wrk(port: int, connections: int, seconds: float, sse: bool, scripts: Path) -> dict[str, Any]:
     script = scripts / f"post-{'sse' if sse else 'json'}.lua"
     if not script.exists():
-        script.write_text(_WRK_SCRIPT.format(body=json.dumps(BODY.decode()),
+        script.write_text(_WRK_SCRIPT.format(body=json.dumps(_body().decode()),
                                              accept="text/event-stream" if sse else "application/json"))
     duration = max(1, round(seconds))
     done = subprocess.run(["wrk", "-t1", f"-c{connections}", f"-d{duration}s", "--timeout", "30s", "-s", str(script), f"http://127.0.0.1:{port}{PATH}"],
@@ -452,6 +461,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--client", choices=("auto", "wrk", "python"), default="auto",
                         help="load generator (auto: wrk when installed)")
     parser.add_argument("--ttfe-calls", type=int, default=1000, help="SSE calls per round for the time to first event")
+    parser.add_argument("--long-text", action="store_true", help="call with a 900-character text (more work in the tool)")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     parser.add_argument("--serve-empty", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--client-run", help=argparse.SUPPRESS)
@@ -464,6 +474,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not (1 <= ns.rounds <= 20 and 0.2 <= ns.seconds <= 60 and WAVE <= ns.ttfe_calls <= 20_000):
         parser.error(f"keep it bounded: rounds 1..20, seconds 0.2..60, ttfe calls {WAVE}..20000")
+    if ns.long_text:
+        os.environ[LONG_TEXT_ENV] = "1"
     if ns.client == "wrk" and not shutil.which("wrk"):
         parser.error("wrk is not installed (apt-get install wrk), use --client python")
     out = run(ns)
