@@ -116,6 +116,26 @@ def test_call_returns_the_tool_result_and_router_codes_as_statuses(client: httpx
     assert huge.status_code == 413
 
 
+def test_the_call_parameters_are_checked_with_the_usual_422(client: httpx.Client) -> None:
+    """name, background and model are read by the route itself: same checks, same error shape."""
+    cases = [
+        ("/v1/tools/echo/call?background=maybe", "query /background"),
+        ("/v1/tools/" + "x" * 201 + "/call", "path /name"),
+        ("/v1/tools/echo/call?model=" + "m" * 201, "query /model"),
+    ]
+    for url, where in cases:
+        response = client.post(url, json={"name": "x"})
+        assert response.status_code == 422, (url, response.text)
+        error = response.json()["error"]
+        assert error["code"] == "invalid_request" and where in error["message"]
+        assert error["details"]["errors"][0]["pointer"] == "/" + where.split("/")[1]
+    for flag, background in (("TRUE", True), ("off", False)):
+        response = client.post(f"/v1/tools/echo/call?background={flag}", json={"name": "Ada"})
+        assert response.status_code == 200 and response.json()["ok"] is True
+    parameters = httpx.get(f"{client.base_url}/openapi.json").json()["paths"]["/v1/tools/{name}/call"]["post"]["parameters"]
+    assert [p["name"] for p in parameters] == ["name", "background", "model"]
+
+
 def test_call_as_sse_frames_carry_seq_type_and_the_event(client: httpx.Client) -> None:
     response = client.post("/v1/tools/echo/call", json={"name": "Ada"}, headers=SSE)
     assert response.status_code == 200 and response.headers["content-type"].startswith("text/event-stream")
