@@ -32,6 +32,8 @@ DEFAULT_SENSITIVE_KEYS = (
     "ssn",
     "private_key",
 )
+# Keys that contain a sensitive word but name a quantity of model tokens, never a credential.
+NOT_SENSITIVE_KEYS = frozenset({"token_budget", "token_count", "token_limit", "max_token", "token_usage"})
 REDACTED = "[REDACTED]"
 MAX_SAFE_KEYS = 50_000  # the cache of harmless keys stays bounded whatever data flows through
 MIN_SECRET_CHARS = 4  # shorter sensitive values are redacted under their key but not searched for in text
@@ -78,7 +80,8 @@ class Redactor:
     def is_sensitive(self, key: str) -> bool:
         known = self._cache.get(key)
         if known is None:
-            known = bool(self._pattern and self._pattern.search(normalise_key(key)))
+            normal = normalise_key(key)
+            known = bool(self._pattern and normal not in NOT_SENSITIVE_KEYS and self._pattern.search(normal))
             if len(self._cache) < MAX_SAFE_KEYS:
                 self._cache[key] = known
         return known

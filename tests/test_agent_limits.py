@@ -116,7 +116,7 @@ def test_chat_flags_override_the_configured_limits(tmp_path: Path) -> None:
     assert (limits["max_steps"], limits["max_result_chars"], limits["total_timeout"], limits["tool_timeout"]) == (1, 400, 30.0, 2.5)
     assert limits["max_parallel_tool_calls"] == 4 and limits["max_repeated_calls"] == 3  # not given: configured/defaults
     assert done.returncode == 1 and "stopped: max_steps" in done.stderr
-    # (events show `token_budget` as [REDACTED]: "token" is a sensitive key word; its effect shows instead)
+    assert limits["token_budget"] == 100000  # a count of tokens, not a credential: shown, not redacted
     done = cli(root, "chat", "tell me about ducks", "--no-store", "--quiet", "--token-budget", "20")
     assert done.returncode == 1 and "stopped: token_budget" in done.stderr
     # --output text: the limit's summary is the answer on stdout (nothing was streamed by a model)

@@ -85,3 +85,13 @@ def test_the_model_reads_redacted_tool_results(tmp_path: Path) -> None:
     assert outcome.stop_reason == "answer"
     observation = _Probe.seen[-1]
     assert "tok-bob-0123456789" not in observation and REDACTED in observation
+
+
+def test_token_counts_are_not_credentials() -> None:
+    """`token_budget` names a quantity of model tokens: shown; `access_token`, `token` stay hidden."""
+    from engine.redaction import Redactor
+
+    redactor = Redactor()
+    assert not redactor.is_sensitive("token_budget") and not redactor.is_sensitive("tokenBudget")
+    assert not redactor.is_sensitive("input_tokens")
+    assert redactor.is_sensitive("token") and redactor.is_sensitive("access_token") and redactor.is_sensitive("token_secret")
