@@ -53,7 +53,7 @@ class LiveRun:
         self.result: Any = None
         self.task: asyncio.Task[Any] | None = None  # set for runs this server started
         self.background = False
-        self._changed = asyncio.Event()
+        self._changed: asyncio.Event | None = None  # made only when a follower waits: most events find none
 
     @property
     def done(self) -> bool:
@@ -87,8 +87,9 @@ class LiveRun:
         self.frames.append(frame(event) if encoded is None else encoded)
 
     def _notify(self) -> None:
-        changed, self._changed = self._changed, asyncio.Event()
-        changed.set()
+        changed, self._changed = self._changed, None
+        if changed is not None:
+            changed.set()
 
     def finish(self, run: "Run | None" = None, *, status: str = "error", error: Any = None) -> None:
         """The run has ended: take its end from `run` (or the given status), wake every follower."""
@@ -124,6 +125,8 @@ class LiveRun:
             if done:
                 return
             changed = self._changed
+            if changed is None:
+                changed = self._changed = asyncio.Event()
             if heartbeat is None:
                 await changed.wait()
                 continue

@@ -241,6 +241,13 @@ class Store(BatchRecords):
         return record_sink(listener) if self.redacted_events else listener
 
     @property
+    def queue_depth(self) -> int:
+        """Events recorded and not yet committed (or reported lost) by the writer.
+
+        Read without the lock: a gauge may be a few events off while the writer takes a batch."""
+        return max(0, self._taken + len(self._queue) - self._written)
+
+    @property
     def write_failures(self) -> dict[str, int]:
         """How many events this store could not write as they were, by kind (a copy; empty: none).
 

@@ -62,13 +62,8 @@ class _Live:
 
 
 def store_queue_depth(store: Any) -> Callable[[], int]:
-    """How many events `store` holds that its writer has not committed (or reported lost) yet.
-
-    Read without the store's lock (a gauge may be a few events off while the writer takes a
-    batch). Until the store has a public `queue_depth`, it is computed from the writer's counts."""
-    if hasattr(type(store), "queue_depth"):
-        return lambda: int(store.queue_depth)
-    return lambda: store._taken + len(store._queue) - store._written  # taken + still queued − written
+    """How many events `store` holds that its writer has not committed (or reported lost) yet."""
+    return lambda: int(store.queue_depth)
 
 
 class Metrics:
