@@ -20,6 +20,7 @@ from .errors import StepFailure
 from .events import Event, Listener, stream_run
 from .ids import new_id
 from .logging import logger
+from .pricing import priced_response
 from .providers.base import ChatMessage, ModelRequest, ModelResponse, ProviderError, ToolCall, Usage, clean_response
 from .redaction import Redactor, enter_run, leave_run
 from .result import ToolResult
@@ -95,7 +96,7 @@ class AgentResult:
             "stop_reason": self.stop_reason,
             "answer": self.answer,
             "steps": self.steps,
-            "usage": {"input_tokens": self.usage.input_tokens, "output_tokens": self.usage.output_tokens},
+            "usage": self.usage.as_dict(),
             "tool_results": [r.to_dict() for r in self.tool_results],
             "error": self.error,
         }
@@ -236,7 +237,7 @@ class _Loop:
             "stop_reason": result.stop_reason,
             "answer": result.answer,
             "steps": result.steps,
-            "usage": {"input_tokens": result.usage.input_tokens, "output_tokens": result.usage.output_tokens},
+            "usage": result.usage.as_dict(),
             "duration_ms": round((time.perf_counter() - started) * 1000, 2),
             "error": result.error,
         })
@@ -284,7 +285,7 @@ class _Loop:
             rest = stream.flush()
             if rest:
                 self.events.emit("model_text_delta", {"text": rest, "step": step})
-        response = clean_response(response, self.agent.model)
+        response = priced_response(clean_response(response, self.agent.model), spec.prices)
         self.result.usage = self.result.usage + response.usage
         budget = self.limits.token_budget
         if budget is not None and self.result.usage.input_tokens + self.result.usage.output_tokens > budget:

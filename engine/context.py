@@ -79,7 +79,7 @@ class SkillContext:
                 "messages": [{"role": m.role, "content": m.content} for m in request.messages],
                 "output_schema": request.output_schema is not None,
                 "response": response.text,
-                "usage": {"input_tokens": response.usage.input_tokens, "output_tokens": response.usage.output_tokens},
+                "usage": response.usage.as_dict(),
             },
             tool_call_id=self.run.tool_call_id,
             step_id=self.step_id,

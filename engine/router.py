@@ -193,7 +193,7 @@ def _finish(run: RunContext, started: int, *, data: Any = None, error: ToolError
             metadata.update(extra())
     usage = run.usage
     if usage is not NO_USAGE and (usage.input_tokens or usage.output_tokens):
-        metadata["usage"] = {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens}
+        metadata["usage"] = usage.as_dict()
     result = ToolResult(error is None, run.tool, run.run_id, run.tool_call_id, data, error, metadata)
     if error is None:
         run.events.emit("tool_call_result", {"ok": True, "data": data, "metadata": metadata}, run.tool_call_id, None, None, result, clean)

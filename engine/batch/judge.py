@@ -40,6 +40,7 @@ class Judges:
         self.model = model
         self.input_tokens = 0
         self.output_tokens = 0
+        self.cost_usd: float | None = None  # only when a judge's model has prices
 
     async def __call__(self, name: str, payload: dict[str, Any]) -> dict[str, Any]:
         project = self.engine.project
@@ -61,6 +62,8 @@ class Judges:
             run.finish("ok")
             self.input_tokens += context.usage.input_tokens
             self.output_tokens += context.usage.output_tokens
+            if context.usage.cost_usd is not None:
+                self.cost_usd = (self.cost_usd or 0.0) + context.usage.cost_usd
         return _verdict_of(skill, answer)
 
 

@@ -7,6 +7,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
+from ..pricing import format_usd, usage_cost
+
 Record = dict[str, Any]
 _MAX_DIFFS = 5  # output differences shown per case
 
@@ -29,7 +31,8 @@ def summary_lines(records: list[Record], total: int | None = None) -> list[str]:
         lines.append(f"duration     p50 {_percentile(durations, 50):.1f} ms · p95 {_percentile(durations, 95):.1f} ms")
     tokens = _tokens(records)
     if any(tokens):
-        lines.append(f"tokens       {tokens[0]} in · {tokens[1]} out")
+        cost = _cost(records)
+        lines.append(f"tokens       {tokens[0]} in · {tokens[1]} out" + (f" · {format_usd(cost)}" if cost is not None else ""))
     return lines
 
 
@@ -46,6 +49,12 @@ def _tokens(records: list[Record]) -> tuple[int, int]:
             total_in += int(usage.get("input_tokens") or 0)
             total_out += int(usage.get("output_tokens") or 0)
     return total_in, total_out
+
+
+def _cost(records: list[Record]) -> float | None:
+    """The cases' and judges' cost in USD; None when no model with prices answered."""
+    costs = [c for r in records for key in ("usage", "judge_usage") if (c := usage_cost(r.get(key))) is not None]
+    return sum(costs) if costs else None
 
 
 @dataclass
@@ -132,7 +141,14 @@ def _cost_changes(before: Record, after: Record) -> list[str]:
     tokens_was, tokens_now = _tokens([before]), _tokens([after])
     if tokens_was != tokens_now:
         notes.append(f"tokens {sum(tokens_was)} → {sum(tokens_now)}")
+    cost_was, cost_now = _cost([before]), _cost([after])
+    if cost_was != cost_now and (cost_was is None or cost_now is None or abs(cost_now - cost_was) >= 1e-9):
+        notes.append(f"cost {_usd(cost_was)} → {_usd(cost_now)}")
     return notes
+
+
+def _usd(cost: float | None) -> str:
+    return format_usd(cost) if cost is not None else "unpriced"
 
 
 def json_diff(before: Any, after: Any, path: str = "") -> Iterator[str]:

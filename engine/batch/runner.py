@@ -16,6 +16,7 @@ from typing import Any, Callable, TextIO
 
 from .._engine import Engine
 from ..errors import UsageError
+from ..providers.base import Usage
 from ..result import ToolResult
 from .dataset import Case
 from .expect import Check, check_result
@@ -118,12 +119,13 @@ async def run_batch(engine: Engine, batch: BatchRun, results: ResultsFile,
 async def _run_case(engine: Engine, batch: BatchRun, item: BatchCase, judges: Judges) -> CaseRecord:
     case = item.case
     result = await engine.call_tool(batch.tool, case.arguments, model=batch.model, principal=None)
-    before_in, before_out = judges.input_tokens, judges.output_tokens
+    before = Usage(judges.input_tokens, judges.output_tokens, judges.cost_usd)
     verdicts = await check_result(item.checks, result, {"id": case.id, "arguments": case.arguments}, judges)
     record = _record(case, result, verdicts)
-    judged = judges.input_tokens - before_in, judges.output_tokens - before_out
-    if any(judged):
-        record["judge_usage"] = {"input_tokens": judged[0], "output_tokens": judged[1]}
+    judged_in, judged_out = judges.input_tokens - before.input_tokens, judges.output_tokens - before.output_tokens
+    if judged_in or judged_out:
+        cost = None if judges.cost_usd is None else judges.cost_usd - (before.cost_usd or 0.0)
+        record["judge_usage"] = Usage(judged_in, judged_out, cost).as_dict()
     return record
 
 

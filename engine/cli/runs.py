@@ -15,6 +15,7 @@ from typing import Any, Callable
 from .._engine import Engine
 from ..errors import ConfigError, UsageError
 from ..link import load_project
+from ..pricing import format_usd, usage_cost
 from ..store import RunRecord, Store, StoreError, store_url
 from ..store import open_store as open_url
 from ..store.open import sqlite_path, store_exists
@@ -173,7 +174,9 @@ def cmd_show(ns: argparse.Namespace, store: Store) -> int:
     else:
         print(f"  output: {_short(run.output, 300)}")
     if run.usage:
-        print(f"  usage: {run.usage.get('input_tokens', 0)} input + {run.usage.get('output_tokens', 0)} output tokens")
+        cost = usage_cost(run.usage)
+        print(f"  usage: {run.usage.get('input_tokens', 0)} input + {run.usage.get('output_tokens', 0)} output tokens"
+              + (f" · {format_usd(cost)}" if cost is not None else ""))
     if ns.events:
         print("events:")
         for event in events:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any, TextIO
 
 from ..events import Event
+from ..pricing import format_usd, usage_cost
 
 ITEMS_SHOWN = 10  # items of a forEach step shown one by one; the rest are counted
 
@@ -50,7 +51,9 @@ class Timeline:
         if kind == "agent_done":
             usage = data.get("usage") or {}
             tokens = usage.get("input_tokens", 0) + usage.get("output_tokens", 0)
-            return f"■ {data['stop_reason']} after {data['steps']} model call(s), {tokens:,} tokens, {_ms(data.get('duration_ms'))}"
+            cost = usage_cost(usage)
+            spent = f" ({format_usd(cost)})" if cost is not None else ""
+            return f"■ {data['stop_reason']} after {data['steps']} model call(s), {tokens:,} tokens{spent}, {_ms(data.get('duration_ms'))}"
         if kind == "agent_error":
             return f"✗ {data.get('message')}"
         if kind == "tool_call_start":
@@ -76,7 +79,10 @@ class Timeline:
         if kind == "confirmation_required":
             return f"  ? {data['tool']} needs confirmation"
         if kind == "tool_call_result":
-            return f"✓ done in {_ms(data['metadata'].get('duration_ms'))}"
+            usage = data["metadata"].get("usage")
+            cost = usage_cost(usage)  # priced models only: without prices the line stays as it was
+            spent = f", {usage['input_tokens'] + usage['output_tokens']:,} tokens ({format_usd(cost)})" if cost is not None else ""
+            return f"✓ done in {_ms(data['metadata'].get('duration_ms'))}{spent}"
         if kind == "tool_call_error":
             error = data["error"]
             line = f"✗ {error['code']}: {error['message']}  ({_ms(data['metadata'].get('duration_ms'))})"

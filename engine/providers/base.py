@@ -34,11 +34,23 @@ class ChatMessage:
 
 @dataclass(frozen=True, slots=True)
 class Usage:
+    """Tokens a model answer used. `cost_usd` is set by the engine (engine.pricing) from the
+    model's configured prices, never by a provider; None: no prices, so no cost is claimed."""
+
     input_tokens: int = 0
     output_tokens: int = 0
+    cost_usd: float | None = None
 
     def __add__(self, other: "Usage") -> "Usage":
-        return Usage(self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens)
+        mine, theirs = self.cost_usd, other.cost_usd
+        cost = None if mine is None and theirs is None else (mine or 0.0) + (theirs or 0.0)
+        return Usage(self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens, cost)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON form in events, results and the store: `cost_usd` only when it is known."""
+        if self.cost_usd is None:
+            return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens}
+        return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens, "cost_usd": round(self.cost_usd, 9)}
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,7 @@ import jinja2
 
 from ..context import SkillContext
 from ..errors import StepFailure
+from ..pricing import priced_response
 from ..providers.base import ChatMessage, ModelRequest, ProviderError, clean_response
 from ..templating import LazyTemplate
 from .base import Skill
@@ -88,7 +89,7 @@ class PromptSkill(Skill):
             except ProviderError as exc:  # the message may echo a configured key: the run's error never does
                 message = ctx.run.events.scrub_text(f"model {model_name!r} failed: {exc}")
                 raise StepFailure("execution_error", message, retryable=exc.retryable) from None
-            response = clean_response(response, model_name)
+            response = priced_response(clean_response(response, model_name), spec.prices)
             ctx.add_usage(response.usage)
             ctx.model_exchange(model_name, attempt, request, response)
             ctx.progress(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import Discriminator, Field, StrictBool, Tag
+from pydantic import BeforeValidator, Discriminator, Field, StrictBool, Tag
 
 from .common import Duration, JsonSchema, _Spec, parse_duration  # noqa: F401 (re-exported)
 from .settings import (  # noqa: F401 (re-exported: engine.yaml's models used to live here)
@@ -179,6 +179,23 @@ class WorkflowsFile(_Spec):
 # ─── config/models.yaml ─────────────────────────────────────────────────────────────────
 
 
+def _price(value: Any) -> float:
+    """A price as YAML wrote it: a plain non-negative finite number (a quoted "0.15" is a typo, not a price)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
+        raise ValueError(f"{value!r} is not a price; write a number ≥ 0, in USD per million tokens (e.g. 0.15)")
+    return float(value)
+
+
+Price = Annotated[float, Field(ge=0), BeforeValidator(_price)]
+
+
+class PricesSpec(_Spec):
+    """What a model costs, in US dollars per million tokens: each answer's usage gets a `cost_usd`."""
+
+    input: Price = Field(description="USD per million input (prompt) tokens.")
+    output: Price = Field(description="USD per million output (completion) tokens.")
+
+
 class ModelSpec(_Spec):
     provider: str = Field(description="mock, or a registered provider such as openai.")
     model: str | None = Field(default=None, description="The provider's model id.")
@@ -188,6 +205,9 @@ class ModelSpec(_Spec):
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_tokens: int | None = Field(default=None, gt=0)
     options: dict[str, Any] = Field(default_factory=dict, description="Provider-specific settings.")
+    prices: PricesSpec | None = Field(
+        default=None, description="USD per million tokens, {input, output}: usage then shows a cost."
+    )
 
 
 class ModelsFile(_Spec):

@@ -42,8 +42,15 @@ def request_in(value: dict[str, Any]) -> ModelRequest:
                         max_tokens=value["max_tokens"], tools=tuple(value["tools"]), tool_choice=value["tool_choice"])
 
 
+def usage_out(usage: Usage) -> list[Any]:
+    """[input, output] tokens, and the cost when the model's prices gave one (`Usage(*value)` reads both)."""
+    if usage.cost_usd is None:
+        return [usage.input_tokens, usage.output_tokens]
+    return [usage.input_tokens, usage.output_tokens, usage.cost_usd]
+
+
 def response_out(response: ModelResponse) -> dict[str, Any]:
-    return {"text": response.text, "usage": [response.usage.input_tokens, response.usage.output_tokens],
+    return {"text": response.text, "usage": usage_out(response.usage),
             "finish_reason": response.finish_reason, "tool_calls": [[c.id, c.name, c.arguments] for c in response.tool_calls]}
 
 

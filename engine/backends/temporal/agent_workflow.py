@@ -33,7 +33,8 @@ with workflow.unsafe.imports_passed_through():
     from ...result import ToolResult
     from ...run import Run
     from .agent_protocol import (AGENT_WORKFLOW, APPROVE_SIGNAL, MODEL_ACTIVITY, PENDING_QUERY, TOOL_ACTIVITY,
-                                 message_in, message_out, request_out, response_in, result_in, result_out)
+                                 message_in, message_out, request_out, response_in, result_in, result_out,
+                                 usage_out)
     from .protocol import RECORD_ACTIVITY, REVISION_MISMATCH, mismatch_message
     from .served import served
     from .workflows import GRACE_S, INFRASTRUCTURE_RETRY, RECORD_TIMEOUT
@@ -84,7 +85,7 @@ class AgentWorkflow:
             raise
         await self._record()
         return {"stop_reason": result.stop_reason, "answer": result.answer, "steps": result.steps,
-                "usage": [result.usage.input_tokens, result.usage.output_tokens], "error": result.error,
+                "usage": usage_out(result.usage), "error": result.error,
                 "tool_results": [result_out(r) for r in result.tool_results],
                 "messages": [message_out(m) for m in result.messages], "last_seq": run.last_seq}
 
