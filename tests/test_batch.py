@@ -155,7 +155,7 @@ def test_exit_1_when_an_expectation_fails_or_a_case_fails_unexpectedly(tmp_path)
     (["measure", "--data", "{data}", "--filter", "zz"], "--filter: no case with id zz"),
     (["measure", "--data", "{bad_expect}"], ":1: expect: matches: not a regular expression"),
     (["measure", "--data", "{not_judge}"], "judge 'notAJudge': its output schema must declare"),
-    (["measure", "--data", "{data}", "--concurrency", "0"], "must be at least 1"),
+    (["measure", "--data", "{data}", "--concurrency", "0"], "must be 1 or more"),
     (["compare", "only-one.jsonl"], "usage: skillyard batch compare"),
 ])
 def test_usage_errors_exit_2_with_one_clear_line(tmp_path, argv, message):

@@ -1,7 +1,8 @@
-"""Turning `--arg k=v`, `--arg k=@file` and `--args-json` into one arguments object."""
+"""Turning `--arg k=v`, `--arg k=@file` and `--args-json` into one arguments object; numeric flags."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -11,6 +12,17 @@ from ..errors import UsageError
 from ..untrusted import loads
 
 MAX_SOURCE_BYTES = 16 * 1024 * 1024  # an argument file or stdin: /dev/zero must not fill the memory
+
+
+def positive_int(text: str) -> int:
+    """A flag's whole number of at least 1 (argparse turns the error into exit 2 with the flag's name)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be 1 or more")
+    return value
 
 
 def _read_source(value: str, flag: str) -> str:

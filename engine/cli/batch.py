@@ -20,6 +20,7 @@ from ..batch.reuse import ReuseTally, recorded_answers, reusing_project
 from ..batch.report import compare, summary_lines
 from ..batch.runner import BatchCase, BatchRun, ResultsFile, read_results, run_batch
 from ..errors import ConfigError, UsageError
+from .arguments import positive_int
 from ..logging import configure_logging
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -36,9 +37,9 @@ def add_batch_parser(commands: Any) -> None:
     batch.add_argument("tool", help="the tool to run (or `compare`, followed by two results files)")
     batch.add_argument("files", nargs="*", help=argparse.SUPPRESS)
     batch.add_argument("--data", metavar="FILE", help="the cases: .jsonl, .csv or .yaml")
-    batch.add_argument("--concurrency", type=_positive, default=4, metavar="N", help="cases at once (default 4)")
+    batch.add_argument("--concurrency", type=positive_int, default=4, metavar="N", help="cases at once (default 4)")
     batch.add_argument("--model", help="use this model for every prompt skill (and judge)")
-    batch.add_argument("--limit", type=_positive, metavar="N", help="run only the first N cases")
+    batch.add_argument("--limit", type=positive_int, metavar="N", help="run only the first N cases")
     batch.add_argument("--filter", nargs="+", metavar="ID", help="run only these case ids")
     batch.add_argument("--out", metavar="FILE", help="write one JSON line per case here")
     batch.add_argument("--resume", metavar="FILE", help="run only the cases missing from this results file, appending to it")
@@ -51,15 +52,6 @@ def add_batch_parser(commands: Any) -> None:
     add_backend_argument(batch)
     batch.set_defaults(handler=cmd_batch)
 
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
 
 
 def cmd_batch(ns: argparse.Namespace) -> int:

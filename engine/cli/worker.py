@@ -12,6 +12,7 @@ import sys
 from typing import Any
 
 from ..errors import ConfigError, UsageError
+from .arguments import positive_int
 
 EXIT_OK, EXIT_USAGE = 0, 2
 
@@ -24,21 +25,12 @@ def add_worker_parser(commands: Any) -> None:
                     "SKILLYARD_TEMPORAL_ADDRESS) and the shared postgresql:// run store.",
     )
     worker.add_argument("--dir", default=".", help="project directory (default: current directory)")
-    worker.add_argument("--max-concurrent", type=_positive, default=100, metavar="N",
+    worker.add_argument("--max-concurrent", type=positive_int, default=100, metavar="N",
                         help="steps (activities) and workflow tasks run at once by this worker (default 100)")
     worker.add_argument("--grace", type=float, default=30.0, metavar="SECONDS",
                         help="on SIGTERM, how long running steps may finish before they are handed back (default 30)")
     worker.set_defaults(handler=cmd_worker)
 
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be 1 or more")
-    return value
 
 
 def cmd_worker(ns: argparse.Namespace) -> int:
