@@ -168,9 +168,6 @@ class WorkflowLink:
                 if not specs.reported("workflows", step.workflow):
                     self._error(path + ("workflow",), f"step {step.id!r} runs unknown workflow {step.workflow!r}", _suggest(step.workflow, specs.workflows))
                 ok = False
-            if step.workflow is not None and step.forEach is not None:
-                self._error(path + ("forEach",), f"step {step.id!r}: forEach runs a skill per item, not a workflow", "map a skill over the items, or move the forEach into the workflow")
-                ok = False
             if step.workflow is not None and step.retry is not None:
                 self._error(path + ("retry",), f"step {step.id!r} runs a workflow, which has no retry of its own", "set `retry:` on the sub-workflow's steps")
                 ok = False
@@ -313,7 +310,9 @@ class WorkflowLink:
                 entries.append(node)
         steps = [Parallel([node for _, node in item]) if isinstance(item, list) else item for item in entries]
         output = compile_mapping(spec.output, skippable) if spec.output is not None else None
-        return WorkflowExecutor(self.entry.name, steps, output, spec.output, total=total)
+        executor = WorkflowExecutor(self.entry.name, steps, output, spec.output, caller=prefix[:-1] or None)
+        assert executor.total == total  # "step k of N": the executor counts as the nodes were numbered
+        return executor
 
     def _node(self, leaf: Leaf, prefix: str, skippable: frozenset[str], number: int, total: int) -> Any:
         step = leaf.spec

@@ -7,6 +7,9 @@ output under its step id in `outputs` (a skipped step stores nothing: its output
 Cancellation is real: a parallel group's members and a forEach step's items run as asyncio
 tasks, and the first failure (or the caller's own cancellation) cancels the rest and waits
 for them before the failure goes on.
+
+Each forEach item runs with its own `ItemRun`: the same call, but every event emitted in the
+item (skill events, skill progress, model exchanges, a sub-workflow's events) says `item_index`.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ class SubWorkflow:
     resolve_input: Resolver
     executor: WorkflowExecutor
 
-    async def call(self, args: dict[str, Any], outputs: dict[str, Any], run: RunContext, item_index: int | None = None) -> Any:
+    async def call(self, args: dict[str, Any], outputs: dict[str, Any], run: RunContext) -> Any:
         try:
             value = self.resolve_input(args, outputs)
         except MappingError as exc:
@@ -46,10 +49,54 @@ class SubWorkflow:
 Unit = LinkedStep | SubWorkflow
 
 
-async def _call(unit: Unit, args: dict[str, Any], outputs: dict[str, Any], run: RunContext, item_index: int | None = None) -> Any:
+async def _call(unit: Unit, args: dict[str, Any], outputs: dict[str, Any], run: RunContext) -> Any:
     if type(unit) is LinkedStep:
-        return await call_step(unit, args, outputs, run, item_index)
-    return await unit.call(args, outputs, run, item_index)  # type: ignore[union-attr]
+        return await call_step(unit, args, outputs, run)
+    return await unit.call(args, outputs, run)  # type: ignore[union-attr]
+
+
+class ItemEvents:
+    """The run's events as one forEach item emits them: each event's data also says `item_index`
+    (an inner forEach's item, nested in this one, keeps its own)."""
+
+    __slots__ = ("_events", "_index")
+
+    def __init__(self, events: Any, index: int):
+        self._events = events
+        self._index = index
+
+    def emit(self, type: Any, data: dict[str, Any], tool_call_id: str | None = None, step_id: str | None = None,
+             skill: str | None = None, result: Any = None, clean: bool = False) -> Any:
+        if "item_index" not in data:
+            data = {**data, "item_index": self._index}
+        return self._events.emit(type, data, tool_call_id, step_id, skill, result, clean)
+
+    def __getattr__(self, name: str) -> Any:  # scrub_text, ask_approval, …: the run's own
+        return getattr(self._events, name)
+
+
+class ItemRun(RunContext):
+    """The call as one forEach item sees it: its events are marked with the item (ItemEvents);
+    usage adds up on the call's own context."""
+
+    __slots__ = ("_call",)
+
+    def __init__(self, run: RunContext, index: int):  # noqa: super().__init__ would reset the usage
+        self._call = run
+        self.run_id = run.run_id
+        self.tool_call_id = run.tool_call_id
+        self.tool = run.tool
+        self.events = ItemEvents(run.events, index)  # type: ignore[assignment]
+        self.project = run.project
+        self.model_override = run.model_override
+
+    @property  # type: ignore[override]
+    def usage(self) -> Any:
+        return self._call.usage
+
+    @usage.setter
+    def usage(self, value: Any) -> None:
+        self._call.usage = value
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +124,8 @@ class Step:
     def __post_init__(self) -> None:
         self.leaf_ids = (self.id,)
         where = f"step {self.number} of {self.total}"
-        self._started = {"stage": "step_started", "message": f"{where} started: {self.id}", "step": self.number,
+        runs = f" (workflow {self.unit.executor.name})" if type(self.unit) is SubWorkflow else ""
+        self._started = {"stage": "step_started", "message": f"{where} started: {self.id}{runs}", "step": self.number,
                          "of": self.total, "step_id": self.event_id}
         if type(self.unit) is SubWorkflow:
             self._started["workflow"] = self.unit.executor.name
@@ -144,7 +192,7 @@ class Step:
                 scope[INDEX] = index
                 if condition is None or condition.holds(args, scope):
                     try:
-                        output = await _call(unit, args, scope, run, index)
+                        output = await _call(unit, args, scope, ItemRun(run, index))
                     except StepFailure as error:
                         if mode == "fail":
                             raise StepFailure(error.code, f"step {self.id!r} item {index}: {error.message}",

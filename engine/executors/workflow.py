@@ -60,24 +60,36 @@ class StepNode(Protocol):
 class WorkflowExecutor:
     kind = "workflow"
 
-    def __init__(self, name: str, steps: list[Any], resolve_output: Resolver | None, output_mapping: Any = None, *, total: int | None = None):
-        """`steps`: LinkedStep or StepNode entries; `total`: the number of steps counted in progress."""
+    def __init__(self, name: str, steps: list[Any], resolve_output: Resolver | None, output_mapping: Any = None, *,
+                 caller: str | None = None):
+        """`steps`: LinkedStep or StepNode entries. `caller`: the event id of the step that runs
+        this workflow as a sub-workflow (its prepared / done events then carry it as `step_id`).
+
+        Steps are numbered once, here, as "step k of N": N counts every step as written, the
+        members of a parallel group included, and k is a step's place in that count.
+        """
         self.name = name
         self.steps = steps
         self.resolve_output = resolve_output
         self.output_mapping = output_mapping  # as written; resolve_output is its compiled form
         # True when some entry is not a plain step (a backend that only runs plain steps checks it).
         self.has_constructs = any(type(step) is not LinkedStep for step in steps)
+        numbers, count = [], 0
+        for step in steps:
+            numbers.append(count + 1)
+            count += len(getattr(step, "leaf_ids", (step.id,)))
+        self.total = total = count
         # Progress payloads are the same for every call: built once here, never per call.
         # (Event data is read-only for listeners, so sharing these dicts is safe.)
-        total = len(steps) if total is None else total
-        self._prepared = {"stage": "prepared", "message": f"workflow {name!r} prepared: {total} steps", "workflow": name, "steps": total}
-        self._done = {"stage": "done", "message": f"workflow {name!r} done", "workflow": name}
+        where = {} if caller is None else {"step_id": caller}
+        self._prepared = {"stage": "prepared", "message": f"workflow {name!r} prepared: {total} steps", "workflow": name, "steps": total, **where}
+        self._done = {"stage": "done", "message": f"workflow {name!r} done", "workflow": name, **where}
         self._started = [
             {"stage": "step_started", "message": f"step {k} of {total} started: {step.id}", "step": k, "of": total, "step_id": getattr(step, "event_id", step.id)}
-            for k, step in enumerate(steps, 1)
+            for k, step in zip(numbers, steps)
         ]
-        self._finished = [f"step {k} of {total} finished: {step.id}" for k, step in enumerate(steps, 1)]
+        self._finished = [f"step {k} of {total} finished: {step.id}" for k, step in zip(numbers, steps)]
+        self._numbers = numbers
 
     def output_clean(self, arguments_clean: bool, key_ok: Callable[[str], bool]) -> bool:
         """Whether the data of every call is provably free of sensitive keys (see Project)."""
@@ -103,7 +115,8 @@ class WorkflowExecutor:
         # here, so a step costs no extra coroutine (and an awaiting skill no extra frames).
         emit = run.events.emit
         call_id = run.tool_call_id
-        total = len(self.steps)
+        total = self.total
+        numbers = self._numbers
         # Progress payloads are built here from YAML names and counts (no sensitive key): clean=True
         # still hides a run's known secrets but skips the key walk.
         emit("tool_progress_delta", self._prepared, call_id, None, None, None, True)
@@ -159,7 +172,7 @@ class WorkflowExecutor:
                 {
                     "stage": "step_finished",
                     "message": self._finished[index],
-                    "step": index + 1,
+                    "step": numbers[index],
                     "of": total,
                     "step_id": step.event_id,
                     "duration_ms": elapsed_ms(step_started),
@@ -177,7 +190,7 @@ class WorkflowExecutor:
         return output
 
 
-def _step_input(step: LinkedStep, args: dict[str, Any], outputs: dict[str, Any], run: RunContext, item_index: int | None = None) -> Any:
+def _step_input(step: LinkedStep, args: dict[str, Any], outputs: dict[str, Any], run: RunContext) -> Any:
     """The step's mapped input, validated, with the skill's defaults filled in."""
     skill = step.skill
     try:
@@ -197,28 +210,25 @@ def _step_input(step: LinkedStep, args: dict[str, Any], outputs: dict[str, Any],
             {"step_id": step.id, "errors": [v.as_dict() for v in violations]},
         )
     data: dict[str, Any] = {"code": failure.code, "message": failure.message, "attempt": 1}
-    if item_index is not None:
-        data["item_index"] = item_index
     run.events.emit("skill_error", data, run.tool_call_id, step.event_id, skill.name)
     raise failure
 
 
-async def call_step(step: LinkedStep, args: dict[str, Any], outputs: dict[str, Any], run: RunContext, item_index: int | None = None) -> Any:
+async def call_step(step: LinkedStep, args: dict[str, Any], outputs: dict[str, Any], run: RunContext) -> Any:
     """One plain step's call with its retries and events, for the constructs (see `execute`
     for the inlined copy of the same loop that straight-line workflows take).
 
-    `item_index`: inside a forEach, the item's position, carried by every skill event.
+    Inside a forEach, `run` is the item's (workflow_nodes.ItemRun): its events say `item_index`.
     """
     emit = run.events.emit
     call_id = run.tool_call_id
     skill = step.skill
-    value = _step_input(step, args, outputs, run, item_index)
-    extra = {} if item_index is None else {"item_index": item_index}
+    value = _step_input(step, args, outputs, run)
     attempt = 1
     delay = step.retry_delay
     while True:
         started = perf_counter_ns()
-        emit("skill_start", {"input": value, "attempt": attempt, "kind": skill.kind, **extra},
+        emit("skill_start", {"input": value, "attempt": attempt, "kind": skill.kind},
              call_id, step.event_id, skill.name, None, skill.input_clean)
         ctx = SkillContext(run, step.event_id, skill.name, attempt) if skill.needs_context else None
         try:
@@ -232,13 +242,13 @@ async def call_step(step: LinkedStep, args: dict[str, Any], outputs: dict[str, A
         except Exception as exc:  # noqa: BLE001 - a skill's failure becomes an error event, not a crash
             error = _step_failure(step, exc)
         else:
-            emit("skill_result", {"output": output, "duration_ms": elapsed_ms(started), **extra},
+            emit("skill_result", {"output": output, "duration_ms": elapsed_ms(started)},
                  call_id, step.event_id, skill.name, None, skill.output_clean)
             return output
         will_retry = attempt <= step.retries and error.retryable
         emit("skill_error",
              {"code": error.code, "message": error.message, "attempt": attempt, "will_retry": will_retry,
-              "duration_ms": elapsed_ms(started), **extra},
+              "duration_ms": elapsed_ms(started)},
              call_id, step.event_id, skill.name)
         if not will_retry:
             raise error
