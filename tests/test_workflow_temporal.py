@@ -27,6 +27,11 @@ WORKFLOW = """
         forEach: $steps.words.output.words
         concurrency: 2
         input: {text: $item}
+      - id: again
+        workflow: loudly
+        forEach: $steps.words.output.words
+        onItemError: collect
+        input: {text: $item}
       - parallel:
           - id: first
             skill: shout
@@ -40,6 +45,7 @@ WORKFLOW = """
       first: $steps.first.output
       loud: $steps.loud.output ?? "quiet"
       count: $steps.each.output
+      again: $steps.again.output
   loudly:
     steps:
       - {id: shout, skill: shout, input: {text: $toolArgs.text}}
@@ -68,7 +74,11 @@ def test_constructs_run_on_a_worker_as_they_run_locally(setup: Setup) -> None:  
     assert remote_result["data"]["loud"] == "quiet" and remote_result["data"]["first"] == "ONE!"
     assert [e["text"] for e in remote_result["data"]["count"]] == ["one", "two", "three"]
     stages = [e["data"].get("stage") for e in remote_events if e["type"] == "tool_progress_delta"]
-    assert "step_skipped" in stages and stages.count("item_finished") == 3
+    assert "step_skipped" in stages and stages.count("item_finished") == 6
+    # a sub-workflow per item (forEach over `workflow:`), its events marked with the item
+    assert [e["output"] for e in remote_result["data"]["again"]] == ["ONE!", "TWO!", "THREE!"]
+    inner = [e for e in remote_events if (e.get("step_id") or "").startswith("again/")]
+    assert inner and sorted({e["data"]["item_index"] for e in inner}) == [0, 1, 2]
     # items run two at a time: the order of their events may differ, what happened may not
     assert sorted(comparable(e)[1:] for e in remote_events) == sorted(comparable(e)[1:] for e in local_events)
     stored = setup.stored(remote_result["run_id"])
