@@ -1,7 +1,8 @@
 """`/v1/batches`: the batches `skillyard batch` recorded in the run store, and their cases' runs.
 
 A caller sees the batches of its own key name; an admin sees every batch (those run from the
-CLI have no key name). Each case names its run: `GET /v1/runs/{run_id}` opens its timeline.
+CLI have no key name). Each case names its run (`GET /v1/runs/{run_id}` opens its timeline)
+and carries that run's status, error code and duration.
 """
 
 from __future__ import annotations
@@ -39,6 +40,20 @@ def router(service: Service) -> APIRouter:
         batch = await store_call(lambda: found.batch(batch_id))
         if batch is None or not principal.may_see(batch["principal"]):
             raise ApiError(404, "not_found", f"no batch {batch_id!r}")
-        return batch
+        count = max(1, len(batch["cases"]))
+        runs = await store_call(lambda: found.runs(batch=batch_id, limit=count))
+        return {**batch, "cases": with_runs(batch["cases"], runs)}
 
     return api
+
+
+def with_runs(cases: list[dict[str, Any]], runs: list[Any]) -> list[dict[str, Any]]:
+    """Each case with its run's status, error code and duration (what the page lists per case)."""
+    by_id = {run.id: run for run in runs}
+    out = []
+    for case in cases:
+        run = by_id.get(case["run_id"])
+        error = run.error if run is not None and isinstance(run.error, dict) else {}
+        out.append({**case, "status": run.status if run is not None else None,
+                    "error_code": error.get("code"), "duration_ms": run.duration_ms if run is not None else None})
+    return out

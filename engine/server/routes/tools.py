@@ -70,6 +70,15 @@ def router(service: Service) -> APIRouter:
     ) -> list[dict[str, Any]]:
         return engine.tool_schemas(format)
 
+    @api.get("/v1/tools/broken", tags=["tools"], summary="The tools whose configuration has problems (the others still serve)",
+             description="One entry per broken tool the policy permits: its problems as `file:line:col: message — fix` "
+             "text, and `serving`: true when it kept its last good version after a reload (it still runs), false when "
+             "a call answers `config_error`.", responses=error_responses())
+    async def broken_tools(principal: Principal = Depends(current_principal)) -> list[dict[str, Any]]:
+        project = engine.project
+        return [{"name": name, "serving": name in project.tools, "problems": [str(issue) for issue in issues]}
+                for name, issues in sorted(project.broken.items()) if project.policy.permits(name)]
+
     @api.post(
         "/v1/tools/{name}/call",
         tags=["tools"],

@@ -1,20 +1,24 @@
-// skillyard web page: tools and their forms, a live timeline, the agent chat, run history.
+// skillyard web page: tools and their forms, a live timeline, the agent chat, run history, batches.
 // Plain JavaScript modules, no build step, no third-party code. Everything the server sends
 // is put in the page as text; Markdown is built from DOM nodes (markdown.js), never innerHTML.
 "use strict";
 
 import { KEY_STORAGE, api, stream } from "./api.js";
 import { $, el, ms, notice, usageText, valueView } from "./dom.js";
+import { hideBatch, loadBatches, showBatch } from "./batches.js";
+import { loadBroken, markBroken, reloadProject, showBrokenBox } from "./broken.js";
 import { FormError, buildForm } from "./forms.js";
 import { markdownBox, renderMarkdown } from "./markdown.js";
 import { Timeline } from "./timeline.js";
 
 const REDACTED = "[REDACTED]";
-const state = { role: null, tools: [], adminTools: null, selected: null, form: null, toolRun: null, chat: [], chatAbort: null, runFollow: null, runs: [] };
+const state = { role: null, tools: [], adminTools: null, broken: {}, selected: null, selectedTool: null, form: null, toolRun: null, chat: [], chatAbort: null, runFollow: null, runs: [] };
 
 // ─── tools view ─────────────────────────────────────────────────────────────────────────
 
 async function loadTools() {
+  $("#reload-project").hidden = state.role !== "admin";
+  const broken = loadBroken();
   try {
     state.tools = await api("GET", "/v1/tools?format=mcp");
   } catch (error) {
@@ -25,13 +29,28 @@ async function loadTools() {
   if (state.role === "admin") {
     try { state.adminTools = await api("GET", "/v1/admin/tools"); } catch { state.adminTools = null; }
   }
+  state.broken = await broken;
   renderToolList();
+  refreshSelected();
+}
+
+/** After a reload: the open tool's detail follows its new state (broken, fixed, gone). */
+function refreshSelected() {
+  if (!state.selected) return;
+  const now = toolRows().find((t) => t.name === state.selected);
+  const key = (t) => JSON.stringify(t ? [t.broken || false, t.serving || false, t.problems || [], t.inputSchema || null] : null);
+  if (!now) {
+    state.selected = null;
+    $("#tool-detail").hidden = true;
+    $("#tool-empty").hidden = false;
+  } else if (key(now) !== key(state.selectedTool)) selectTool(now);
 }
 
 function toolRows() {
-  return state.adminTools
+  const rows = state.adminTools
     ? state.adminTools.map((t) => ({ name: t.name, description: t.description, inputSchema: t.parameters, enabled: t.enabled, source: t.source, type: t.type, confirm: t.confirm }))
     : state.tools.map((t) => ({ ...t, enabled: true }));
+  return markBroken(rows, state.broken);
 }
 
 function enableSwitch(tool) {
@@ -58,11 +77,13 @@ function renderToolList() {
   list.replaceChildren();
   const rows = toolRows();
   for (const tool of rows) {
-    const item = el("li", { class: `${tool.enabled ? "" : "disabled"} ${state.selected === tool.name ? "selected" : ""}`, dataset: { tool: tool.name } },
+    const classes = [tool.enabled ? "" : "disabled", state.selected === tool.name ? "selected" : "", tool.broken ? "broken" : ""];
+    const item = el("li", { class: classes.filter(Boolean).join(" "), dataset: tool.broken ? { tool: tool.name, broken: tool.serving ? "serving" : "down" } : { tool: tool.name } },
       el("div", {}, el("div", { class: "name", text: tool.name }),
+        tool.broken ? el("div", { class: "broken-tag", text: `broken · ${tool.problems.length} problem${tool.problems.length === 1 ? "" : "s"}${tool.serving ? " · runs its last good version" : ""}` }) : null,
         el("div", { class: "meta", text: [tool.type, tool.source, tool.confirm ? "asks approval" : null].filter(Boolean).join(" · ") })));
     item.addEventListener("click", () => selectTool(tool));
-    if (state.adminTools) item.append(enableSwitch(tool));
+    if (state.adminTools && !(tool.broken && !tool.serving)) item.append(enableSwitch(tool));
     list.append(item);
   }
   if (!rows.length) list.append(el("li", { class: "muted", text: "No tools." }));
@@ -70,6 +91,7 @@ function renderToolList() {
 
 function selectTool(tool) {
   state.selected = tool.name;
+  state.selectedTool = tool;
   for (const li of document.querySelectorAll("#tool-list li")) li.classList.toggle("selected", li.dataset.tool === tool.name);
   $("#tool-empty").hidden = true;
   $("#tool-detail").hidden = false;
@@ -81,6 +103,7 @@ function selectTool(tool) {
   $("#tool-status").textContent = "";
   $("#tool-result-box").hidden = true;
   new Timeline($("#tool-timeline"));
+  showBrokenBox(tool);
 }
 
 function setRaw(raw, text) {
@@ -116,7 +139,7 @@ function showResult(last) {
 async function runTool(event) {
   event.preventDefault();
   const name = state.selected;
-  if (!name) return;
+  if (!name || $("#tool-runner").hidden) return; // a broken tool that cannot run gets no call
   formError("");
   let body;
   try { body = currentArgs(); } catch (error) {
@@ -385,16 +408,29 @@ function show(view, { keepHash = false } = {}) {
     tab.classList.toggle("active", tab.dataset.view === view);
     if (tab.dataset.view === view) tab.setAttribute("aria-current", "page"); else tab.removeAttribute("aria-current");
   }
-  for (const name of ["tools", "chat", "runs"]) $(`#view-${name}`).hidden = name !== view;
+  for (const name of VIEWS) $(`#view-${name}`).hidden = name !== view;
   if (!keepHash && location.hash !== `#${view}`) history.replaceState(null, "", `#${view}`);
   if (view === "runs") loadRuns();
+  if (view === "batches") {
+    if (!keepHash) hideBatch(); // the tab: the list; a batch's link (#batches/<id>) keeps its detail
+    loadBatches();
+  }
 }
 
-/** `#runs/<id>` opens a run (a link to share); `#tools`, `#chat`, `#runs` a view. */
+const VIEWS = ["tools", "chat", "runs", "batches"];
+
+/** `#runs/<id>` opens a run, `#batches/<id>` a batch (links to share); `#tools`, `#chat`, `#runs`, `#batches` a view. */
 function onRoute() {
-  const match = location.hash.match(/^#runs\/(.+)$/);
-  if (match) showRun(decodeURIComponent(match[1]));
-  else if (["#tools", "#chat", "#runs"].includes(location.hash)) show(location.hash.slice(1), { keepHash: true });
+  const run = location.hash.match(/^#runs\/(.+)$/);
+  const batch = location.hash.match(/^#batches\/(.+)$/);
+  if (run) showRun(decodeURIComponent(run[1]));
+  else if (batch) {
+    show("batches", { keepHash: true });
+    showBatch(decodeURIComponent(batch[1]));
+  } else if (VIEWS.map((v) => `#${v}`).includes(location.hash)) {
+    if (location.hash === "#batches") hideBatch();
+    show(location.hash.slice(1), { keepHash: true });
+  }
 }
 
 async function whoami() {
@@ -430,6 +466,15 @@ function wire() {
   $("#runs-status").addEventListener("change", loadRuns);
   $("#runs-kind").addEventListener("change", renderRuns);
   $("#runs-search").addEventListener("input", renderRuns);
+  $("#batches-refresh").addEventListener("click", () => {
+    const open = location.hash.match(/^#batches\/(.+)$/);
+    loadBatches();
+    if (open) showBatch(decodeURIComponent(open[1]));
+  });
+  $("#reload-project").addEventListener("click", async () => {
+    await reloadProject();
+    await loadTools();
+  });
   window.addEventListener("hashchange", onRoute);
 }
 
