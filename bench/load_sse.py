@@ -28,15 +28,14 @@ import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-REPO = Path(__file__).resolve().parent.parent
-PROJECT_PARTS = ("tools.yaml", "skills.yaml", "workflows.yaml", "config", "capabilities", "examples")
+from .servers import copy_shipped_project
+
 ARGUMENTS = {
     "analyzeJobAndGeneratePlan": {"jdText": "Senior Python engineer: FastAPI, PostgreSQL, asyncio, CI/CD, Kubernetes. "
                                             "You will own our event streaming platform.",
@@ -219,13 +218,7 @@ def report(totals: Totals, concurrency: int, tool: str, mode: str = "burst") -> 
 
 
 def start_server(port: int, store: bool) -> tuple[subprocess.Popen[bytes], Path]:
-    root = Path(tempfile.mkdtemp(prefix="skillyard-load-"))
-    for part in PROJECT_PARTS:
-        source = REPO / part
-        if source.is_dir():
-            shutil.copytree(source, root / part, ignore=shutil.ignore_patterns("__pycache__", ".skillyard"))
-        elif source.exists():
-            shutil.copy2(source, root / part)
+    root = copy_shipped_project("skillyard-load-")
     env = {k: v for k, v in os.environ.items() if k != "SKILLYARD_API_KEYS"}
     command = [sys.executable, "-m", "engine.cli.serve", "serve", "--dir", str(root), "--port", str(port)]
     if not store:

@@ -41,11 +41,12 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from fastapi import FastAPI, Request
 
-from .load_sse import ARGUMENTS, PROJECT_PARTS, REPO, free_port, percentile
+from .load_sse import ARGUMENTS, free_port, percentile
+from .servers import REPO, copy_shipped_project, throwaway_postgres
 
 TOOL = "textReport"
 PATH = f"/v1/tools/{TOOL}/call"
@@ -123,13 +124,7 @@ class Server:
 
 
 def _project_copy() -> Path:
-    root = Path(tempfile.mkdtemp(prefix="skillyard-bench-service-"))
-    for part in PROJECT_PARTS:
-        source = REPO / part
-        if source.is_dir():
-            shutil.copytree(source, root / part, ignore=shutil.ignore_patterns("__pycache__", ".skillyard"))
-        elif source.exists():
-            shutil.copy2(source, root / part)
+    root = copy_shipped_project("skillyard-bench-service-")
     with (root / "config" / "engine.yaml").open("a", encoding="utf-8") as config:
         config.write(f"\nserver:\n  max_live_runs_per_key: {WAVE}  # a wave of {WAVE} calls, all from the one local caller\n")
     return root
@@ -310,22 +305,6 @@ class Figures:
     errors: int = 0
 
 
-def _postgres(url: str | None, wanted: bool) -> tuple[str | None, Any]:
-    if url or not wanted:
-        return url, None
-    sys.path.insert(0, str(REPO / "tests"))
-    try:
-        from pg_cluster import PgCluster, find_bin
-    except ImportError:
-        return None, None
-    bindir = find_bin()
-    if bindir is None:
-        return None, None
-    cluster = PgCluster(bindir)
-    cluster.start()
-    cluster.wait_ready()
-    return cluster.new_database(), cluster
-
 
 def _stat(values: list[float], digits: int = 2) -> str:
     """median (min–max)"""
@@ -362,7 +341,7 @@ def _measure(server: Server, connections: int, seconds: float, sse: bool, client
 def run(ns: argparse.Namespace) -> dict[str, Any]:
     client = ns.client if ns.client != "auto" else ("wrk" if shutil.which("wrk") else "python")
     stores = [s.strip() for s in ns.stores.split(",") if s.strip()]
-    pg_url, cluster = _postgres(ns.postgres, "postgres" in stores)
+    pg_url, cluster = throwaway_postgres(ns.postgres, "postgres" in stores)
     servers: list[Server] = []
     figures = Figures()
     scripts = Path(tempfile.mkdtemp(prefix="skillyard-bench-wrk-"))

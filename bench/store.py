@@ -31,6 +31,7 @@ from engine import Engine
 from engine.store.base import STATEMENT_EVENTS
 
 from .projects import chain_tool, write_chain_project
+from .servers import throwaway_postgres
 from .store_floor import ROWS_PER_STATEMENT, floor
 
 
@@ -134,29 +135,13 @@ async def _measure(kind: _Kind, tool: str, count: int, sink: list[object], colle
     kind.wall += wall
 
 
-def _postgres(url: str | None, use: bool) -> tuple[str | None, Any]:
-    """A PostgreSQL URL (given, or a throwaway cluster's) and the cluster to destroy, or (None, None)."""
-    if url or not use:
-        return url, None
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-    try:
-        from pg_cluster import PgCluster, find_bin
-    except ImportError:
-        return None, None
-    bindir = find_bin()
-    if bindir is None:
-        return None, None
-    cluster = PgCluster(bindir)
-    cluster.start()
-    return cluster.new_database(), cluster
-
 
 async def run(quick: bool, postgres: str | None = None, use_postgres: bool = True) -> int:
     work = Path(tempfile.mkdtemp(prefix="skillyard-bench-store-"))
     root = write_chain_project(work / "project", [3], module="bench_store_chain")
     sys.path.insert(0, str(root))
     tool = chain_tool(3)
-    url, cluster = _postgres(postgres, use_postgres)
+    url, cluster = throwaway_postgres(postgres, use_postgres)
     kinds = [_Kind("off", Engine.from_dir(root)), _Kind("sqlite", Engine.from_dir(root, store=work / "runs.db"))]
     if url:
         kinds.append(_Kind("postgresql", Engine.from_dir(root, store=url)))
