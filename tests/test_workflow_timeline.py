@@ -92,3 +92,47 @@ def test_timeline_of_every_construct(write_yaml_project) -> None:
     assert "  ▶ [5/6] ∥ sub → workflow inner" in lines
     assert "  ▶ [1/1] sub/one → double [python]" in lines
     assert len(lines) < 45
+
+
+EACH_WORKFLOW = """
+workflows:
+  flow:
+    steps:
+      - id: make
+        skill: make
+        input: {count: $toolArgs.count}
+      - id: each
+        workflow: inner
+        forEach: $steps.make.output
+        onItemError: skip
+        input: {n: $item.n}
+    output: $steps.each.output
+  inner:
+    steps:
+      - id: one
+        skill: double
+        input: {n: $toolArgs.n}
+      - id: two
+        skill: double
+        input: {n: $steps.one.output.n}
+"""
+
+
+def test_timeline_of_a_sub_workflow_per_item_leaves_out_every_event_of_the_later_items(write_yaml_project) -> None:
+    root = write_yaml_project({"wftimeline_skills.py": MODULE, "skills.yaml": SKILLS, "tools.yaml": TOOLS,
+                               "workflows.yaml": EACH_WORKFLOW})
+    engine = Engine.from_dir(root)
+    stream = io.StringIO()
+    result = engine.call_tool_sync("run", {"count": 20}, on_event=Timeline(stream, live=False))
+    assert result.ok, result.error
+    lines = stream.getvalue().splitlines()
+    numbered = [line for line in lines if "#" in line]
+    shown = {int(line.split("#")[1].split()[0].rstrip(":")) for line in numbered}
+    assert shown == set(range(ITEMS_SHOWN)) | {17}  # item 17 fails (skill 'double' refuses 17)
+    assert "  ▶ [1/2] each/one #3 → double [python]" in lines and "  ✓ each/two #3  " in "\n".join(lines)
+    assert sum("prepared" in line for line in lines) == 1, lines  # only the tool's own workflow says it
+    assert any(line.startswith("  ✓ each: 20 items ") for line in lines)
+    assert len(lines) < 60, "\n".join(lines)
+    one = io.StringIO()
+    assert engine.call_tool_sync("run", {"count": 1}, on_event=Timeline(one, live=False)).ok
+    assert "  ▶ [2/2] each: 1 item" in one.getvalue().splitlines()

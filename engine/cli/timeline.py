@@ -5,7 +5,8 @@ something is one plain line (good for CI logs and pipes).
 
 Workflows beyond a straight line: a skipped step says why (its `when`), parallel members are
 marked `∥`, a forEach step shows its first ITEMS_SHOWN items (`#index`) and then one line
-with the count (a failed item is always shown), sub-workflow steps read `parent/step`.
+with the count (a failed item is always shown): every event of a later item (its skill
+progress, a sub-workflow's steps) is left out. Sub-workflow steps read `parent/step`.
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ class Timeline:
     def _line(self, event: Event) -> str | None:
         data: dict[str, Any] = event.data
         kind = event.type
+        if kind != "skill_error" and _hidden_item(data):
+            return None
         if kind == "agent_start":
             return f"▶ agent on {data['model']} with tools: {', '.join(data['tools']) or 'none'}  ({event.run_id})"
         if kind == "model_call_start":
@@ -61,8 +64,6 @@ class Timeline:
         if kind == "tool_progress_delta":
             return self._progress(data)
         if kind == "skill_start":
-            if _hidden_item(data):
-                return None
             attempt = f" (attempt {data['attempt']})" if data.get("attempt", 1) > 1 else ""
             return f"  ▶ {self._steps.get(event.step_id or '', '')} {self._who(event.step_id, data)} → {event.skill} [{data.get('kind')}]{attempt}"
         if kind == "skill_progress_delta":
@@ -70,8 +71,6 @@ class Timeline:
             suffix = f" ({', '.join(extras)})" if extras else ""
             return f"      {data.get('message', '')}{suffix}"
         if kind == "skill_result":
-            if _hidden_item(data):
-                return None
             return f"  ✓ {self._who(event.step_id, data)}  {_ms(data.get('duration_ms'))}"
         if kind == "skill_error":
             retry = " — retrying" if data.get("will_retry") else ""
@@ -99,7 +98,7 @@ class Timeline:
             self._steps[step_id] = f"[{data['step']}/{data['of']}]"
             if "items_total" in data:
                 self._items[step_id] = data["items_total"]
-                return f"  ▶ {self._steps[step_id]} {self._mark(step_id)}{step_id}: {data['items_total']} items"
+                return f"  ▶ {self._steps[step_id]} {self._mark(step_id)}{step_id}: {_items(data['items_total'])}"
             if data.get("workflow"):
                 return f"  ▶ {self._steps[step_id]} {self._mark(step_id)}{step_id} → workflow {data['workflow']}"
             return None  # skill_start says the same with the skill's name
@@ -108,7 +107,9 @@ class Timeline:
             if total is None:
                 return None  # skill_result / skill_error carry the duration
             more = f" (items {ITEMS_SHOWN}–{total - 1} not shown one by one)" if total > ITEMS_SHOWN else ""
-            return f"  ✓ {self._mark(step_id)}{step_id}: {total} items  {_ms(data.get('duration_ms'))}{more}"
+            return f"  ✓ {self._mark(step_id)}{step_id}: {_items(total)}  {_ms(data.get('duration_ms'))}{more}"
+        if stage in ("prepared", "done") and data.get("step_id") is not None:
+            return None  # a sub-workflow: its step's line names it, its steps' lines say `step/…`
         if stage == "item_finished":
             return None  # counted at step_finished; failures show as skill_error
         if stage == "step_skipped":
@@ -123,6 +124,10 @@ class Timeline:
     def _who(self, step_id: str | None, data: dict[str, Any]) -> str:
         item = f" #{data['item_index']}" if "item_index" in data else ""
         return f"{self._mark(step_id)}{step_id}{item}"
+
+
+def _items(count: int) -> str:
+    return f"{count} item" if count == 1 else f"{count} items"
 
 
 def _hidden_item(data: dict[str, Any]) -> bool:
