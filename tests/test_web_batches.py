@@ -131,6 +131,10 @@ def test_broken_tools_are_marked_and_the_admin_reloads_the_project(browser: Any,
         failed = page.inner_text("#reload-result")
         assert "Reload failed" in failed and "tools.yaml:" in failed and "fix: fix the YAML syntax" in failed
         assert page.get_attribute("#tool-list li[data-tool=report]", "data-broken") == "serving"
+        page.set_viewport_size({"width": 420, "height": 800})  # the problems and the outcome fit a narrow screen
+        page.click("#tool-list li[data-tool=brief]")
+        no_horizontal_scroll(page, "a broken tool after a refused reload")
+        page.set_viewport_size({"width": 1280, "height": 900})
 
         # fixed files, reload: every tool links; the detail of the open tool follows
         tools.write_text(clean_tools)
