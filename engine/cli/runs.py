@@ -20,7 +20,8 @@ from ..store import RunRecord, Store, StoreError, store_url
 from ..store import open_store as open_url
 from ..store.open import sqlite_path, store_exists
 from ..store.replay import REPLAY_MODEL, Recording, ReplayProvider, replay_project
-from .error_view import last_frame_lines
+from .run_tree import short as _short
+from .run_tree import tree
 from .timeline import Timeline
 
 _AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)\s*$")
@@ -127,12 +128,6 @@ def _when(ms: int | None) -> str:
     return "-" if ms is None else datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def _short(value: Any, width: int = 100) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    text = text.replace("\n", " ")
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
 @_store_command
 def cmd_runs(ns: argparse.Namespace, store: Store) -> int:
     since = int(time.time() * 1000) - parse_age(ns.since, "--since") if ns.since else None
@@ -167,7 +162,7 @@ def cmd_show(ns: argparse.Namespace, store: Store) -> int:
     duration = f"{run.duration_ms} ms" if run.duration_ms is not None else "still running"
     print(f"{run.id}  {run.kind} {run.name}  {run.status}  {duration}  started {_when(run.started_at)}")
     print(f"  input: {_short(run.input)}")
-    for line in _tree(events):
+    for line in tree(events):
         print(line)
     if run.error:
         print(f"  error: {_short(run.error, 300)}")
@@ -183,38 +178,6 @@ def cmd_show(ns: argparse.Namespace, store: Store) -> int:
             where = "/".join(x for x in (event.get("tool_call_id"), event.get("step_id")) if x)
             print(f"  {event['seq']:>4} {event['type']:<22} {where:<40} {_short(event['data'], 80)}")
     return 0
-
-
-def _tree(events: list[dict[str, Any]]) -> list[str]:
-    """tool → steps → skills, with durations, inputs, outputs, errors and model usage."""
-    lines: list[str] = []
-    for event in events:
-        data, kind = event["data"], event["type"]
-        if kind == "model_call_start":
-            lines.append(f"  ◆ model call {data.get('step')} ({data.get('model')})")
-        elif kind == "tool_call_start":
-            lines.append(f"  ├─ tool {data.get('tool')}  [{event.get('tool_call_id')}]  args {_short(data.get('arguments'), 80)}")
-        elif kind == "skill_start":
-            lines.append(f"  │  ├─ step {event.get('step_id')} → {event.get('skill')} [{data.get('kind')}]"
-                         + (f" attempt {data['attempt']}" if (data.get("attempt") or 1) > 1 else ""))
-            lines.append(f"  │  │    input:  {_short(data.get('input'), 90)}")
-        elif kind == "model_exchange":
-            usage = data.get("usage") or {}
-            lines.append(f"  │  │    model {data.get('model')}: {usage.get('input_tokens', 0)} in / {usage.get('output_tokens', 0)} out tokens")
-        elif kind == "skill_result":
-            lines.append(f"  │  │    output: {_short(data.get('output'), 90)}")
-            lines.append(f"  │  │    ✓ {data.get('duration_ms')} ms")
-        elif kind == "skill_error":
-            lines.append(f"  │  │    ✗ {data.get('code')}: {_short(data.get('message'), 120)}")
-        elif kind == "tool_call_result":
-            lines.append(f"  │  ✓ ok in {(data.get('metadata') or {}).get('duration_ms')} ms")
-        elif kind == "tool_call_error":
-            error = data.get("error") or {}
-            lines.append(f"  │  ✗ {error.get('code')}: {_short(error.get('message'), 120)}")
-            lines.extend(f"  │  {line}" for line in last_frame_lines(error.get("details") or {}))  # error_view.py
-        elif kind == "agent_done":
-            lines.append(f"  ■ {data.get('stop_reason')} after {data.get('steps')} model call(s)")
-    return lines
 
 
 @_store_command
