@@ -240,3 +240,13 @@ def test_an_agent_run_without_prices_has_no_cost(tmp_path: Path) -> None:
         result = asyncio.run(asyncio.wait_for(agent.run("hi", on_event=events.append), 20))
     assert result.usage == Usage(100, 5) and events[-1].data["usage"] == {"input_tokens": 100, "output_tokens": 5}
     assert "cost" not in json.dumps([e.data for e in events], default=str)
+
+
+def test_skillyard_chat_s_last_line_says_what_the_run_cost(tmp_path: Path) -> None:
+    wire = WIRES["openai"]
+    with FakeServer() as server:
+        server.script(wire.reply("Hi.", usage=(2000, 100)))
+        root = write_project(tmp_path / "project", {"fake": wire.model_entry(server.url, prices={"input": 1, "output": 4})})
+        done = cli(root, "chat", "hello")
+    assert done.returncode == 0, done.stderr
+    assert "after 1 model call(s), 2,100 tokens ($0.0024)," in done.stderr  # (2000 × 1 + 100 × 4) / 1e6
