@@ -61,7 +61,7 @@ class LinkedTool:
 
 # The keys the engine itself puts around arguments, inputs, outputs and results in events.
 _EVENT_ENVELOPE_KEYS = ("tool", "arguments", "input", "attempt", "kind", "output", "duration_ms", "ok", "data",
-                        "metadata", "usage", "input_tokens", "output_tokens")
+                        "metadata", "usage", "input_tokens", "output_tokens", "cost_usd")
 
 
 class ToolPolicy:
