@@ -10,6 +10,13 @@ The span tree of one run, in the OpenTelemetry GenAI conventions:
             step <step id>               one step, all its attempts ("step_started" → "step_finished")
               skill <skill>              one attempt (skill_start → skill_result | skill_error)
                 chat <model>             a prompt skill's model request (model_exchange)
+              item <step id> #<index>    a forEach step's item (its first event → "item_finished")
+                skill <skill>            the item's attempts, or
+                workflow <name>          the sub-workflow it runs (`workflow:` + `forEach:`)
+              workflow <name>            a `workflow:` step's sub-workflow; its steps below it
+
+Spans are keyed by (tool call, step id, item index): the items of one forEach step run at
+the same time, and every event in an item carries its `item_index` (engine/workflow_nodes.py).
 
 A tool run has `execute_tool` at the top. The parent of the top span is the OpenTelemetry
 context current where the run's first event is emitted: the HTTP request span of
@@ -41,31 +48,56 @@ if TYPE_CHECKING:
     from ..run import Run
 
 _now = time.time_ns
-Key = tuple[str, str]  # (tool_call_id, step_id)
+Key = tuple[str, str, "int | None"]  # (tool_call_id, step_id, item_index): a workflow's key has its caller's step id ("" at the top)
+
+
+def _key(event: Event) -> Key:
+    data = event.data
+    return event.tool_call_id or "", event.step_id or str(data.get("step_id") or ""), data.get("item_index")
 
 
 class _RunSpans:
     """The open spans of one run."""
 
-    __slots__ = ("parent", "agent", "model", "first_call", "chat", "tools", "workflows", "steps", "skills", "marks")
+    __slots__ = ("run_id", "parent", "agent", "model", "first_call", "chat", "tools", "workflows", "steps", "skills",
+                 "marks", "items", "each")
 
-    def __init__(self, parent: Any):
+    def __init__(self, run_id: str, parent: Any):
+        self.run_id = run_id
         self.parent = parent  # OpenTelemetry Context of the top span
         self.agent: Span | None = None
         self.model: str | None = None
         self.first_call: str | None = None  # a tool run ends with the end of its first call
         self.chat: Span | None = None  # the agent's model request in flight
         self.tools: dict[str, Span] = {}
-        self.workflows: dict[str, Span] = {}
+        self.workflows: dict[Key, Span] = {}
         self.steps: dict[Key, Span] = {}
         self.skills: dict[Key, Span] = {}
         self.marks: dict[Key, int] = {}  # where a skill's next model request starts
+        self.items: dict[Key, Span] = {}  # forEach items in flight: (call, the forEach step's id, index)
+        self.each: set[tuple[str, str]] = set()  # (call, step id) of the forEach steps seen
 
     def open_spans(self) -> list[Span]:
         """Innermost first: ending them in this order keeps every child inside its parent."""
         spans = [self.chat] if self.chat is not None else []
-        spans += [*self.skills.values(), *self.steps.values(), *self.workflows.values(), *self.tools.values()]
+        spans += [*self.skills.values(), *self.steps.values(), *self.items.values(), *self.workflows.values(),
+                  *self.tools.values()]
         return spans + ([self.agent] if self.agent is not None else [])
+
+    def end_call(self, call: str, now: int) -> None:
+        """End what is open under one tool call, innermost first."""
+        for spans in (self.skills, self.steps, self.items, self.workflows):
+            for key in [k for k in spans if k[0] == call]:
+                spans.pop(key).end(now)
+        self.each = {pair for pair in self.each if pair[0] != call}
+
+    def end_inside(self, item: Key, now: int) -> None:
+        """End what is open inside one forEach item (its skills, or its sub-workflow's spans)."""
+        call, owner, index = item
+        inner = owner + "/"
+        for spans in (self.skills, self.steps, self.workflows):
+            for key in [k for k in spans if k[0] == call and k[2] == index and (k[1] == owner or k[1].startswith(inner))]:
+                spans.pop(key).end(now)
 
 
 def _fail(span: Span, code: str) -> None:
@@ -103,7 +135,7 @@ class SpanSink:
     # ─── run bookkeeping ─────────────────────────────────────────────────────────
 
     def _open(self, run_id: str) -> _RunSpans:
-        state = self._runs[run_id] = _RunSpans(otel_context.get_current())
+        state = self._runs[run_id] = _RunSpans(run_id, otel_context.get_current())
         run = self._live_runs.get(run_id) if self._live_runs is not None else None
         if run is not None:
             run.on_end(self._run_ended)
@@ -177,13 +209,7 @@ class SpanSink:
         code = None
         if event.type == "tool_call_error":
             code = str((event.data.get("error") or {}).get("code") or "execution_error")
-        for key in [k for k in state.skills if k[0] == call]:
-            state.skills.pop(key).end(now)
-        for key in [k for k in state.steps if k[0] == call]:
-            state.steps.pop(key).end(now)
-        workflow = state.workflows.pop(call, None)
-        if workflow is not None:
-            workflow.end(now)
+        state.end_call(call, now)
         span = state.tools.pop(call, None)
         if span is not None:
             if code is not None:
@@ -193,44 +219,69 @@ class SpanSink:
             self._close(event.run_id, now)
 
     def _progress(self, state: _RunSpans, event: Event, now: int) -> None:
-        """Workflow progress: where the workflow and each step begin and end."""
-        call = event.tool_call_id or ""
+        """Workflow progress: where a workflow, each step and each forEach item begin and end."""
+        key = _key(event)
+        call, step_id, _ = key
         data = event.data
         stage = data.get("stage")
-        if stage == "prepared":
-            state.workflows[call] = self._start(f"workflow {data.get('workflow')}", state.tools.get(call), state, now, {
+        if stage == "prepared":  # the tool's workflow (step id ""), or the sub-workflow a step runs
+            parent = (self._item(state, key, now) or state.steps.get(key)) if step_id else None
+            state.workflows[key] = self._start(f"workflow {data.get('workflow')}", parent or state.tools.get(call), state, now, {
                 "skillyard.workflow": str(data.get("workflow")), "skillyard.run_id": event.run_id,
-                "skillyard.steps": int(data.get("steps") or 0)})
+                "skillyard.steps": int(data.get("steps") or 0), **_item_attribute(key)})
         elif stage == "step_started":
-            step_id = str(data.get("step_id"))
-            parent = state.workflows.get(call) or state.tools.get(call)
-            state.steps[(call, step_id)] = self._start(f"step {step_id}", parent, state, now, {
+            if "items_total" in data:
+                state.each.add((call, step_id))
+            state.steps[key] = self._start(f"step {step_id}", self._container(state, key, now), state, now, {
                 "skillyard.step_id": step_id, "skillyard.step": int(data.get("step") or 0),
-                "skillyard.run_id": event.run_id})
-        elif stage == "step_finished":
-            span = state.steps.pop((call, str(data.get("step_id"))), None)
+                "skillyard.run_id": event.run_id, **_item_attribute(key)})
+        elif stage in ("step_finished", "step_cancelled", "item_finished", "done"):
+            if stage == "item_finished":  # a failed item's sub-workflow never said "done": end what it left open
+                state.end_inside(key, now)
+            spans = state.items if stage == "item_finished" else state.workflows if stage == "done" else state.steps
+            span = spans.pop(key, None)
             if span is not None:
                 span.end(now)
-        elif stage == "done":
-            span = state.workflows.pop(call, None)
-            if span is not None:
-                span.end(now)
+
+    def _item(self, state: _RunSpans, key: Key, now: int) -> Span | None:
+        """The span of the forEach item an event belongs to (opened by the item's first event):
+        of the step itself, or of the step whose sub-workflow the event's step is in."""
+        call, owner, index = key
+        if index is None:
+            return None
+        while owner and (call, owner) not in state.each:
+            owner = owner.rpartition("/")[0]
+        if not owner:
+            return None
+        span = state.items.get((call, owner, index))
+        if span is None:
+            span = state.items[(call, owner, index)] = self._start(
+                f"item {owner} #{index}", state.steps.get((call, owner, None)), state, now,
+                {"skillyard.step_id": owner, "skillyard.item_index": index, "skillyard.run_id": state.run_id})
+        return span
+
+    def _container(self, state: _RunSpans, key: Key, now: int) -> Span | None:
+        """Where a step of `key` runs: its (sub-)workflow in this item, the item, or the tool."""
+        call, step_id, index = key
+        caller = step_id.rpartition("/")[0]
+        return (state.workflows.get((call, caller, index)) or self._item(state, key, now)
+                or state.workflows.get((call, caller, None)) or state.tools.get(call))
 
     # ─── steps and skills ────────────────────────────────────────────────────────
 
     def _skill_start(self, state: _RunSpans, event: Event, now: int) -> None:
-        key = (event.tool_call_id or "", event.step_id or "")
-        parent = state.steps.get(key) or state.workflows.get(key[0]) or state.tools.get(key[0])
+        key = _key(event)
+        parent = state.steps.get(key) or self._container(state, key, now)
         state.skills[key] = self._start(f"skill {event.skill}", parent, state, now, {
             "skillyard.skill": str(event.skill), "skillyard.skill.kind": str(event.data.get("kind") or ""),
             "skillyard.step_id": key[1], "skillyard.attempt": int(event.data.get("attempt") or 1),
-            "skillyard.run_id": event.run_id})
+            "skillyard.run_id": event.run_id, **_item_attribute(key)})
         state.marks[key] = now
 
     def _model_exchange(self, state: _RunSpans, event: Event, now: int) -> None:
         """A prompt skill's model request: its event comes with the answer, so it began where
         the skill began or where its previous request ended."""
-        key = (event.tool_call_id or "", event.step_id or "")
+        key = _key(event)
         data = event.data
         model = str(data.get("model") or "")
         usage = data.get("usage") or {}
@@ -240,12 +291,12 @@ class SpanSink:
             "gen_ai.usage.input_tokens": int(usage.get("input_tokens") or 0),
             "gen_ai.usage.output_tokens": int(usage.get("output_tokens") or 0),
             "skillyard.step_id": key[1], "skillyard.attempt": int(data.get("attempt") or 1),
-            "skillyard.run_id": event.run_id}, SpanKind.CLIENT)
+            "skillyard.run_id": event.run_id, **_item_attribute(key)}, SpanKind.CLIENT)
         span.end(now)
         state.marks[key] = now
 
     def _skill_end(self, state: _RunSpans, event: Event, now: int) -> None:
-        key = (event.tool_call_id or "", event.step_id or "")
+        key = _key(event)
         state.marks.pop(key, None)
         span = state.skills.pop(key, None)
         if event.type == "skill_result":
@@ -254,8 +305,9 @@ class SpanSink:
             return
         code = str(event.data.get("code") or "execution_error")
         if span is None:  # failed before the skill started (its input could not be mapped)
-            span = self._start(f"skill {event.skill}", state.steps.get(key) or state.tools.get(key[0]), state, now, {
-                "skillyard.skill": str(event.skill), "skillyard.step_id": key[1], "skillyard.run_id": event.run_id})
+            span = self._start(f"skill {event.skill}", state.steps.get(key) or self._container(state, key, now), state, now, {
+                "skillyard.skill": str(event.skill), "skillyard.step_id": key[1], "skillyard.run_id": event.run_id,
+                **_item_attribute(key)})
         span.set_attribute("skillyard.will_retry", bool(event.data.get("will_retry")))
         _fail(span, code)
         span.end(now)
@@ -264,6 +316,13 @@ class SpanSink:
             if step is not None:
                 _fail(step, code)
                 step.end(now)
+            item = self._item(state, key, now)
+            if item is not None:  # ended by its item_finished (skip, collect) or with the call (fail)
+                _fail(item, code)
+
+
+def _item_attribute(key: Key) -> dict[str, Any]:
+    return {} if key[2] is None else {"skillyard.item_index": key[2]}
 
 
 _HANDLERS: dict[str, Callable[[SpanSink, _RunSpans, Event, int], None]] = {
