@@ -8,8 +8,8 @@ Cancellation is real: a parallel group's members and a forEach step's items run 
 tasks, and the first failure (or the caller's own cancellation) cancels the rest and waits
 for them before the failure goes on.
 
-Each forEach item runs with its own `ItemRun`: the same call, but every event emitted in the
-item (skill events, skill progress, model exchanges, a sub-workflow's events) says `item_index`.
+Each forEach item runs with an `ItemRun`: the same call, but every event emitted in the item
+(skill events, skill progress, model exchanges, a sub-workflow's events) says `item_index`.
 """
 
 from __future__ import annotations
@@ -59,16 +59,16 @@ class ItemEvents:
     """The run's events as one forEach item emits them: each event's data also says `item_index`
     (an inner forEach's item, nested in this one, keeps its own)."""
 
-    __slots__ = ("_events", "_index")
+    __slots__ = ("_events", "index")
 
     def __init__(self, events: Any, index: int):
         self._events = events
-        self._index = index
+        self.index = index
 
     def emit(self, type: Any, data: dict[str, Any], tool_call_id: str | None = None, step_id: str | None = None,
              skill: str | None = None, result: Any = None, clean: bool = False) -> Any:
         if "item_index" not in data:
-            data = {**data, "item_index": self._index}
+            data = {**data, "item_index": self.index}
         return self._events.emit(type, data, tool_call_id, step_id, skill, result, clean)
 
     def __getattr__(self, name: str) -> Any:  # scrub_text, ask_approval, …: the run's own
@@ -192,6 +192,7 @@ class Step:
                 scope[INDEX] = index
                 if condition is None or condition.holds(args, scope):
                     try:
+                        # its own ItemRun: a skill's late event (a thread that outlived its timeout) keeps its item
                         output = await _call(unit, args, scope, ItemRun(run, index))
                     except StepFailure as error:
                         if mode == "fail":
