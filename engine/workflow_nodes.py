@@ -81,7 +81,7 @@ class ItemRun(RunContext):
 
     __slots__ = ("_call",)
 
-    def __init__(self, run: RunContext, index: int):  # noqa: super().__init__ would reset the usage
+    def __init__(self, run: RunContext, index: int):  # not super().__init__: it would reset the usage
         self._call = run
         self.run_id = run.run_id
         self.tool_call_id = run.tool_call_id
