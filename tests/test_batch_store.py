@@ -35,8 +35,10 @@ def test_a_batch_its_cases_and_its_runs_on_both_backends(url, request):
         store = engine.store
         batch_id = f"batch_{request.node.callspec.id}"
         store.start_batch(batch_id, "measure", 3, data_file="cases.jsonl")
-        store.record_batch_cases(batch_id, [("1", results[0].run_id, True, True), ("2", results[1].run_id, False, True)])
-        store.record_batch_cases(batch_id, [("2", results[1].run_id, False, False), ("3", results[2].run_id, True, True)])
+        held = [{"check": "equals", "path": "/words", "ok": True, "message": "equal"}]
+        failed = [{"check": "error", "ok": False, "message": "failed with execution_error, expected invalid_arguments"}]
+        store.record_batch_cases(batch_id, [("1", results[0].run_id, True, True, held), ("2", results[1].run_id, False, True, [])])
+        store.record_batch_cases(batch_id, [("2", results[1].run_id, False, False, failed), ("3", results[2].run_id, True, True, [])])
         store.finish_batch(batch_id, "done")
         store.start_batch("batch_other", "measure", 1, principal="alice")
         store.flush()
@@ -49,6 +51,7 @@ def test_a_batch_its_cases_and_its_runs_on_both_backends(url, request):
         one = store.batch(batch_id)
         assert [(c["id"], c["run_id"], c["ok"], c["passed"]) for c in one["cases"]] == [
             ("1", results[0].run_id, True, True), ("2", results[1].run_id, False, False), ("3", results[2].run_id, True, True)]
+        assert [c["expect"] for c in one["cases"]] == [held, failed, []]  # the upsert replaced case 2's verdicts
         assert store.batch("batch_none") is None
         assert sorted(r.id for r in store.runs(batch=batch_id)) == sorted(r.run_id for r in results)
         assert store.runs(batch="batch_none") == []
@@ -90,3 +93,37 @@ def test_cli_batch_is_recorded_listed_by_runs_and_served_over_http(tmp_path):
         assert run["name"] == "measure"
         missing = httpx.get(f"{server.url}/v1/batches/batch_nope")
         assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
+
+
+SECRET = "hunter2-planted-7f3a9c"
+
+
+def test_case_verdicts_are_stored_and_never_quote_a_secret(tmp_path):
+    """A verdict quotes the output ("got …"): under a sensitive key that value must stay hidden in
+    results.jsonl, the store (and its WAL), the CLI's output and GET /v1/batches/{id}."""
+    root = tmp_path / "p"
+    root.mkdir()
+    (root / "sign.py").write_text(f"def sign(input):\n    return {{'user': input['user'], 'password': {SECRET!r}}}\n")
+    (root / "skills.yaml").write_text(
+        "skills:\n  sign:\n    kind: python\n    function: sign:sign\n"
+        "    input: {type: object, properties: {user: {type: string}}, required: [user]}\n"
+        "    output: {type: object, properties: {user: {type: string}, password: {type: string}}, required: [user, password]}\n")
+    (root / "workflows.yaml").write_text(
+        "workflows:\n  sign:\n    steps:\n      - {id: sign, skill: sign, input: {user: $toolArgs.user}}\n    output: $steps.sign.output\n")
+    (root / "tools.yaml").write_text(
+        "tools:\n  sign:\n    description: Sign a user in.\n    workflow: sign\n"
+        "    parameters: {type: object, properties: {user: {type: string}}, required: [user], additionalProperties: false}\n")
+    data = root / "cases.jsonl"
+    data.write_text(json.dumps({"id": "a", "arguments": {"user": "ann"},
+                                "expect": [{"path": "/password", "equals": "wrong"}, {"path": "/user", "equals": "ann"}]}) + "\n")
+    out = tmp_path / "r.jsonl"
+    done = batch_cli(root, "batch", "sign", "--data", str(data), "--out", str(out))
+    assert done.returncode == 1, done.stderr  # the first expectation fails
+    line = json.loads(out.read_text())
+    assert [v["ok"] for v in line["expect"]] == [False, True] and "[REDACTED]" in line["expect"][0]["message"]
+    with running_server(root, keys=None) as server:
+        one = httpx.get(f"{server.url}/v1/batches/{line['batch_id']}").text
+        assert '"check":"equals"' in one.replace(" ", "") and "[REDACTED]" in one
+    sinks = [done.stdout, done.stderr, out.read_text(), one]
+    sinks += [p.read_bytes().decode("utf-8", "replace") for p in (root / ".skillyard").glob("runs.db*")]
+    assert len(sinks) >= 5 and not [s for s in sinks if SECRET in s]

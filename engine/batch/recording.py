@@ -10,6 +10,7 @@ from typing import Any
 
 from ..ids import new_id
 from ..store import Store
+from ..store.batches import CaseRow
 
 FLUSH_EVERY = 50
 
@@ -18,7 +19,7 @@ class BatchRecording:
     def __init__(self, store: Store | None, tool: str, total: int, data_file: str, batch_id: str | None = None):
         self.store = store
         self.batch_id = batch_id or new_id("batch")
-        self.pending: list[tuple[str, str, bool, bool]] = []
+        self.pending: list[CaseRow] = []
         if store is not None:
             store.start_batch(self.batch_id, tool, total, data_file=data_file)
 
@@ -26,7 +27,9 @@ class BatchRecording:
         record["batch_id"] = self.batch_id
         if self.store is None:
             return
-        self.pending.append((record["id"], record["run_id"], bool(record["ok"]), bool(record.get("passed", True))))
+        # a verdict may quote the output ("got …"): redacted with the values the case's data hides
+        verdicts = self.store.redactor.for_run()({"data": record.get("data"), "expect": record.get("expect") or []})["expect"]
+        self.pending.append((record["id"], record["run_id"], bool(record["ok"]), bool(record.get("passed", True)), verdicts))
         if len(self.pending) >= FLUSH_EVERY:
             self.flush()
 

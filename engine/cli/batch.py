@@ -87,7 +87,8 @@ def _run(ns: argparse.Namespace, engine: Any) -> int:
     total = len(batch.cases) + len(done)
     if ns.resume:
         print(f"resuming: {len(done)} of {total} cases already in {ns.resume}; running {len(batch.cases)}", file=sys.stderr)
-    results = ResultsFile(out, engine.project.redactor.redact)
+    redactor = engine.project.redactor
+    results = ResultsFile(out, lambda record: redactor.for_run()(record))  # also hides, in messages, values redacted in the data
     progress = Progress(sys.stderr, len(batch.cases), live=sys.stderr.isatty())
     earlier = next((r["batch_id"] for r in done if r.get("batch_id")), None)  # a resumed batch keeps its id
     recording = BatchRecording(engine.store, ns.tool, total, ns.data, earlier)

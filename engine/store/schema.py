@@ -147,6 +147,10 @@ MIGRATIONS: list[str] = [
     ) WITHOUT ROWID;
     CREATE INDEX IF NOT EXISTS batch_cases_run ON batch_cases(run_id);
     """,
+    # 8: each case's expectation verdicts (JSON [{check, path?, ok, message, score?}], redacted), for the page
+    """
+    ALTER TABLE batch_cases ADD COLUMN verdicts TEXT
+    """,
 ]
 
 
