@@ -17,6 +17,7 @@ cannot make the server buffer anything.
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
@@ -124,17 +125,30 @@ class Access:
 
 def _loopback_refusal(scope: Scope) -> tuple[int, str, str, dict[str, str]] | None:
     client = scope.get("client")
-    if client and not is_loopback_host(str(client[0])):
+    host = origin = None
+    for key, value in scope.get("headers", ()):
+        if key == b"host":
+            host = value if host is None else host  # the first, as every other header read here
+        elif key == b"origin":
+            origin = value if origin is None else origin
+    refusal = _loopback_verdict(str(client[0]) if client else None, host, origin)
+    if refusal is None:
+        scope[PRINCIPAL_KEY] = LOCAL
+    return refusal
+
+
+@functools.lru_cache(maxsize=256)
+def _loopback_verdict(client: str | None, host: bytes | None, origin: bytes | None) -> tuple[int, str, str, dict[str, str]] | None:
+    """The refusal for this peer, Host and Origin, or None. Cached: a server without keys sees the
+    same few loopback values on every request, and parsing addresses is most of the check's cost."""
+    if client and not is_loopback_host(client):
         return 403, "peer_not_allowed", ("no API keys are configured, so this server answers only loopback clients "
                                          "(set SKILLYARD_API_KEYS to serve others)"), {}
-    host = _header(scope, b"host")
-    if host is not None and not is_loopback_host(host_header_name(host)):
+    if host is not None and not is_loopback_host(host_header_name(host.decode("latin-1"))):
         return 403, "host_not_allowed", ("no API keys are configured, so this server answers only requests to a "
                                          "loopback address (set SKILLYARD_API_KEYS to serve others)"), {}
-    origin = _header(scope, b"origin")
-    if origin is not None and not loopback_origin(origin):
+    if origin is not None and not loopback_origin(origin.decode("latin-1")):
         return 403, "origin_not_allowed", "no API keys are configured, so cross-site requests are refused", {}
-    scope[PRINCIPAL_KEY] = LOCAL
     return None
 
 
