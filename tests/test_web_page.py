@@ -390,7 +390,7 @@ def test_the_timeline_renders_skipped_steps_items_and_parallel_members(page: Any
     folded = f"{each} > details.more-items"
     assert page.eval_on_selector_all(f"{folded} > .item", "l => l.map(i => Number(i.dataset.itemIndex))") == [10, 11]
     assert page.get_attribute(folded, "open") is None and page.is_hidden(f"{folded} > .item[data-item-index='10']")
-    assert page.inner_text(f"{folded} > summary") == "2 more items (1 failed)"
+    assert page.inner_text(f"{folded} > summary") == "… 2 more items: 1 ok, 1 failed"
     assert page.get_attribute(f"{each}", "data-status") == "ok"  # onItemError: skip; the step finished
     assert page.get_attribute(f"{folded} > .item[data-item-index='{FAILED_ITEM}']", "data-status") == "error"
     assert "the model gave up" in page.text_content(f"{folded} > .item[data-item-index='{FAILED_ITEM}']")
@@ -429,7 +429,7 @@ def test_a_real_run_of_when_foreach_parallel_and_a_sub_workflow(page: Any) -> No
     each = f"{t} .step[data-step-id=classify]"
     assert page.text_content(f"{each} > .head .items-count") == "12 / 12 items"
     assert page.eval_on_selector_all(f"{each} > .items > .item", "l => l.length") == 10
-    assert page.inner_text(f"{each} > details.more-items > summary") == "2 more items (1 failed)"
+    assert page.inner_text(f"{each} > details.more-items > summary") == "… 2 more items: 1 ok, 1 failed"
     assert "cannot classify item 11" in page.text_content(f"{each} .item[data-item-index='11']")
     assert page.text_content(f"{each} .item[data-item-index='11'] > .head strong") == "item 11"  # counted as $index counts
     assert "bug: it is broken" in page.text_content(f"{each} .item[data-item-index='2']")
@@ -494,5 +494,5 @@ def test_a_foreach_of_thousands_of_items_renders_in_linear_time(page: Any) -> No
         return [best(100), best(2000)];
     }""")
     (small, small_label), (large, large_label) = timings
-    assert small_label == "90 more items (13 failed)" and large_label == "1990 more items (284 failed)"
+    assert small_label == "… 90 more items: 77 ok, 13 failed" and large_label == "… 1990 more items: 1706 ok, 284 failed"
     assert large / max(small, 1.0) < 150, timings

@@ -315,3 +315,123 @@ def synthetic_run() -> dict[str, Any]:
 
 def as_sse(events: list[dict[str, Any]]) -> str:
     return "".join(f"id: {e['seq']}\nevent: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events)
+
+
+# ─── a project of sub-workflows (tests/test_web_timeline_constructs.py) ────────────────────
+
+DIGEST_LINES = 12
+DIGEST_FAILING = (3, 11)  # one item shown one by one, one folded past the tenth
+
+DIGEST_FILES: dict[str, str] = {
+    "tools.yaml": """
+        tools:
+          digest:
+            description: Check each line of a text with a sub-workflow, then wrap up.
+            workflow: digest
+            parameters:
+              type: object
+              properties:
+                text: {type: string, description: One item per line}
+              required: [text]
+              additionalProperties: false
+    """,
+    "skills.yaml": """
+        skills:
+          lines:
+            kind: python
+            function: digest_skills:lines
+            input: {type: object, properties: {text: {type: string}}, required: [text]}
+            output:
+              type: object
+              properties:
+                items: {type: array, items: {type: object, properties: {text: {type: string}}, required: [text]}}
+              required: [items]
+          check:
+            kind: python
+            function: digest_skills:check
+            input: {type: object, properties: {text: {type: string}, position: {type: integer}}, required: [text, position]}
+            output: {type: object, properties: {text: {type: string}}, required: [text]}
+          say:
+            kind: prompt
+            user: "Say {{ text }} back."
+            input: {type: object, properties: {text: {type: string}}, required: [text]}
+          tally:
+            kind: python
+            function: digest_skills:tally
+            input: {type: object, properties: {results: {type: array}}, required: [results]}
+            output: {type: object, properties: {ok: {type: integer}, failed: {type: integer}}, required: [ok, failed]}
+    """,
+    "workflows.yaml": """
+        workflows:
+          digest:
+            steps:
+              - id: split
+                skill: lines
+                input: {text: $toolArgs.text}
+              - id: each
+                workflow: perLine
+                forEach: $steps.split.output.items
+                concurrency: 3
+                onItemError: collect
+                input: {text: $item.text, position: $index}
+              - parallel:
+                  - id: wrap
+                    workflow: wrapUp
+                    input: {results: $steps.each.output}
+                  - id: stats
+                    skill: tally
+                    input: {results: $steps.each.output}
+            output: {wrap: $steps.wrap.output, stats: $steps.stats.output}
+          perLine:
+            steps:
+              - id: check
+                skill: check
+                input: {text: $toolArgs.text, position: $toolArgs.position}
+              - id: say
+                skill: say
+                input: {text: $steps.check.output.text}
+            output: {text: $steps.check.output.text, said: $steps.say.output}
+          wrapUp:
+            steps:
+              - id: count
+                skill: tally
+                input: {results: $toolArgs.results}
+    """,
+    "config/models.yaml": """
+        default: mock
+        models:
+          mock: {provider: mock}
+    """,
+    "config/engine.yaml": """
+        store:
+          path: .skillyard/runs.db
+    """,
+    "digest_skills.py": '''
+        def lines(input):
+            return {"items": [{"text": line.strip()} for line in input["text"].splitlines() if line.strip()]}
+
+
+        def check(input):
+            if "FAIL" in input["text"]:
+                raise ValueError("cannot check line " + str(input["position"]))
+            return {"text": input["text"].upper()}
+
+
+        def tally(input):
+            ok = sum(1 for result in input["results"] if result["ok"])
+            return {"ok": ok, "failed": len(input["results"]) - ok}
+    ''',
+}
+
+
+def digest_text() -> str:
+    """DIGEST_LINES lines; those at DIGEST_FAILING make their item's sub-workflow fail."""
+    return "\n".join(f"FAIL line {i}" if i in DIGEST_FAILING else f"line {i}" for i in range(DIGEST_LINES))
+
+
+def write_digest_project(root: Path) -> Path:
+    for name, text in DIGEST_FILES.items():
+        target = root / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+    return root

@@ -1,7 +1,8 @@
-// The timeline of a run: tool call → workflow steps (skipped, parallel, forEach items) →
-// each skill's progress, prompts and answers as chat messages, outputs, token usage.
-// Events are rendered generically from their documented fields (docs/events.md), so a new
-// stage shows as a progress line rather than being lost.
+// The timeline of a run: tool call → workflow steps (skipped, parallel ∥, forEach items folded
+// past the tenth, sub-workflows nested under the step or the item that runs them) → each
+// skill's progress, prompts and answers as chat messages, outputs, token usage.
+// Events are rendered generically from their documented fields (docs/events.md, docs/workflows.md),
+// so a new stage shows as a progress line rather than being lost.
 "use strict";
 
 import { api } from "./api.js";
@@ -9,7 +10,14 @@ import { el, expandable, ms, pretty, usageCost, usageText } from "./dom.js";
 import { markdownBox } from "./markdown.js";
 
 export const VISIBLE_ITEMS = 10; // forEach items shown; the rest fold into "N more items"
-const STEP_STAGES = new Set(["step_started", "step_finished", "step_skipped", "step_cancelled"]);
+const COUNTED = { ok: 1, error: 1, skipped: 1 }; // the statuses a fold counts; the rest are "not finished"
+
+/** Puts `node` among `parent`'s children in order of their `key` (they mostly come in order: looks from the end). */
+function insertInOrder(parent, node, key) {
+  let after = null;
+  for (let child = parent.lastElementChild; child && child[key] > node[key]; child = child.previousElementSibling) after = child;
+  parent.insertBefore(node, after);
+}
 
 function itemIndexOf(ev) {
   const d = ev.data || {};
@@ -99,7 +107,11 @@ export class Timeline {
     let node = this.calls.get(ev.tool_call_id);
     if (!node) {
       node = this.unit(ev, "call", (ev.data && ev.data.tool) || "tool", { toolCallId: ev.tool_call_id || "", event: ev.type });
+      node.isCall = true;
+      node.call = node;
       node.units = [];
+      node.subSteps = new Map(); // top-level step name → its box
+      node.forEach = new Map(); // step id of a forEach step → its box (the latest, for one nested in items)
       node.stepBox = el("div", { class: "steps" });
       node.append(node.stepBox);
       this.calls.set(ev.tool_call_id, node);
@@ -108,24 +120,53 @@ export class Timeline {
     return node;
   }
 
-  step(ev, stepId) {
-    const key = `${ev.tool_call_id}\u0000${stepId}`;
-    let node = this.steps.get(key);
-    if (!node) {
-      const call = this.call(ev);
-      const cut = (stepId || "").lastIndexOf("/"); // `parent/id`: a step of the sub-workflow run by step `parent`
-      node = this.unit(ev, "step", cut > 0 ? stepId.slice(cut + 1) : stepId || "step", { stepId: stepId || "" });
-      node.call = call;
-      node.items = new Map();
-      call.units.push(node);
-      if (cut > 0) {
-        const parent = this.step(ev, stepId.slice(0, cut));
-        if (!parent.subBox) { parent.subBox = el("div", { class: "steps sub-steps" }); parent.append(parent.subBox); }
-        parent.subBox.append(node);
-      } else call.stepBox.append(node);
-      this.steps.set(key, node);
+  /** The step `name` inside `parent` (the call, a step running a sub-workflow, or a forEach item running one). */
+  child(parent, name, path, ev) {
+    let node = parent.subSteps.get(name);
+    if (node) return node;
+    node = this.unit(ev, "step", name || "step", { stepId: path });
+    Object.assign(node, { call: parent.call, parentUnit: parent, subSteps: new Map(), items: new Map() });
+    parent.call.units.push(node);
+    if (parent.isCall) parent.stepBox.append(node);
+    else {
+      if (!parent.subBox) { parent.subBox = el("div", { class: "steps sub-steps" }); parent.append(parent.subBox); }
+      parent.subBox.append(node);
+    }
+    parent.subSteps.set(name, node);
+    return node;
+  }
+
+  /** `a/b/c` below `parent`, whose own path is `base`: each `/` is one sub-workflow level. */
+  nested(parent, base, rest, ev) {
+    let node = parent;
+    let path = base;
+    for (const name of rest.split("/")) {
+      path = path ? `${path}/${name}` : name;
+      node = this.child(node, name, path, ev);
     }
     return node;
+  }
+
+  /**
+   * The box an event of step `path` goes to. Without an item_index: the step (nested under the
+   * steps whose sub-workflows run it). With one: an item of the nearest forEach step at or above
+   * `path` (from its parent when `own` is false: a step's own start and end happen outside its
+   * items), and below that item the sub-workflow steps the path names.
+   */
+  locate(ev, path, index, own = true) {
+    const call = this.call(ev);
+    path = path || "";
+    if (index === null) return this.nested(call, "", path, ev);
+    const up = (id) => id.slice(0, Math.max(0, id.lastIndexOf("/")));
+    for (let owner = own ? path : up(path); owner; owner = up(owner)) {
+      const step = call.forEach.get(owner);
+      if (step) {
+        const item = this.item(step, index, ev);
+        return owner === path ? item : this.nested(item, owner, path.slice(owner.length + 1), ev);
+      }
+    }
+    const step = this.nested(call, "", path, ev);
+    return own ? this.item(step, index, ev) : step; // items of a step not announced as a forEach
   }
 
   /** The box of one forEach item; items past the first ten fold into a collapsed group. */
@@ -133,60 +174,90 @@ export class Timeline {
     let node = step.items.get(index);
     if (node) return node;
     node = this.unit(ev, "item", `item ${index}`, { itemIndex: String(index) }); // as $index and the engine's messages count
-    node.index = index;
-    node.step = step;
-    node.call = step.call;
+    Object.assign(node, { index, step, call: step.call, parentUnit: step, subSteps: new Map() });
     step.items.set(index, node);
     step.call.units.push(node);
-    if (!step.itemBox) {
-      step.itemBox = el("div", { class: "items" });
-      step.append(step.itemBox);
-    }
-    let parent = step.itemBox;
+    this.created = node;
+    const parent = index >= VISIBLE_ITEMS ? this.fold(step).more : this.itemBox(step);
+    insertInOrder(parent, node, "index");
     if (index >= VISIBLE_ITEMS) {
-      if (!step.more) {
-        step.moreLabel = el("summary", {});
-        step.more = el("details", { class: "more-items" }, step.moreLabel);
-        step.append(step.more);
-      }
-      parent = step.more;
-    }
-    let after = null; // items mostly arrive in order: look for the place from the end
-    for (let child = parent.lastElementChild; child && child.index > index; child = child.previousElementSibling) after = child;
-    parent.insertBefore(node, after);
-    if (index >= VISIBLE_ITEMS) {
-      step.folded = (step.folded || 0) + 1;
+      step.fold.shown += 1;
       this.foldLabel(step);
     }
     return node;
   }
 
-  /** "N more items (k failed)": counted as items come and fail, never by walking them (a forEach may have thousands). */
-  foldLabel(step) {
-    const n = step.folded;
-    const failed = step.foldedFailed || 0;
-    step.moreLabel.textContent = `${n} more item${n === 1 ? "" : "s"}${failed ? ` (${failed} failed)` : ""}`;
+  itemBox(step) {
+    if (!step.itemBox) {
+      step.itemBox = el("div", { class: "items" });
+      step.append(step.itemBox);
+    }
+    return step.itemBox;
   }
 
-  /** Where a skill event goes: its step, or the step's item when the event has an item_index. */
+  /** The collapsed group of a forEach step's items past the tenth, and the list of its failed ones. */
+  fold(step) {
+    if (!step.fold) {
+      this.itemBox(step);
+      const label = el("summary", {});
+      const more = el("details", { class: "more-items" }, label);
+      const failed = el("div", { class: "failed-items", hidden: true }, el("span", { text: "failed:" }));
+      step.append(more, failed);
+      step.fold = { label, more, failed, shown: 0, ok: 0, error: 0, skipped: 0 };
+    }
+    return step.fold;
+  }
+
+  /** "… N more items: x ok, y failed": counted as items come and end, never by walking them (a forEach may have thousands). */
+  foldLabel(step) {
+    const f = step.fold;
+    const n = Math.max(f.shown, Number(step.dataset.itemsTotal || 0) - VISIBLE_ITEMS);
+    const rest = n - f.ok - f.error - f.skipped;
+    f.label.textContent = `… ${n} more item${n === 1 ? "" : "s"}: ${f.ok} ok, ${f.error} failed`
+      + `${f.skipped ? `, ${f.skipped} skipped` : ""}${rest > 0 ? `, ${rest} not finished` : ""}`;
+  }
+
+  /** A folded item changed status: its counts, and its link in the list of failed items. */
+  refold(item, before, status) {
+    const f = item.step.fold;
+    if (before in COUNTED) f[before] -= 1;
+    if (status in COUNTED) f[status] += 1;
+    if (status === "error" && !item.failLink) {
+      item.failLink = el("button", { type: "button", class: "link", text: `#${item.index}`, title: `open item ${item.index}`,
+        onclick: () => { f.more.open = true; item.scrollIntoView({ block: "nearest" }); } });
+      item.failLink.index = item.index;
+      insertInOrder(f.failed, item.failLink, "index");
+    } else if (before === "error" && item.failLink) {
+      item.failLink.remove();
+      item.failLink = null;
+    }
+    f.failed.hidden = f.error === 0;
+    this.foldLabel(item.step);
+  }
+
+  /** Where a skill event goes: its step, the step's item, or a step of an item's sub-workflow. */
   target(ev) {
-    const step = this.step(ev, ev.step_id);
-    const index = itemIndexOf(ev);
-    return index === null ? step : this.item(step, index, ev);
+    return this.locate(ev, ev.step_id, itemIndexOf(ev));
   }
 
   setStatus(node, status) {
     const before = node.dataset.status;
     node.dataset.status = status;
     if (node.status) node.status.textContent = status;
-    if (node.index >= VISIBLE_ITEMS && (before === "error") !== (status === "error")) { // a folded item failed (or ran again)
-      node.step.foldedFailed = (node.step.foldedFailed || 0) + (status === "error" ? 1 : -1);
-      this.foldLabel(node.step);
+    if (node.index >= VISIBLE_ITEMS && before !== status) this.refold(node, before, status);
+  }
+
+  /** A final error in a sub-workflow's step fails the steps that ran it, up to its forEach item. */
+  failUp(unit) {
+    if (unit.step) return; // an item: its step decides (onItemError)
+    for (let up = unit.parentUnit; up && !up.isCall; up = up.parentUnit) {
+      if (up.step) { this.setStatus(up, "error"); return; }
+      if (up.dataset.status === "running") this.setStatus(up, "error");
     }
   }
 
   addUsage(node, usage) {
-    for (const unit of [node, node.step, node.call].filter(Boolean)) { // an item's tokens count for its step and its call
+    for (let unit = node; unit; unit = unit.parentUnit) { // tokens count for the steps and items above, and the call
       const sum = unit.usageSum || { input_tokens: 0, output_tokens: 0 };
       sum.input_tokens += Number(usage.input_tokens || 0);
       sum.output_tokens += Number(usage.output_tokens || 0);
@@ -213,31 +284,71 @@ export class Timeline {
     Object.assign(this.totalsNode.dataset, { inputTokens: t.input_tokens, outputTokens: t.output_tokens });
   }
 
-  /** The workflow's own progress: steps started, finished, skipped; forEach counts; anything else as a line. */
+  /** The workflow's own progress: steps started, finished, skipped; forEach items; sub-workflows; anything else as a line. */
   progress(ev, d) {
-    if (!d.step_id || !(STEP_STAGES.has(d.stage) || d.items_total !== undefined || d.items_done !== undefined)) {
-      this.call(ev).log.append(el("div", { class: "progress", dataset: { event: ev.type, stage: d.stage || "" } }, this.stamp(ev), d.message || d.stage || ""));
+    if (!d.step_id) {
+      this.call(ev).log.append(this.line(ev, d));
       return;
     }
-    const step = this.step(ev, d.step_id);
-    if (d.stage === "step_started") {
-      const name = d.step_id.slice(d.step_id.lastIndexOf("/") + 1);
-      step.label.textContent = d.step !== undefined && d.of !== undefined ? `${d.step}/${d.of} ${name}` : name;
-      if (d.workflow) step.skill.textContent = `workflow ${d.workflow}`;
-      this.setStatus(step, "running");
-    } else if (d.stage === "step_finished") {
+    const index = itemIndexOf(ev);
+    if (d.stage === "item_finished") return this.itemFinished(ev, d, index);
+    if (d.stage === "prepared" || d.stage === "done") return this.subWorkflow(this.locate(ev, d.step_id, index), d);
+    const step = this.locate(ev, d.step_id, index, false);
+    if (d.stage === "step_started") this.stepStarted(step, d);
+    else if (d.stage === "step_finished") {
       step.dur.textContent = ms(d.duration_ms);
       if (step.dataset.status === "running") this.setStatus(step, d.status || "ok");
     } else if (d.stage === "step_cancelled") {
       if (step.dataset.status === "running") this.setStatus(step, "cancelled");
     } else if (d.stage === "step_skipped") {
+      this.parallelMark(step, d);
       this.setStatus(step, "skipped");
       const condition = d.condition ?? d.when;
       step.log.append(el("div", { class: "condition" }, "skipped: ",
         condition !== undefined ? el("code", { text: `when ${typeof condition === "string" ? condition : pretty(condition)}` }) : null,
         condition !== undefined ? " did not hold" : (d.message || "its condition did not hold")));
-    }
+    } else step.log.append(this.line(ev, d)); // a stage this page does not know yet: a line in its step
     if (d.items_total !== undefined || d.items_done !== undefined) this.itemCount(step, d);
+  }
+
+  line(ev, d) {
+    return el("div", { class: "progress", dataset: { event: ev.type, stage: d.stage || "" } }, this.stamp(ev), d.message || d.stage || "");
+  }
+
+  stepStarted(step, d) {
+    const name = d.step_id.slice(d.step_id.lastIndexOf("/") + 1);
+    step.label.textContent = d.step !== undefined && d.of !== undefined ? `${d.step}/${d.of} ${name}` : name;
+    if (d.workflow) step.skill.textContent = `workflow ${d.workflow}`;
+    if (d.items_total !== undefined) step.call.forEach.set(d.step_id, step); // its items' events find it by its id
+    this.parallelMark(step, d);
+    this.setStatus(step, "running");
+  }
+
+  /** A member of a parallel group: marked ∥, the others named in its title. */
+  parallelMark(step, d) {
+    if (!Array.isArray(d.parallel) || step.dataset.parallel) return;
+    step.dataset.parallel = "true";
+    const others = d.parallel.filter((id) => id !== step.dataset.stepId.slice(step.dataset.stepId.lastIndexOf("/") + 1));
+    step.head.insertBefore(el("span", { class: "parallel-mark", text: "∥", title: `runs at the same time as ${others.join(", ")}` }), step.label);
+  }
+
+  /** A sub-workflow run by a step, or by one forEach item: its start and end say how the item went. */
+  subWorkflow(unit, d) {
+    if (d.workflow && !unit.skill.textContent) unit.skill.textContent = `workflow ${d.workflow}`;
+    if (!unit.step) return; // a plain `workflow:` step: its step_finished says it
+    if (d.stage === "prepared") this.setStatus(unit, "running");
+    else if (unit.dataset.status === "running") this.setStatus(unit, "ok");
+  }
+
+  /** An item is done: one that never started was left out by its `when`; one still running failed without a result. */
+  itemFinished(ev, d, index) {
+    this.created = null;
+    const item = this.locate(ev, d.step_id, index);
+    if (item.step) {
+      if (this.created === item) this.setStatus(item, "skipped");
+      else if (item.dataset.status === "running" || item.dataset.status === "retrying") this.setStatus(item, "error");
+    }
+    this.itemCount(item.step || item, d);
   }
 
   itemCount(step, d) {
@@ -253,6 +364,10 @@ export class Timeline {
     step.count.textContent = `${done} / ${total} item${total === 1 ? "" : "s"}${failed}`;
     step.bar.max = Math.max(1, total);
     step.bar.value = done;
+    if (total > VISIBLE_ITEMS && (!step.fold || step.fold.total !== total)) { // known ahead: the fold counts the items not yet come
+      this.fold(step).total = total;
+      this.foldLabel(step);
+    }
   }
 
   add(ev) {
@@ -305,6 +420,7 @@ export class Timeline {
       case "skill_error": {
         const unit = this.target(ev);
         this.setStatus(unit, d.will_retry ? "retrying" : "error");
+        if (!d.will_retry) this.failUp(unit);
         unit.log.append(el("div", { class: "err-text", text: `${d.code || "error"}: ${d.message || ""}` }));
         if (d.details && Object.keys(d.details).length) unit.log.append(detailsView(d.details));
         break;
