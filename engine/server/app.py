@@ -18,8 +18,9 @@ itself, whose `error.code` is the router's. Status codes: 401 no or bad key, 403
 tool disabled, not allowed or declined, 404 unknown tool or run (or another caller's run),
 413 body or prompt too large, 422 invalid arguments, 429 too many live runs.
 
-This module assembles the app: `Access` in front (peers, keys, body caps), the routers of
-`routes/` (tools, agent, runs, admin, MCP), error handlers, health and the page.
+This module assembles the app: `Access` in front (peers, keys, body caps), then `DirectRoute`
+(a tool call reaches its endpoint without the router), the routers of `routes/` (tools,
+agent, runs, admin, MCP), error handlers, health and the page.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from ..store import StoreError
 from .access import Access
 from .api import ApiError, ErrorResponse
 from .auth import ApiKeys, load_api_keys
+from .direct import DirectRoute
 from .hub import RunHub, TooManyRuns
 from .observability import open_observability
 from .replicas import Replicas
@@ -109,8 +111,9 @@ def create_app(
     app.state.api_keys = keys
     _handle_errors(app)
     _health(app, service)
-    for module in (tools, agent, runs, batches, admin):
-        app.include_router(module.router(service))
+    tools_router = tools.router(service)
+    for module_router in (tools_router, *(module.router(service) for module in (agent, runs, batches, admin))):
+        app.include_router(module_router)
     if mcp_mount is not None:
         app.router.routes.append(mcp_mount[0])
 
@@ -124,6 +127,7 @@ def create_app(
         service.hub.attach()
         service.replicas.start()
 
+    app.add_middleware(DirectRoute, route=tools.call_route(tools_router), handlers=app.exception_handlers)  # inside Access
     app.add_middleware(Access, keys=keys, max_body_bytes=service.limits.max_body_bytes, on_request=first_request)
     if observability is not None:
         observability.install(app)  # outermost: the request span covers Access's refusals too

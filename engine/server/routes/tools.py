@@ -6,6 +6,7 @@ import asyncio
 from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
+from fastapi.routing import APIRoute
 from fastapi.responses import Response
 from pydantic import BaseModel, Field
 
@@ -80,7 +81,7 @@ def router(service: Service) -> APIRouter:
                 for name, issues in sorted(project.broken.items()) if project.policy.permits(name)]
 
     @api.post(
-        "/v1/tools/{name}/call",
+        CALL_PATH,
         tags=["tools"],
         summary="Call a tool: the JSON body is its arguments",
         description="Returns the ToolResult. With `Accept: text/event-stream` the call's events stream as SSE "
@@ -126,6 +127,14 @@ def router(service: Service) -> APIRouter:
         return json_response(result.to_dict(), status_code=status, headers={"X-Run-Id": run_id})
 
     return api
+
+
+CALL_PATH = "/v1/tools/{name}/call"
+
+
+def call_route(api: APIRouter) -> APIRoute:
+    """The call route of this module's router (for `DirectRoute`, which answers it without the router)."""
+    return next(route for route in api.routes if isinstance(route, APIRoute) and route.path == CALL_PATH)
 
 
 MAX_NAME = 200

@@ -1,0 +1,67 @@
+"""The hot route, answered without the router: `POST /v1/tools/{name}/call`.
+
+A tool call is most of the service's traffic, and FastAPI's way to reach its endpoint —
+exception and exit-stack middlewares, the router trying each route and each included
+router (twice: once to match, once to handle), the route's request handler with its two
+exit stacks and dependency solving — cost more instructions than the endpoint itself
+(bench/request_cost.py). `DirectRoute` sits just inside `Access` (keys, peers and body caps
+are checked as for every request), matches the route's own path regex and calls the same
+endpoint with the same `Request`; the app's exception handlers answer what it raises, as
+they would behind the router. The route stays declared on the app for /openapi.json.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Awaitable, Callable, Mapping
+
+from fastapi.routing import APIRoute
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import get_route_path
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+Handler = Callable[[Request, Exception], Awaitable[Response]]
+
+
+class DirectRoute:
+    def __init__(self, app: ASGIApp, *, route: APIRoute, handlers: Mapping[Any, Handler]):
+        self.app = app
+        self.route = route
+        self.match = route.path_regex.match
+        self.methods = route.methods or frozenset()
+        self.endpoint: Callable[[Request], Awaitable[Response]] = route.endpoint
+        # Exception and 500 are ServerErrorMiddleware's, outside: they propagate there as before.
+        self.handlers = {cls: handler for cls, handler in handlers.items() if cls not in (Exception, 500)}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] not in self.methods:
+            await self.app(scope, receive, send)
+            return
+        found = self.match(get_route_path(scope))
+        if found is None:
+            await self.app(scope, receive, send)
+            return
+        scope["path_params"] = found.groupdict()
+        scope["route"] = self.route  # as the router sets it: the request span is named by its path
+        scope["endpoint"] = self.endpoint
+        request = Request(scope, receive, send)
+        try:
+            response = await self.endpoint(request)
+        except Exception as exc:
+            handler = self._handler(exc)
+            if handler is None:
+                raise
+            response = await handler(request, exc)
+        await response(scope, receive, send)
+
+    def _handler(self, exc: Exception) -> Handler | None:
+        """The app's handler for `exc`, looked up as Starlette does: by status, then along its classes."""
+        status = getattr(exc, "status_code", None) if isinstance(exc, HTTPException) else None
+        if status is not None and status in self.handlers:
+            return self.handlers[status]
+        for cls in type(exc).__mro__:
+            handler = self.handlers.get(cls)
+            if handler is not None:
+                return handler
+        return None
