@@ -104,6 +104,7 @@ def check_digest(page: Any, t: str) -> None:
     for index in (0, 7, 10):  # an item that went well: its sub-workflow's two steps, under it and only there
         item = f"{each} .item[data-item-index='{index}']"
         assert page.text_content(f"{item} > .head strong") == f"item {index}"
+        assert re.fullmatch(r"\d+ ms", page.text_content(f"{item} > .head .dur"))  # from its sub-workflow's start to its end
         assert page.text_content(f"{item} > .head .muted") == "workflow perLine"
         assert ids_and_statuses(page, f"{item} > .sub-steps > .step") == [["each/check", "ok"], ["each/say", "ok"]]
         assert page.text_content(f"{item} > .sub-steps > .step[data-step-id='each/check'] > .head strong") == "1/2 check"
@@ -164,7 +165,7 @@ def test_the_timeline_of_sub_workflows_fits_420_px(page: Any, server: ServerProc
 def test_items_left_out_timed_out_or_nested_read_as_what_happened(page: Any) -> None:
     """Cases a served run rarely shows, fed to the page's Timeline as the engine emits them: an item
     its `when` left out (only item_finished), a sub-workflow item that ended without `done` (a
-    timeout), a forEach inside an item's sub-workflow, and the count of items not yet come."""
+    timeout), a forEach and a parallel group inside an item's sub-workflow, and the count of items not yet come."""
     result = page.evaluate("""async () => {
         const { Timeline } = await import('/static/timeline.js');
         const root = document.createElement('div');
@@ -187,6 +188,7 @@ def test_items_left_out_timed_out_or_nested_read_as_what_happened(page: Any) -> 
         add('skill_error', { code: 'execution_error', message: 'inner 1', will_retry: false, item_index: 1 }, 'each/inner');
         progress('item_finished', { step_id: 'each/inner', item_index: 1, items_done: 1, items_total: 2 });
         progress('step_finished', { step: 1, of: 1, step_id: 'each/inner', item_index: 2 });
+        progress('step_started', { step: 2, of: 3, step_id: 'each/a', item_index: 2, parallel: ['each/a', 'each/b'] });
         progress('done', { workflow: 'w', step_id: 'each', item_index: 2 });
         progress('item_finished', { step_id: 'each', item_index: 2, items_done: 3, items_total: 14 });
         progress('item_finished', { step_id: 'each', item_index: 12, items_done: 4, items_total: 14 });
@@ -196,6 +198,7 @@ def test_items_left_out_timed_out_or_nested_read_as_what_happened(page: Any) -> 
             items: status('.step[data-step-id=each] > .items > .item'),
             inner: status('.item[data-item-index="2"] > .sub-steps > .step[data-step-id="each/inner"] > .items > .item'),
             innerStep: status('.item[data-item-index="2"] > .sub-steps > .step[data-step-id="each/inner"]'),
+            mark: root.querySelector('.item[data-item-index="2"] > .sub-steps > .step[data-step-id="each/a"] .parallel-mark').title,
         };
         root.remove();
         return out;
@@ -203,4 +206,5 @@ def test_items_left_out_timed_out_or_nested_read_as_what_happened(page: Any) -> 
     assert result["pending"] == "… 4 more items: 0 ok, 0 failed, 4 not finished"
     assert result["items"] == ["skipped", "error", "ok"]
     assert result["inner"] == ["error"] and result["innerStep"] == ["ok"]  # an inner item's failure stays in its item
+    assert result["mark"] == "runs at the same time as b"
     assert result["folded"] == "… 4 more items: 0 ok, 0 failed, 1 skipped, 3 not finished"

@@ -292,7 +292,7 @@ export class Timeline {
     }
     const index = itemIndexOf(ev);
     if (d.stage === "item_finished") return this.itemFinished(ev, d, index);
-    if (d.stage === "prepared" || d.stage === "done") return this.subWorkflow(this.locate(ev, d.step_id, index), d);
+    if (d.stage === "prepared" || d.stage === "done") return this.subWorkflow(this.locate(ev, d.step_id, index), ev, d);
     const step = this.locate(ev, d.step_id, index, false);
     if (d.stage === "step_started") this.stepStarted(step, d);
     else if (d.stage === "step_finished") {
@@ -328,16 +328,19 @@ export class Timeline {
   parallelMark(step, d) {
     if (!Array.isArray(d.parallel) || step.dataset.parallel) return;
     step.dataset.parallel = "true";
-    const others = d.parallel.filter((id) => id !== step.dataset.stepId.slice(step.dataset.stepId.lastIndexOf("/") + 1));
+    const last = (id) => String(id).slice(String(id).lastIndexOf("/") + 1); // members inside a sub-workflow come as `parent/id`
+    const others = d.parallel.map(last).filter((id) => id !== last(step.dataset.stepId));
     step.head.insertBefore(el("span", { class: "parallel-mark", text: "∥", title: `runs at the same time as ${others.join(", ")}` }), step.label);
   }
 
   /** A sub-workflow run by a step, or by one forEach item: its start and end say how the item went. */
-  subWorkflow(unit, d) {
+  subWorkflow(unit, ev, d) {
     if (d.workflow && !unit.skill.textContent) unit.skill.textContent = `workflow ${d.workflow}`;
     if (!unit.step) return; // a plain `workflow:` step: its step_finished says it
-    if (d.stage === "prepared") this.setStatus(unit, "running");
-    else if (unit.dataset.status === "running") this.setStatus(unit, "ok");
+    if (d.stage === "prepared") {
+      unit.startedAt = ev.ts; // the item's duration: from its sub-workflow's start to the item's end
+      this.setStatus(unit, "running");
+    } else if (unit.dataset.status === "running") this.setStatus(unit, "ok");
   }
 
   /** An item is done: one that never started was left out by its `when`; one still running failed without a result. */
@@ -347,6 +350,7 @@ export class Timeline {
     if (item.step) {
       if (this.created === item) this.setStatus(item, "skipped");
       else if (item.dataset.status === "running" || item.dataset.status === "retrying") this.setStatus(item, "error");
+      if (item.startedAt !== undefined && typeof ev.ts === "number") item.dur.textContent = ms(ev.ts - item.startedAt);
     }
     this.itemCount(item.step || item, d);
   }
