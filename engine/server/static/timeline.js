@@ -68,11 +68,11 @@ export class Timeline {
   constructor(root) {
     this.root = root;
     this.calls = new Map();
-    this.steps = new Map();
     this.models = new Map();
     this.t0 = null;
     this.totals = { input_tokens: 0, output_tokens: 0, cost_usd: null, answers: 0 };
     this.totalsNode = null;
+    this.created = null; // the item box the last lookup created (an item first seen at its end was left out)
     root.replaceChildren();
     delete root.dataset.lastType;
     delete root.dataset.lastSeq;
@@ -111,7 +111,7 @@ export class Timeline {
       node.call = node;
       node.units = [];
       node.subSteps = new Map(); // top-level step name → its box
-      node.forEach = new Map(); // step id of a forEach step → its box (the latest, for one nested in items)
+      node.forEachSteps = new Map(); // step id of a forEach step → its box (the latest, for one nested in items)
       node.stepBox = el("div", { class: "steps" });
       node.append(node.stepBox);
       this.calls.set(ev.tool_call_id, node);
@@ -159,7 +159,7 @@ export class Timeline {
     if (index === null) return this.nested(call, "", path, ev);
     const up = (id) => id.slice(0, Math.max(0, id.lastIndexOf("/")));
     for (let owner = own ? path : up(path); owner; owner = up(owner)) {
-      const step = call.forEach.get(owner);
+      const step = call.forEachSteps.get(owner);
       if (step) {
         const item = this.item(step, index, ev);
         return owner === path ? item : this.nested(item, owner, path.slice(owner.length + 1), ev);
@@ -319,7 +319,7 @@ export class Timeline {
     const name = d.step_id.slice(d.step_id.lastIndexOf("/") + 1);
     step.label.textContent = d.step !== undefined && d.of !== undefined ? `${d.step}/${d.of} ${name}` : name;
     if (d.workflow) step.skill.textContent = `workflow ${d.workflow}`;
-    if (d.items_total !== undefined) step.call.forEach.set(d.step_id, step); // its items' events find it by its id
+    if (d.items_total !== undefined) step.call.forEachSteps.set(d.step_id, step); // its items' events find it by its id
     this.parallelMark(step, d);
     this.setStatus(step, "running");
   }
