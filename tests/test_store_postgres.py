@@ -309,6 +309,9 @@ def test_a_dead_process_s_runs_on_temporal_are_not_interrupted_but_adopted_once(
             time.sleep(0.1)
         statuses = dict(_sql(url, "SELECT id, status FROM runs"))
         assert statuses == {"run_local": "interrupted", "run_remote_1": "running", "run_remote_2": "running"}
+        # the sweep at open ran before the writers' first heartbeat; an adopter adopts only while its own is fresh
+        while not _sql(url, f"SELECT 1 FROM processes WHERE pid = {os.getpid()}") and time.monotonic() < deadline + 10:
+            time.sleep(0.05)
         with ThreadPoolExecutor(2) as pool:  # two adopters at once: each run is taken by one
             taken = list(pool.map(lambda store: store.adopt_orphans("temporal"), (first, second)))
         ids = sorted(run_id for found in taken for run_id, _, _ in found)
