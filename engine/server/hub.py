@@ -1,9 +1,9 @@
 """The live runs of this server process, and who follows them.
 
 A run's state (status, result, pending approvals, cancellation) is its `Run` (engine/run.py);
-the hub adds what a follower needs: the run's events in `seq` order, each with its SSE frame
-encoded once, so a follower can start from any `seq` and gets every later event exactly once,
-live, until the run ends.
+the hub adds what a follower needs: the run's events in `seq` order (as the Run made them;
+their SSE frames encoded once, when a follower first asks), so a follower can start from any
+`seq` and gets every later event exactly once, live, until the run ends.
 
 `RunHub` subscribes to the engine once, so it sees every run the engine executes — started
 over HTTP, over MCP at `/mcp`, or by Python code in the same process — from its first event.
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Liter
 
 from ..events import Event, record_sink
 from ..logging import logger
-from .sse import Final, event_frame, frame
+from .sse import Final, event_frame
 
 if TYPE_CHECKING:
     from ..run import Approver, Run
@@ -43,14 +43,18 @@ class LiveRun:
         self.name = name
         self.principal = principal  # the key name that started it; None: not started over HTTP (admins only)
         self.run: "Run | None" = None  # attached at its first event
-        self.events: list[dict[str, Any]] = []  # contiguous: events[i]["seq"] == i + 1
-        self.frames: list[bytes] = []  # the SSE frame of each event, encoded once
-        self._held: dict[int, tuple[dict[str, Any], bytes | None]] = {}  # arrived early (off-thread emits), waiting for the gap
+        # The run's events as the Run made them (redacted, data encoded once): contiguous,
+        # records[i].seq == i + 1. Their dicts and SSE frames are built when first asked for
+        # (a follower, a replay): most calls are answered with their result and nobody asks.
+        self.records: list[Event] = []
+        self._dicts: list[dict[str, Any]] = []
+        self._frames: list[bytes] = []
+        self._held: dict[int, Event] = {}  # arrived early (off-thread emits), waiting for the gap
         self.started_at = _now_ms()
         self.finished_at: int | None = None
         self.status = "running"
         self.error: Any = None
-        self.result: Any = None
+        self._result: Any = None  # the Run's result (a ToolResult, an agent's answer): `result` is its dict
         self.task: asyncio.Task[Any] | None = None  # set for runs this server started
         self.background = False
         self._changed: asyncio.Event | None = None  # made only when a follower waits: most events find none
@@ -61,30 +65,46 @@ class LiveRun:
 
     @property
     def last_seq(self) -> int:
-        return len(self.events)
+        return len(self.records)
+
+    @property
+    def events(self) -> list[dict[str, Any]]:
+        """Every event so far as its dict (`Event.to_dict()`), each built once."""
+        dicts = self._dicts
+        for event in self.records[len(dicts):]:
+            dicts.append(event.to_dict())
+        return dicts
+
+    @property
+    def frames(self) -> list[bytes]:
+        """Every event so far as its SSE frame, each encoded once (around the Run's encoded data)."""
+        frames = self._frames
+        for event in self.records[len(frames):]:
+            frames.append(event_frame(event))
+        return frames
+
+    @property
+    def result(self) -> Any:
+        to_dict = getattr(self._result, "to_dict", None)  # a tool run's ToolResult; an agent's answer
+        return to_dict() if callable(to_dict) else self._result
 
     @property
     def pending_approvals(self) -> list[str]:
         return self.run.pending_approvals if self.run is not None and not self.done else []
 
-    def add(self, event: dict[str, Any], encoded: bytes | None = None) -> None:
-        """Add one event (its dict, and its SSE frame when it is already encoded)."""
-        seq = event["seq"]
-        if seq != len(self.events) + 1:
-            if seq > len(self.events):
-                self._held[seq] = (event, encoded)
+    def add(self, event: Event) -> None:
+        """Add one event of the run (as its Run made it)."""
+        records = self.records
+        seq = event.seq
+        if seq != len(records) + 1:
+            if seq > len(records):
+                self._held[seq] = event
             return
-        self._append(event, encoded)
-        while self._held:
-            nxt = self._held.pop(len(self.events) + 1, None)
-            if nxt is None:
-                break
-            self._append(*nxt)
+        records.append(event)
+        if self._held:
+            while (nxt := self._held.pop(len(records) + 1, None)) is not None:
+                records.append(nxt)
         self._notify()
-
-    def _append(self, event: dict[str, Any], encoded: bytes | None) -> None:
-        self.events.append(event)
-        self.frames.append(frame(event) if encoded is None else encoded)
 
     def _notify(self) -> None:
         changed, self._changed = self._changed, None
@@ -96,9 +116,7 @@ class LiveRun:
         if self.done:
             return
         if run is not None:
-            status, error = run.status, run.error
-            to_dict = getattr(run.result, "to_dict", None)  # a tool run's ToolResult; an agent's answer
-            self.result = to_dict() if callable(to_dict) else run.result
+            status, error, self._result = run.status, run.error, run.result
         self.status, self.error = status, error
         self.finished_at = run.finished_at if run is not None and run.finished_at else _now_ms()
         self._notify()
@@ -110,17 +128,19 @@ class LiveRun:
         while True:
             done = self.done
             if as_frames:  # every frame that is ready, in one write: far fewer sends under load
-                end = len(self.frames)
+                frames = self.frames
+                end = len(frames)
                 if index < end:
-                    chunk = self.frames[index] if end - index == 1 else b"".join(self.frames[index:end])
+                    chunk = frames[index] if end - index == 1 else b"".join(frames[index:end])
                     index = end
                     if done and not self._held:
                         yield Final(chunk)  # the run's last event: end the response in the same write
                         return
                     yield chunk
             else:
-                while index < len(self.events):
-                    yield self.events[index]
+                events = self.events
+                while index < len(events):
+                    yield events[index]
                     index += 1
             if done:
                 return
@@ -200,7 +220,7 @@ class RunHub:
 
     # ─── recording ───────────────────────────────────────────────────────────────
 
-    @record_sink  # the Run encodes each event's data once: the frame is built around it
+    @record_sink  # the Run encodes each event's data as it is emitted: a frame built later is built around it
     def listener(self, event: Event) -> None:
         """The engine's listener: O(1) work per event in the loop thread."""
         if self._thread is not None and threading.get_ident() != self._thread and self._loop is not None:
@@ -216,7 +236,7 @@ class RunHub:
             live = self._add(LiveRun(event.run_id, None, "?"))
         if live.run is None:
             self._attach_run(live)
-        live.add(event.to_dict(), event_frame(event))  # the Run redacted it already: one code path, before any listener
+        live.add(event)  # the Run redacted it already: one code path, before any listener
 
     def _attach_run(self, live: LiveRun) -> None:
         run = self.engine.runs.get(live.run_id)
