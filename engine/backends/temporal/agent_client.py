@@ -133,7 +133,7 @@ def _revision(project: "Project") -> str:
     global _last_revision
     last = _last_revision
     if last is None or last[0] is not project:
-        last = _last_revision = (project, project_revision(project.root))
+        last = _last_revision = (project, project_revision(project))
     return last[1]
 
 

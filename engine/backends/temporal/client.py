@@ -57,7 +57,7 @@ class TemporalBackend:
         last = self._last
         if last is not None and last[0] is project:
             return last[1]
-        revision = project_revision(project.root)
+        revision = project_revision(project)
         twin = copy.copy(project)  # shares the redactor, providers and settings; only `tools` differs
         twin.tools = {name: self._remote(tool, revision) if runs_on_workers(tool) else tool
                       for name, tool in project.tools.items()}

@@ -50,7 +50,7 @@ async def run_worker(project: "Project", store: "Store", *, max_concurrent: int 
     from .workflows import ToolWorkflow
 
     config = TemporalConfig.of(project)
-    revision = project_revision(project.root)
+    revision = project_revision(project)
     serve(Served(project, revision, config))
     client = await connect(config)
     activities = Activities(store)
