@@ -105,6 +105,7 @@ def create_app(
         lifespan=lifespan,
         docs_url="/docs",
         redoc_url=None,
+        telemetry=_NO_FRAMEWORK_TELEMETRY,
     )
     app.state.engine = engine
     app.state.hub = service.hub
@@ -133,6 +134,13 @@ def create_app(
         observability.install(app)  # outermost: the request span covers Access's refusals too
     app.state.observability = observability
     return app
+
+
+# FastAPI's own OpenTelemetry instrumentation stays off: the service's spans and metrics are
+# `observability` (configured by `telemetry:`/OTEL_*, redacted values only), while FastAPI's
+# would record request bodies and exception messages to any globally configured provider —
+# and it asks the OpenTelemetry API whether a provider is configured on every request.
+_NO_FRAMEWORK_TELEMETRY: Any = {"tracing": False, "metrics": False, "logs": False, "auto_configure": False}
 
 
 def _hub(engine: Engine, keep_finished: int, approval_timeout: float) -> RunHub:
