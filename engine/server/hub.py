@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 RunKind = Literal["tool", "agent"]
 
 
+_get_ident = threading.get_ident
+
+
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -222,11 +225,20 @@ class RunHub:
 
     @record_sink  # the Run encodes each event's data as it is emitted: a frame built later is built around it
     def listener(self, event: Event) -> None:
-        """The engine's listener: O(1) work per event in the loop thread."""
-        if self._thread is not None and threading.get_ident() != self._thread and self._loop is not None:
-            self._loop.call_soon_threadsafe(self._record, event)  # a skill emitting from a worker thread
+        """The engine's listener: O(1) work per event in the loop thread. The common case — the
+        next event of a run already known, in the loop's thread — is handled here, inline."""
+        if _get_ident() != self._thread:
+            if self._loop is not None:
+                self._loop.call_soon_threadsafe(self._record, event)  # a skill emitting from a worker thread
+                return
         else:
-            self._record(event)
+            live = self.runs.get(event.run_id)
+            if live is not None and live.run is not None and not live._held and event.seq == len(live.records) + 1:
+                live.records.append(event)
+                if live._changed is not None:
+                    live._notify()
+                return
+        self._record(event)
 
     def _record(self, event: Event) -> None:
         live = self.runs.get(event.run_id)
