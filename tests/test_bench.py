@@ -47,3 +47,12 @@ def test_store_and_agent_benchmarks_run_quick() -> None:
         proc = subprocess.run([sys.executable, "-m", module, "--quick"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert expected in proc.stdout and "n/a (quick)" in proc.stdout, proc.stdout
+
+
+def test_the_bytecode_count_of_a_call_is_the_same_twice() -> None:
+    """bench.opcodes is the figure two commits compare by: it must not move between runs."""
+    from bench.opcodes import count_opcodes
+
+    first, second = count_opcodes(3, 3, warmup=30), count_opcodes(3, 3, warmup=30)
+    assert sum(first.values()) == sum(second.values()) > 1000
+    assert first["engine/run.py:emit"] > 0
