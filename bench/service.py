@@ -21,7 +21,9 @@ Time to first event: waves of 200 SSE calls started together (as bench/load_sse.
 p99 of the time from writing a request to its first `id:` frame, against the empty app's p99
 time to the first byte of its answer, same waves.
 
-Only 127.0.0.1 is contacted; every process started here is stopped at the end.
+Only 127.0.0.1 is contacted; every process started here is stopped at the end. For a figure
+the machine's load does not move, bench/request_cost.py counts the instructions of one request
+through the same apps under callgrind (docs/operations.md, "Throughput").
 """
 
 from __future__ import annotations
