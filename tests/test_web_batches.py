@@ -24,7 +24,7 @@ from test_server_helpers import ServerProcess, running_server  # noqa: E402
 from web_page_project import write_page_project  # noqa: E402
 
 from test_web_page import no_horizontal_scroll  # noqa: E402
-from test_web_ui import ARGS, CHROMIUM  # noqa: E402
+from test_web_ui import CHROMIUM, browser  # noqa: E402,F401 - browser: one Chromium per module
 
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)")
 
@@ -32,16 +32,6 @@ CALLER, ADMIN = "key-caller-7f3a9c21d0", "key-admin-52be81c4aa"
 KEYS = f"alice:caller:{CALLER},ops:admin:{ADMIN}"
 BRIEF_TYPO = ("topic: $toolArgs.topic}\n      - id: brief", "topic: $toolArgs.topcs}\n      - id: brief")
 REPORT_TYPO = ("title: $toolArgs.title,", "title: $toolArgs.titel,")
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with sync_api.sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-        try:
-            yield launched
-        finally:
-            launched.close()
 
 
 def open_page(browser: Any, url: str, width: int = 1280) -> tuple[Any, Any, list[str]]:

@@ -24,7 +24,7 @@ from web_page_project import (  # noqa: E402
     CONDITION, FAILED_ITEM, ITEMS, SYNTHETIC_RUN, as_sse, synthetic_events, synthetic_run, write_page_project,
 )
 
-from test_web_ui import ARGS, CHROMIUM  # noqa: E402
+from test_web_ui import CHROMIUM, browser  # noqa: E402,F401 - browser: one Chromium per module
 
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)")
 
@@ -41,16 +41,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     root = write_page_project(tmp_path_factory.mktemp("webpage"))
     with running_server(root, keys=None) as process:  # loopback, no keys: admin
         yield process
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with sync_api.sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-        try:
-            yield launched
-        finally:
-            launched.close()
 
 
 @pytest.fixture(scope="module")
