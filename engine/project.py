@@ -138,7 +138,8 @@ class Project:
             return
         for skill in self.skills.values():
             skill.input_clean = redactor.schema_is_clean(skill.input_schema_raw)
-            skill.output_clean = skill.output_schema is not None and redactor.schema_is_clean(skill.output_schema_raw)
+            produced = skill.produces  # a prompt or template skill without an output schema returns text
+            skill.output_clean = produced is not None and redactor.schema_is_clean(produced)
         for tool in self.tools.values():
             arguments_clean = redactor.schema_is_clean(tool.parameters)
             output_clean = getattr(tool.executor, "output_clean", None)

@@ -116,3 +116,47 @@ def test_a_sensitive_envelope_word_turns_every_shortcut_off(write_yaml_project: 
     assert not any(s.input_clean or s.output_clean for s in engine.project.skills.values())
     _, data = _events(engine, "closed", {"name": "x"})
     assert data["tool_call_result"]["data"] == "[REDACTED]"
+
+
+_TEXT_PROJECT = {
+    "tools.yaml": """
+        tools:
+          greet:
+            description: Greet a user by a rendered line.
+            parameters:
+              type: object
+              properties: {user: {type: string}, password: {type: string}}
+              required: [user, password]
+              additionalProperties: false
+            workflow: greet
+        """,
+    "workflows.yaml": """
+        workflows:
+          greet:
+            steps:
+              - {id: line, skill: line, input: {user: $toolArgs.user, password: $toolArgs.password}}
+            output: {text: $steps.line.output}
+        """,
+    "skills.yaml": """
+        skills:
+          line:
+            kind: template
+            input:
+              type: object
+              properties: {user: {type: string}, password: {type: string}}
+              required: [user, password]
+              additionalProperties: false
+            template: "hello {{ user }}, your password is {{ password }}"
+        """,
+}
+
+
+def test_a_template_s_text_skips_the_key_walk_but_not_the_run_s_secrets(write_yaml_project: Any) -> None:
+    """Text from a template (or prompt) skill without an output schema has no keys: clean. A
+    value the run learnt is secret is still replaced in it."""
+    engine = Engine.from_dir(write_yaml_project(_TEXT_PROJECT))
+    assert engine.project.skills["line"].output_clean and engine.project.tools["greet"].result_clean
+    result, data = _events(engine, "greet", {"user": "ann", "password": "s3cret-planted-91"})
+    assert result.ok and result.data == {"text": "hello ann, your password is s3cret-planted-91"}
+    assert data["skill_result"]["output"] == "hello ann, your password is [REDACTED]"
+    assert data["tool_call_result"]["data"] == {"text": "hello ann, your password is [REDACTED]"}
