@@ -53,6 +53,7 @@ _EventFields = namedtuple(
 )
 
 _dumps = orjson.dumps
+_Fragment = orjson.Fragment
 
 
 class Event(_EventFields):
@@ -83,8 +84,9 @@ class Event(_EventFields):
         return out
 
     def json(self) -> bytes | None:
-        """`to_dict()` as compact JSON bytes, built around `data_json` (the data is not encoded
-        again: only the few short envelope fields are); None when no fast encoding exists."""
+        """`to_dict()` as compact JSON bytes, built around `data_json` (put in as an
+        `orjson.Fragment`: the data is not encoded again, only the few short envelope fields
+        are); None when no fast encoding exists."""
         data = self.data_json
         if data is None:
             data = encode_data(self.data)
@@ -97,8 +99,9 @@ class Event(_EventFields):
             head["step_id"] = self.step_id
         if self.skill is not None:
             head["skill"] = self.skill
+        head["data"] = _Fragment(data)
         try:
-            return _dumps(head)[:-1] + b',"data":' + data + b"}"
+            return _dumps(head)
         except (TypeError, orjson.JSONEncodeError):  # a lone surrogate in an id
             return None
 

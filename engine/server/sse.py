@@ -40,8 +40,6 @@ def dumps(value: Any) -> str:
 
 
 _ORJSON_OPTIONS = orjson.OPT_NON_STR_KEYS
-_orjson_dumps = orjson.dumps
-_Fragment = orjson.Fragment
 
 
 def _dumps_bytes(value: Any) -> bytes:
@@ -57,24 +55,11 @@ def frame(event: Mapping[str, Any]) -> bytes:
 
 
 def event_frame(event: "Event") -> bytes:
-    """The SSE frame of an engine event, around the data its Run encoded once (`data_json`,
-    put in as an `orjson.Fragment`: one encoding of the few short envelope fields)."""
-    data = event.data_json
-    if data is None:  # not encoded at emit: `Event.json` encodes it, or the escaped fallback of `frame`
-        body = event.json()
-        return frame(event.to_dict()) if body is None else b"id: %d\nevent: %s\ndata: %s\n\n" % (event.seq, event.type.encode(), body)
-    head: dict[str, Any] = {"type": event.type, "run_id": event.run_id, "seq": event.seq, "ts": event.ts}
-    if event.tool_call_id is not None:
-        head["tool_call_id"] = event.tool_call_id
-    if event.step_id is not None:
-        head["step_id"] = event.step_id
-    if event.skill is not None:
-        head["skill"] = event.skill
-    head["data"] = _Fragment(data)
-    try:
-        return b"id: %d\nevent: %s\ndata: %s\n\n" % (event.seq, event.type.encode(), _orjson_dumps(head))
-    except (TypeError, orjson.JSONEncodeError):  # a lone surrogate in an id
+    """The SSE frame of an engine event, around the data its Run encoded once (`Event.json`)."""
+    body = event.json()
+    if body is None:  # no fast encoding: the escaped fallback of `frame`
         return frame(event.to_dict())
+    return b"id: %d\nevent: %s\ndata: %s\n\n" % (event.seq, event.type.encode(), body)
 
 
 def wants_event_stream(accept: str | None) -> bool:
