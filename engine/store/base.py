@@ -405,8 +405,8 @@ class Store(BatchRecords):
 
         Events redacted by their Run bring their data encoded (`data_json`): the rows are
         then made by C calls only, no Python per event (this runs on the event loop's thread
-        every SPILL_EVENTS events), the data kept as those bytes where the backend makes them
-        text itself (`_DATA_BYTES`: no str built per event); Python looks only at the few
+        every SPILL_EVENTS events), the data kept as those bytes where the backend's writer
+        makes them text (`_DATA_BYTES`: no str built on this thread); Python looks only at the few
         events that imply rows.
         Otherwise (a store fed by hand, data no fast encoder writes) each event is redacted
         if need be, encoded, and repaired if it cannot be (`_repaired_row`).
@@ -414,7 +414,7 @@ class Store(BatchRecords):
         out = Batch()
         if not self.redacted_events:
             return self._ready_one_by_one(batch, out)
-        if self._DATA_BYTES:  # the database turns the bytes into text itself (no Python object per event)
+        if self._DATA_BYTES:  # the writer's thread makes the bytes text (no Python object per event here)
             out.events = tuple(chain.from_iterable(map(_ROW, batch)))
             if None in out.events[EVENT_WIDTH - 1 :: EVENT_WIDTH]:  # an event without data_json: row by row
                 return self._ready_one_by_one(batch, Batch())
@@ -581,7 +581,7 @@ class Store(BatchRecords):
 
     _LOCAL_EVENTS_NOTICE = True  # False: the database itself notifies EVENTS_CHANNEL (postgres)
     # True: an event row's data may stay the bytes the Run encoded (UTF-8 JSON), and the
-    # backend's statement makes them text (SQLite: CAST); False: the rows hold text only
+    # backend's writer makes them text; False: the rows hold text only
     _DATA_BYTES = False
 
     def _write_rows(self, rows: Batch) -> None:

@@ -40,10 +40,15 @@ MAX_STATEMENT_ROWS = 256  # rows per INSERT statement (fewer if the SQLite build
 BULK = {**{name: IMPLIED[name] for name in ("run_start", "tool_log", "exchange")}, **SQLITE_BULK}
 
 
-# An event's row: its data may come as the bytes the Run encoded (UTF-8 JSON, see Store._DATA_BYTES),
-# which SQLite makes text itself: no str object per event for the event loop's thread to build
-INSERT_EVENT_SQLITE = INSERT_EVENT.replace("?) ON CONFLICT", "CAST(? AS TEXT)) ON CONFLICT")
-assert INSERT_EVENT_SQLITE != INSERT_EVENT
+# Python's sqlite3 binds str, int and float directly, but "adapts" any other value first (bytes,
+# None): a registry lookup and two failed attribute lookups whose AttributeError is formatted and
+# dropped, several times the cost of binding the value (about 40 % of the writer's Python work
+# per call, by callgrind). So the writer binds neither: an event's data (the bytes the Run
+# encoded, see Store._DATA_BYTES) is decoded on the writer's thread, and None is bound as a NaN,
+# which SQLite stores as NULL (sqlite3_bind_double: a NaN is a NULL), the same value.
+_NULL = float("nan")
+_NOT_NONE = {None: _NULL}.get  # (value, value) → the value, or the NaN for None: C calls only
+_DECODE = bytes.decode
 
 
 @functools.lru_cache(maxsize=64)
@@ -56,6 +61,21 @@ def _insert_rows(sql: str, size: int) -> str:
         end += 1
     group, tail = rest[: end - 1], rest[end:]
     return f"{head}VALUES {', '.join([f'({group})'] * size)}{tail}"
+
+
+def _bindable_events(events: Sequence[Any]) -> list[Any]:
+    """Event rows' values as sqlite3 binds them without adapting (see _NULL): the data as text,
+    None (a row without a call, step or skill) as the NaN. C calls only, per column."""
+    values = list(events)
+    data = values[EVENT_WIDTH - 1 :: EVENT_WIDTH]
+    try:
+        values[EVENT_WIDTH - 1 :: EVENT_WIDTH] = map(_DECODE, data)
+    except TypeError:  # some rows hold text already (made one by one)
+        values[EVENT_WIDTH - 1 :: EVENT_WIDTH] = [_DECODE(v) if isinstance(v, bytes) else v for v in data]
+    for column in (4, 5, 6):  # tool_call_id, step_id, skill: the columns that may be NULL
+        part = values[column::EVENT_WIDTH]
+        values[column::EVENT_WIDTH] = map(_NOT_NONE, part, part)
+    return values
 
 
 def connect(path: Path) -> sqlite3.Connection:
@@ -109,7 +129,7 @@ def own_file(path: Path, *, create: bool = True) -> None:
 class RunStore(Store):
     """The SQLite run store at `path` (made, with its directory, if new)."""
 
-    _DATA_BYTES = True  # INSERT_EVENT_SQLITE makes an event's encoded data text
+    _DATA_BYTES = True  # an event's encoded data is decoded by the writer (_bindable_events), off the event loop
 
     def __init__(self, path: str | Path, *, redactor: Redactor | None = None, redacted_events: bool = False):
         """`redacted_events=True`: the events arrive already redacted by this same redactor
@@ -178,9 +198,10 @@ class RunStore(Store):
             try:
                 db.execute("BEGIN IMMEDIATE")
                 try:
-                    self._insert_many(db, INSERT_EVENT_SQLITE, rows.events, EVENT_WIDTH)
+                    self._insert_many(db, INSERT_EVENT, _bindable_events(rows.events), EVENT_WIDTH)
                     for name, values in rows.implied_flat():  # made again for each attempt
                         width = WIDTHS[name]
+                        values = list(map(_NOT_NONE, values, values))
                         bulk = BULK.get(name)
                         if bulk is not None:
                             self._insert_many(db, bulk, values, width)
@@ -281,17 +302,37 @@ class RunStore(Store):
         self._settings_seen = self._settings_mark()
         return deleted
 
-    def _settings_mark(self) -> tuple[Any, ...] | None:
-        with contextlib.suppress(StoreError):
-            return tuple(self._fetch("SELECT count(*), max(updated_at), total(updated_at) FROM tool_settings")[0])
+    def _settings_mark(self, connection: sqlite3.Connection | None = None) -> tuple[Any, ...] | None:
+        """The settings table's count and newest change (None if it cannot be read), through
+        `connection` (the poller's own) or a short-lived one."""
+        with contextlib.suppress(StoreError, sqlite3.Error):
+            if connection is not None:
+                return tuple(connection.execute(_SETTINGS_MARK).fetchone())
+            return tuple(self._fetch(_SETTINGS_MARK)[0])
         return None
 
     def _poll_settings(self) -> None:
+        """The poller keeps one connection: opening one reads and parses the whole schema
+        (about 300,000 instructions, twice a second for as long as the store is open)."""
         from .schema import TOOL_SETTINGS_CHANNEL
 
-        while not self._closed:
-            time.sleep(SETTINGS_POLL_S)
-            mark = self._settings_mark()
-            if mark is not None and mark != self._settings_seen:
-                self._settings_seen = mark
-                self._deliver(TOOL_SETTINGS_CHANNEL, "another-process")
+        connection: sqlite3.Connection | None = None
+        try:
+            while not self._closed:
+                time.sleep(SETTINGS_POLL_S)
+                if connection is None:
+                    with contextlib.suppress(sqlite3.Error):
+                        connection = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+                mark = self._settings_mark(connection)
+                if mark is None and connection is not None:  # a broken connection: a new one next time
+                    connection.close()
+                    connection = None
+                if mark is not None and mark != self._settings_seen:
+                    self._settings_seen = mark
+                    self._deliver(TOOL_SETTINGS_CHANNEL, "another-process")
+        finally:
+            if connection is not None:
+                connection.close()
+
+
+_SETTINGS_MARK = "SELECT count(*), max(updated_at), total(updated_at) FROM tool_settings"
