@@ -7,7 +7,9 @@ exit stacks and dependency solving — cost more instructions than the endpoint 
 (bench/request_cost.py). `DirectRoute` sits just inside `Access` (keys, peers and body caps
 are checked as for every request), matches the route's own path regex and calls the same
 endpoint with the same `Request`; the app's exception handlers answer what it raises, as
-they would behind the router. The route stays declared on the app for /openapi.json.
+they would behind the router, and a crash with the app's 500 handler (as Starlette's
+`ServerErrorMiddleware` would: `ServiceApp` puts that layer behind this one). The route stays
+declared on the app for /openapi.json.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any, Awaitable, Callable, Mapping
 from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import PlainTextResponse, Response
 from starlette.routing import get_route_path
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -31,8 +33,9 @@ class DirectRoute:
         self.match = route.path_regex.match
         self.methods = route.methods or frozenset()
         self.endpoint: Callable[[Request], Awaitable[Response]] = route.endpoint
-        # Exception and 500 are ServerErrorMiddleware's, outside: they propagate there as before.
+        # Exception and 500 are ServerErrorMiddleware's: behind this layer (ServiceApp), so answered here.
         self.handlers = {cls: handler for cls, handler in handlers.items() if cls not in (Exception, 500)}
+        self.crash: Handler | None = handlers.get(500) or handlers.get(Exception)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] not in self.methods:
@@ -51,9 +54,18 @@ class DirectRoute:
         except Exception as exc:
             handler = self._handler(exc)
             if handler is None:
-                raise
+                await self._crashed(request, exc, send)
+                raise  # as ServerErrorMiddleware: the HTTP server logs it
             response = await handler(request, exc)
         await response(scope, receive, send)
+
+    async def _crashed(self, request: Request, exc: Exception, send: Send) -> None:
+        """Answer an unhandled exception with the app's 500 handler (nothing was sent yet)."""
+        if self.crash is not None:
+            response = await self.crash(request, exc)
+        else:
+            response = PlainTextResponse("Internal Server Error", status_code=500)
+        await response(request.scope, request.receive, send)
 
     def _handler(self, exc: Exception) -> Handler | None:
         """The app's handler for `exc`, looked up as Starlette does: by status, then along its classes."""
