@@ -181,6 +181,10 @@ class LazyTemplate:
         if compiled is None:
             with self._lock:
                 if self._compiled is None:
-                    self._compiled = ENV.from_string(self.source)
+                    template = ENV.from_string(self.source)
+                    # Jinja keeps a template's globals as a ChainMap over the environment's,
+                    # which every render copies key by key, twice; ENV.globals never change.
+                    template.globals = dict(template.globals)
+                    self._compiled = template
                 compiled = self._compiled
         return compiled.render(context)
