@@ -178,21 +178,32 @@ def test_the_writer_threads_cpu_is_measured_apart(tmp_path: Path) -> None:
 
 def test_spilled_parts_joined_are_the_batch_of_all_their_events(tmp_path: Path) -> None:
     """The writer joins the parts that several spills made into one transaction's batch: the
-    same rows, implied rows pointing at their own events, as if spilled at once."""
+    same rows, implied rows pointing at their own events, and once written the same runs as
+    if spilled at once. A run that starts and ends within one part is one finished row; a run
+    cut by a part's end is opened, then ended by a statement of its own."""
     events = []
     for run in range(40):
         events.append(Event("tool_call_start", f"run_{run}", 1, 10, "call_1", data={"tool": "report", "arguments": {"n": run}}))
         events.append(Event("tool_progress_delta", f"run_{run}", 2, 11, "call_1", data={"stage": "x"}))
         events.append(Event("tool_call_result", f"run_{run}", 3, 12, "call_1", data={"ok": True, "data": run}))
     events = [event._replace(data_json=encode_data(event.data)) for event in events]
-    with open_store(f"sqlite:///{tmp_path}/runs.db") as store:
-        store.redacted_events = True
-        whole = store._ready(events)
-        store._implier = Implier(*whole.implied[7:9])  # the parts start from the same state (pid, host of a run_start)
-        parts = [store._ready(events[at : at + 50]) for at in range(0, len(events), 50)]
-    joined = Batch.joined(parts)
-    assert (joined.count, joined.events, joined.implied) == (whole.count, whole.events, whole.implied)
-    assert [index for name, index, _ in joined.each_implied() if name == "tool_log"] == [3 * run + 2 for run in range(40)]
-    flat = dict(joined.implied_flat())
-    assert list(flat) == ["run_start", "tool_log", "tool_end"]
-    assert flat["tool_end"][:7] == ["ok", 12, "0", None, "null", "run_0", "call_1"]
+    stored = {}
+    for how in ("whole", "parts"):
+        with open_store(f"sqlite:///{tmp_path}/{how}.db") as store:
+            store.redacted_events = True
+            if how == "whole":
+                batch = store._ready(events)
+                assert [name for name, _, _ in batch.each_implied()] == ["run_start", "tool_log"] * 40
+            else:
+                batch = Batch.joined([store._ready(events[at : at + 50]) for at in range(0, len(events), 50)])
+            store._write_rows(batch)
+            stored[how] = ([run.to_dict() for run in store.runs(limit=100)], [{**log, "id": 0} for log in store.tool_logs(limit=100)],
+                           [store.events(f"run_{run}") for run in range(40)], batch)
+    whole, parts = stored["whole"][3], stored["parts"][3]
+    assert (parts.count, parts.events) == (whole.count, whole.events)
+    assert [index for name, index, _ in parts.each_implied() if name == "tool_log"] == [3 * run + 2 for run in range(40)]
+    flat = dict(parts.implied_flat())
+    assert list(flat) == ["run_start", "tool_log", "tool_end"]  # runs 16 and 33 are cut: events 48-50, 99-101
+    assert flat["tool_end"] == ["ok", 12, "16", None, "null", "run_16", "call_1", "ok", 12, "33", None, "null", "run_33", "call_1"]
+    assert stored["whole"][:3] == stored["parts"][:3]
+    assert {run["status"] for run in stored["whole"][0]} == {"ok"} and len(stored["whole"][0]) == 40

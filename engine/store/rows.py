@@ -7,6 +7,8 @@ tool_call_id, step_id, skill, data as JSON text), its data taken from the event'
 terminal tool event writes a tool log and ends the run it started, `agent_done` ends an
 agent run, `model_exchange` keeps a model call for replay. `Implier` computes those rows
 from the event's data (the same data the event row holds), so the database parses no JSON.
+A run that starts and ends within one spill is written once, finished: its end is put into
+the row that opens it (no second statement to update it, nor its `status` index twice).
 
 A tool log's tool and input come from its call's `tool_call_start`, remembered here until
 the call ends (at most MAX_OPEN_CALLS calls); a start this process did not see (another
@@ -31,7 +33,7 @@ RUN_START, AGENT_END, TOOL_LOG, TOOL_LOG_LOOKUP, TOOL_END, EXCHANGE = (
     "run_start", "agent_end", "tool_log", "tool_log_lookup", "tool_end", "exchange")
 IMPLIED_ORDER = (RUN_START, AGENT_END, TOOL_LOG, TOOL_LOG_LOOKUP, TOOL_END, EXCHANGE)
 
-WIDTHS = {RUN_START: 7, AGENT_END: 6, TOOL_LOG: 9, TOOL_LOG_LOOKUP: 13, TOOL_END: 7, EXCHANGE: 9}  # parameters per row
+WIDTHS = {RUN_START: 12, AGENT_END: 6, TOOL_LOG: 9, TOOL_LOG_LOOKUP: 13, TOOL_END: 7, EXCHANGE: 9}  # parameters per row
 EVENT_WIDTH = 8  # run_id, seq, type, ts, tool_call_id, step_id, skill, data
 Row = tuple[Any, ...]
 
@@ -161,6 +163,9 @@ def _get(value: Any, key: str) -> Any:
     return value.get(key) if isinstance(value, dict) else None
 
 
+_AGENT = "\x00agent"  # what opened an agent run, in Implier._opened (no call id looks like it)
+
+
 class Implier:
     """Turns implying events into the rows they imply; remembers open calls between batches.
 
@@ -169,6 +174,8 @@ class Implier:
     def __init__(self, pid: int, host: str) -> None:
         self.pid, self.host = pid, host
         self._calls: dict[tuple[str, str | None], tuple[str | None, str]] = {}  # (run, call) → (tool, arguments JSON)
+        self._batch: Batch | None = None  # the batch being filled, and the runs it opens: run → (its call, where its row is)
+        self._opened: dict[str, tuple[str | None, int]] = {}
 
     def imply(self, index: int, row: Row, data: Any, out: Batch) -> None:
         """Append the rows that the event `row` (whose data is `data`) implies to `out`."""
@@ -177,16 +184,19 @@ class Implier:
             tool, arguments = _get(data, "tool"), json_text(_get(data, "arguments"))
             self._remember(run_id, call, _scalar(tool), arguments)
             if seq == 1:
-                out.add_implied(index, RUN_START, (run_id, "tool", _scalar(tool) or "?", ts, arguments, self.pid, self.host))
+                self._open_run(index, out, run_id, call, (run_id, "tool", _scalar(tool) or "?", "running", ts, None,
+                                                          arguments, None, None, None, self.pid, self.host))
         elif kind == "agent_start":
-            out.add_implied(index, RUN_START, (run_id, "agent", _scalar(_get(data, "model")) or "?", ts,
-                                           json_text(_get(data, "input")), self.pid, self.host))
+            self._open_run(index, out, run_id, _AGENT, (run_id, "agent", _scalar(_get(data, "model")) or "?", "running", ts,
+                                                        None, json_text(_get(data, "input")), None, None, None, self.pid,
+                                                        self.host))
         elif kind == "agent_done":
             stop = _get(data, "stop_reason")
             status = "ok" if stop == "answer" else "cancelled" if stop == "cancelled" else "error"
             error = None if stop == "answer" else json_text({"code": stop, "message": _get(data, "error")})
-            out.add_implied(index, AGENT_END, (status, ts, json_text(_get(data, "answer")), error, json_text(_get(data, "usage")),
-                                           run_id))
+            end = (status, ts, json_text(_get(data, "answer")), error, json_text(_get(data, "usage")))
+            if not self._close_run(out, run_id, _AGENT, end):
+                out.add_implied(index, AGENT_END, (*end, run_id))
         elif kind == "model_exchange":
             attempt = _get(data, "attempt")
             out.add_implied(index, EXCHANGE, (
@@ -196,6 +206,25 @@ class Implier:
             ))
         elif kind == "tool_call_result" or kind == "tool_call_error":
             self._end_call(index, row, data, out)
+
+    def _open_run(self, index: int, out: Batch, run_id: str, call: str | None, params: Row) -> None:
+        """The row that opens a run (RUN_START), noted so that an end in the same batch can finish it."""
+        if out is not self._batch:  # a new batch: the runs of the last one are written (or being written)
+            self._batch, self._opened = out, {}
+        self._opened[run_id] = (call, len(out.implied))
+        out.add_implied(index, RUN_START, params)
+
+    def _close_run(self, out: Batch, run_id: str, call: str | None, end: Row) -> bool:
+        """Put a run's end (status, finished_at, output, error, usage) into the row that opens it,
+        if that row is in `out` and `call` is the one that opened the run; True if so."""
+        opened = self._opened.get(run_id) if out is self._batch else None
+        if opened is None or opened[0] != call:
+            return False
+        at = opened[1] + 2  # the row's values, after its statement name and event index
+        implied = out.implied
+        implied[at + 3], implied[at + 5], implied[at + 7], implied[at + 8], implied[at + 9] = end  # type: ignore[index]
+        del self._opened[run_id]
+        return True
 
     def _remember(self, run_id: str, call: str | None, tool: str | None, arguments: str) -> None:
         calls = self._calls
@@ -226,4 +255,5 @@ class Implier:
         else:  # the call's start is looked up in events (run_id, seq, tool_call_id: twice)
             out.add_implied(index, TOOL_LOG_LOOKUP, (run_id, "" if call is None else call, run_id, seq, call, run_id, seq, call,
                                                      *log, duration, ts))
-        out.add_implied(index, TOOL_END, (*end, run_id, call))
+        if not self._close_run(out, run_id, call, end):
+            out.add_implied(index, TOOL_END, (*end, run_id, call))

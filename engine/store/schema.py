@@ -246,6 +246,9 @@ class Dialect:
 SQLITE = Dialect("sqlite")
 POSTGRESQL = Dialect("postgresql")
 _EVENT_COLUMNS = "events (run_id, seq, type, ts, tool_call_id, step_id, skill, data)"
+# A run's row as the writer inserts it: `running` with no end, or (started and ended within one
+# batch, rows.py) already finished
+_RUN_COLUMNS = "runs (id, kind, name, status, started_at, finished_at, input, output, error, usage, pid, host)"
 _LOG_COLUMNS = "tool_logs (run_id, tool_call_id, tool, input, output, status, error_message, duration_ms, created_at)"
 
 # One event row, ready (`?` placeholders: a PostgreSQL backend renders them as `%s`). SQLite
@@ -277,8 +280,7 @@ def implied_statements(d: Dialect) -> dict[str, str]:
     start = ("(SELECT s.data FROM events AS s WHERE s.run_id = ? AND s.seq < ? AND s.type = 'tool_call_start' "
              f"AND {d.same('s.tool_call_id', '?')} ORDER BY s.seq DESC LIMIT 1)")
     return {
-        "run_start": "INSERT INTO runs (id, kind, name, status, started_at, input, pid, host) "
-                     "VALUES (?, ?, ?, 'running', ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+        "run_start": f"INSERT INTO {_RUN_COLUMNS} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
         "agent_end": "UPDATE runs SET status = ?, finished_at = ?, output = ?, error = ?, usage = ? WHERE id = ?",
         "tool_log": f"INSERT INTO {_LOG_COLUMNS} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         "tool_log_lookup": f"INSERT INTO {_LOG_COLUMNS} VALUES (?, ?, coalesce({d.get(start, 'tool')}, '?'), "
@@ -296,9 +298,8 @@ def implied_statements(d: Dialect) -> dict[str, str]:
 # `?` placeholders of implied_statements. tool_log_lookup (rare) keeps executemany.
 _PG_ROWS = "json_array_elements(%s::json) AS e(v)"
 POSTGRES_BULK = {
-    "run_start": "INSERT INTO runs (id, kind, name, status, started_at, input, pid, host) "
-                 "SELECT v->>0, v->>1, v->>2, 'running', (v->>3)::bigint, v->>4, (v->>5)::bigint, v->>6 "
-                 f"FROM {_PG_ROWS} ON CONFLICT DO NOTHING",
+    "run_start": f"INSERT INTO {_RUN_COLUMNS} SELECT v->>0, v->>1, v->>2, v->>3, (v->>4)::bigint, (v->>5)::bigint, "
+                 f"v->>6, v->>7, v->>8, v->>9, (v->>10)::bigint, v->>11 FROM {_PG_ROWS} ON CONFLICT DO NOTHING",
     "agent_end": "UPDATE runs SET status = v->>0, finished_at = (v->>1)::bigint, output = v->>2, error = v->>3, usage = v->>4 "
                  f"FROM {_PG_ROWS} WHERE runs.id = v->>5",
     "tool_log": f"INSERT INTO {_LOG_COLUMNS} SELECT v->>0, v->>1, v->>2, v->>3, v->>4, v->>5, v->>6, "
