@@ -19,6 +19,8 @@ engine, the hub — not uvicorn's HTTP parsing, the same for every server. Cases
   instructions included: the store is flushed before the count ends).
 
 `--one CASE N` runs one measurement without valgrind (what the driver runs under it).
+`--opcodes CASE` counts the bytecodes of N requests by function (`sys.settrace`; no valgrind):
+a profile that does not move with the machine's load, C calls counting one bytecode each.
 """
 
 from __future__ import annotations
@@ -87,7 +89,7 @@ def _one(case: str, requests: int, store: str) -> None:
         shutil.rmtree(root, ignore_errors=True)
 
 
-async def _drive(case: str, requests: int, store: str, root: Path) -> None:
+async def _drive(case: str, requests: int, store: str, root: Path, trace: Any = None) -> None:
     engine = None
     if case == "empty":
         call = _asgi_caller(empty_app(), sse=False)
@@ -112,12 +114,45 @@ async def _drive(case: str, requests: int, store: str, root: Path) -> None:
             call = _asgi_caller(create_app(engine), sse=case == "sse")
     for _ in range(WARMUP):
         await call()
-    for _ in range(requests):
-        await call()
+    if trace is not None:
+        sys.settrace(trace)
+    try:
+        for _ in range(requests):
+            await call()
+    finally:
+        sys.settrace(None)
     if engine is not None:
         if engine.store is not None:
             await asyncio.to_thread(engine.store.flush)
         engine.close()
+
+
+def _opcodes(case: str, requests: int, store: str, top: int = 200) -> int:
+    """Bytecodes per request by function, over `requests` requests of `case` (after the warm-up)."""
+    import collections
+
+    import uvloop
+
+    counts: collections.Counter[str] = collections.Counter()
+    prefix = str(REPO) + "/"
+
+    def tracer(frame: Any, event: str, arg: Any) -> Any:
+        frame.f_trace_opcodes = True
+        if event == "opcode":
+            code = frame.f_code
+            counts[f"{code.co_filename.replace(prefix, '').split('site-packages/')[-1]}:{code.co_name}"] += 1
+        return tracer
+
+    root = copy_shipped_project("skillyard-request-cost-")
+    try:
+        uvloop.run(_drive(case, requests, store, root, trace=tracer))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    total = sum(counts.values())
+    print(f"{case}: {total / requests:,.0f} bytecodes/request")
+    for name, count in counts.most_common(top):
+        print(f"{count / requests:>9,.1f}  {name}")
+    return 0
 
 
 def _cprofile(case: str, requests: int, store: str) -> int:
@@ -157,10 +192,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-m", type=int, default=100, help="requests of the short run")
     parser.add_argument("--one", nargs=2, metavar=("CASE", "N"), help=argparse.SUPPRESS)
     parser.add_argument("--cprofile", metavar="CASE", help="no valgrind: cProfile N requests of CASE, top functions")
+    parser.add_argument("--opcodes", metavar="CASE", help="no valgrind: bytecodes per request of CASE, by function")
     args = parser.parse_args(argv)
     if args.one:
         _one(args.one[0], int(args.one[1]), args.store)
         return 0
+    if args.opcodes:
+        return _opcodes(args.opcodes, args.n, args.store)
     if args.cprofile:
         return _cprofile(args.cprofile, args.n, args.store)
     if shutil.which("valgrind") is None:

@@ -28,6 +28,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from .auth import LOCAL, ApiKeys, Principal, host_header_name, is_loopback_host, loopback_origin, presented_key
 
 PRINCIPAL_KEY = "skillyard.principal"
+HEADERS_KEY = "skillyard.headers"  # {name: first value}, bytes, set by Access
 _PROTECTED = ("/v1/", "/mcp", "/metrics")
 _ADMIN_ONLY = ("/v1/admin/", "/metrics")
 
@@ -56,7 +57,7 @@ class Access:
         self.app = app
         self.keys = keys
         self.max_body_bytes = max_body_bytes
-        self.on_request = on_request  # called once per HTTP request (the hub attaches on the first)
+        self.on_request = on_request  # called on the first HTTP request (the hub attaches then)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -64,11 +65,13 @@ class Access:
             return
         if self.on_request is not None:
             self.on_request()
-        refusal = self._refusal(scope)
+            self.on_request = None  # attaching is done once: the lifespan attaches again after a restart
+        headers = first_values(scope)
+        refusal = self._refusal(scope, headers)
         if refusal is not None:
             await _send_error(send, *refusal)
             return
-        declared = _header(scope, b"content-length")
+        declared = headers.get(b"content-length")
         if declared is not None:
             if not declared.isdigit() or int(declared) > self.max_body_bytes:
                 await _send_error(send, 413, "payload_too_large", f"the request body may be at most {self.max_body_bytes} bytes")
@@ -79,14 +82,19 @@ class Access:
             return
         await self._call_capped(scope, receive, send)
 
-    def _refusal(self, scope: Scope) -> tuple[int, str, str, dict[str, str]] | None:
+    def _refusal(self, scope: Scope, headers: dict[bytes, bytes]) -> tuple[int, str, str, dict[str, str]] | None:
         """(status, code, message, headers) when the request may not go further."""
         path: str = scope.get("path", "")
         if not self.keys:
-            return _loopback_refusal(scope)
+            client = scope.get("client")
+            refusal = _loopback_verdict(str(client[0]) if client else None, headers.get(b"host"), headers.get(b"origin"))
+            if refusal is None:
+                scope[PRINCIPAL_KEY] = LOCAL
+            return refusal
         if not path.startswith(_PROTECTED):
             return None
-        key = presented_key({k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", ())})
+        key = presented_key({name: value.decode("latin-1") for name, value in (
+            ("authorization", headers.get(b"authorization")), ("x-api-key", headers.get(b"x-api-key"))) if value is not None})
         principal = self.keys.principal_of(key)
         if principal is None:
             message = "the API key is not valid" if key else (
@@ -123,20 +131,6 @@ class Access:
                 await _send_error(send, 413, "payload_too_large", f"the request body may be at most {limit} bytes")
 
 
-def _loopback_refusal(scope: Scope) -> tuple[int, str, str, dict[str, str]] | None:
-    client = scope.get("client")
-    host = origin = None
-    for key, value in scope.get("headers", ()):
-        if key == b"host":
-            host = value if host is None else host  # the first, as every other header read here
-        elif key == b"origin":
-            origin = value if origin is None else origin
-    refusal = _loopback_verdict(str(client[0]) if client else None, host, origin)
-    if refusal is None:
-        scope[PRINCIPAL_KEY] = LOCAL
-    return refusal
-
-
 @functools.lru_cache(maxsize=256)
 def _loopback_verdict(client: str | None, host: bytes | None, origin: bytes | None) -> tuple[int, str, str, dict[str, str]] | None:
     """The refusal for this peer, Host and Origin, or None. Cached: a server without keys sees the
@@ -152,11 +146,19 @@ def _loopback_verdict(client: str | None, host: bytes | None, origin: bytes | No
     return None
 
 
-def _header(scope: Scope, name: bytes) -> str | None:
-    for key, value in scope.get("headers", ()):
-        if key == name:
-            return value.decode("latin-1")  # type: ignore[no-any-return]
-    return None
+def request_headers(scope: Scope) -> dict[bytes, bytes]:
+    """`first_values` of the request, as `Access` kept them."""
+    headers = scope.get(HEADERS_KEY)
+    return first_values(scope) if headers is None else headers  # type: ignore[no-any-return]
+
+
+def first_values(scope: Scope) -> dict[bytes, bytes]:
+    """The request's headers by (lower-case) name, the first value of each, as every header
+    read here and by the routes is taken. Kept in the scope: the call route reads `Accept` there."""
+    raw = scope["headers"]
+    headers = dict(reversed(raw if raw.__class__ is list else list(raw)))  # reversed: the first value wins
+    scope[HEADERS_KEY] = headers
+    return headers
 
 
 async def _send_error(send: Send, status: int, code: str, message: str, headers: dict[str, str] | None = None) -> None:

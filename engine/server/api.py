@@ -11,7 +11,7 @@ import json
 from typing import Any, Callable, TypeVar
 
 import orjson
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
 from ..store import StoreError
@@ -82,11 +82,6 @@ def json_body(value: Any) -> bytes:
         return orjson.dumps(value, default=str, option=_ORJSON_OPTIONS)
     except (TypeError, orjson.JSONEncodeError):
         return json.dumps(jsonable(value), ensure_ascii=False, separators=(",", ":")).encode()
-
-
-def json_response(value: Any, *, status_code: int = 200, headers: dict[str, str] | None = None) -> Response:
-    """A JSON answer encoded once (JSONResponse(jsonable(v)) encodes twice and decodes once)."""
-    return Response(json_body(value), status_code=status_code, headers=headers, media_type="application/json")
 
 
 async def store_call(read: Callable[[], T], *, ambiguous: bool = False) -> T:

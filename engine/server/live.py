@@ -8,6 +8,7 @@ from fastapi import Request
 from starlette.responses import Response
 
 from .hub import LiveRun, RunHub
+from .raw import Answer
 from .sse import HEARTBEAT_S, MEDIA_TYPE, EventStreamResponse
 
 
@@ -53,5 +54,8 @@ def stream(hub: RunHub, run: LiveRun, after: int, *, cancel_on_disconnect: bool)
 def finished_stream(run: LiveRun, after: int) -> Response:
     """Every frame of an ended run from seq `after` on, as one SSE body."""
     body = b"".join(run.frames[max(0, after):])
-    return Response(body, media_type=MEDIA_TYPE, headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no",
-                                                          "X-Run-Id": run.run_id})
+    return Answer(body, 200, _EVENT_STREAM_TYPE, ((b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no"),
+                                                  (b"x-run-id", run.run_id.encode())))
+
+
+_EVENT_STREAM_TYPE = f"{MEDIA_TYPE}; charset=utf-8".encode()  # as Starlette labels a text/ type

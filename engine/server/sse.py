@@ -66,6 +66,14 @@ def wants_event_stream(accept: str | None) -> bool:
     return bool(accept) and MEDIA_TYPE in accept.lower()  # type: ignore[union-attr]
 
 
+def event_stream_wanted(accept: bytes | None) -> bool:
+    """`wants_event_stream` of the raw `Accept` header."""
+    return accept is not None and _MEDIA_TYPE_BYTES in accept.lower()
+
+
+_MEDIA_TYPE_BYTES = MEDIA_TYPE.encode()
+
+
 def parse_last_event_id(value: str | None) -> int:
     """`Last-Event-ID` as a seq; anything that is not a non-negative integer counts as 0."""
     if value is None:

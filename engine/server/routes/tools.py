@@ -9,15 +9,17 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.routing import APIRoute
 from fastapi.responses import Response
 from pydantic import BaseModel, Field
+from starlette.types import Receive
 
 from ..._engine import new_id
-from ..access import current_principal, request_principal
-from ..api import SSE_DOC, ApiError, error_responses, json_response
+from ..access import current_principal, request_headers, request_principal
+from ..api import SSE_DOC, ApiError, error_responses, json_body
 from ..auth import Principal
 from ..hub import LiveRun
 from ..live import finished_or_left, stream
 from ..service import Service
-from ..sse import wants_event_stream
+from ..raw import Answer, read_body
+from ..sse import event_stream_wanted
 
 # Router codes → HTTP status. A refused call is the client's problem (4xx); a call that ran
 # and failed is the tool's (502, 504 for time). Unlisted codes (a tool type's own) → 502.
@@ -105,7 +107,7 @@ def router(service: Service) -> APIRouter:
         # models and dependency solving cost more than the checks themselves (same checks, same 422).
         name, background, model = _call_parameters(request)
         principal = request_principal(request)
-        arguments = await _read_arguments(request)
+        arguments = await _read_arguments(request.receive)
         if model is not None and model not in engine.project.models:
             raise ApiError(422, "unknown_model", f"unknown model {model!r}; known: {', '.join(sorted(engine.project.models))}")
         run_id, call_id = new_id("run"), new_id("call")
@@ -116,7 +118,7 @@ def router(service: Service) -> APIRouter:
 
         run = hub.start(run_id, "tool", name, work, principal=principal.name, background=background)
         await asyncio.sleep(0)  # one turn of the loop: a call that never waits is done by then
-        if wants_event_stream(request.headers.get("accept")):
+        if event_stream_wanted(request_headers(request.scope).get(b"accept")):
             return stream(hub, run, 0, cancel_on_disconnect=True)
         if not await finished_or_left(request, run):
             return Response(status_code=499)  # nobody is listening; the status is for the access log
@@ -124,7 +126,7 @@ def router(service: Service) -> APIRouter:
             raise ApiError(409, "cancelled", "the call was cancelled")
         result = run.task.result()
         status = 200 if result.ok else STATUS_OF_CODE.get(result.error.code, 502)
-        return json_response(result.to_dict(), status_code=status, headers={"X-Run-Id": run_id})
+        return Answer(json_body(result.to_dict()), status, headers=((b"x-run-id", run_id.encode()),))
 
     return api
 
@@ -151,7 +153,7 @@ _FALSE = frozenset({"0", "false", "f", "no", "n", "off"})
 
 def _call_parameters(request: Request) -> tuple[str, bool, str | None]:
     """(name, background, model) of a call, checked as their declarations in CALL_PARAMETERS say."""
-    name: str = request.path_params["name"]
+    name: str = request.scope["path_params"]["name"]
     problems = []
     if len(name) > MAX_NAME:
         problems.append(("path", "name", f"String should have at most {MAX_NAME} characters"))
@@ -174,9 +176,9 @@ def _call_parameters(request: Request) -> tuple[str, bool, str | None]:
     return name, background, model
 
 
-async def _read_arguments(request: Request) -> str | None:
+async def _read_arguments(receive: Receive) -> str | None:
     """The body as text (its size is capped by `Access` while it streams in)."""
-    body = await request.body()
+    body = await read_body(receive)
     if not body.strip():
         return None
     try:
