@@ -41,7 +41,7 @@ class DirectRoute:
         if scope["type"] != "http" or scope["method"] not in self.methods:
             await self.app(scope, receive, send)
             return
-        found = self.match(get_route_path(scope))
+        found = self.match(get_route_path(scope) if scope.get("root_path") else scope["path"])
         if found is None:
             await self.app(scope, receive, send)
             return

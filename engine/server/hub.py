@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import threading
 import time
 from collections import OrderedDict
@@ -39,6 +40,9 @@ def _now_ms() -> int:
 
 class LiveRun:
     """One run's events in memory, and who is waiting for more. State comes from its Run."""
+
+    __slots__ = ("run_id", "kind", "name", "principal", "run", "records", "_dicts", "_frames", "_held", "started_at",
+                 "finished_at", "status", "error", "_result", "task", "background", "_changed")
 
     def __init__(self, run_id: str, kind: RunKind | None, name: str, *, principal: str | None = None):
         self.run_id = run_id
@@ -74,16 +78,16 @@ class LiveRun:
     def events(self) -> list[dict[str, Any]]:
         """Every event so far as its dict (`Event.to_dict()`), each built once."""
         dicts = self._dicts
-        for event in self.records[len(dicts):]:
-            dicts.append(event.to_dict())
+        if len(dicts) < len(self.records):
+            dicts.extend(map(Event.to_dict, self.records[len(dicts):]))
         return dicts
 
     @property
     def frames(self) -> list[bytes]:
         """Every event so far as its SSE frame, each encoded once (around the Run's encoded data)."""
         frames = self._frames
-        for event in self.records[len(frames):]:
-            frames.append(event_frame(event))
+        if len(frames) < len(self.records):
+            frames.extend(map(event_frame, self.records[len(frames):]))
         return frames
 
     @property
@@ -195,6 +199,7 @@ class RunHub:
         self.runs: "OrderedDict[str, LiveRun]" = OrderedDict()
         self._finished: "OrderedDict[str, None]" = OrderedDict()
         self._started_live: dict[str | None, int] = {}  # live runs this server started, per principal
+        self._started_total = 0  # their sum
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: int | None = None
         self._unsubscribe: Callable[[], None] | None = None
@@ -256,7 +261,7 @@ class RunHub:
             return
         live.run, live.kind, live.name = run, run.kind, run.name
         live.principal = live.principal or run.principal
-        run.on_end(lambda ended: self._run_ended(live, ended))
+        run.on_end(functools.partial(self._run_ended, live))
 
     def _run_ended(self, live: LiveRun, run: "Run") -> None:
         live.finish(run)
@@ -288,26 +293,31 @@ class RunHub:
         """Register the run, then start `work(run)` as a task that outlives the request.
 
         Raises TooManyRuns when the service or `principal` is at its cap of live runs."""
-        self._check_capacity(principal)
-        self._started_live[principal] = self._started_live.get(principal, 0) + 1
-        live = self._add(LiveRun(run_id, kind, name, principal=principal))
-        store = getattr(self.engine, "store", None)
+        started = self._started_live
+        mine = started.get(principal, 0)
+        self._check_capacity(mine)
+        started[principal] = mine + 1
+        self._started_total += 1
+        live = self.runs[run_id] = LiveRun(run_id, kind, name, principal=principal)
+        store = self.engine.store
         if store is not None and principal is not None:
             store.record_owner(run_id, principal)
         live.background = background
-        live.task = asyncio.get_running_loop().create_task(work(live), name=f"skillyard-run-{run_id}")
-        live.task.add_done_callback(lambda task: self._ended(live, task))
+        live.task = task = asyncio.get_running_loop().create_task(work(live), name=f"skillyard-run-{run_id}")
+        task.add_done_callback(functools.partial(self._ended, live))
         return live
 
-    def _check_capacity(self, principal: str | None) -> None:
-        if self.max_live is not None and sum(self._started_live.values()) >= self.max_live:
+    def _check_capacity(self, mine: int) -> None:
+        """`mine`: the live runs of the principal asking for one more."""
+        if self.max_live is not None and self._started_total >= self.max_live:
             raise TooManyRuns(f"this service runs {self.max_live} runs at once (server.max_live_runs); "
                               "retry when one has ended")
-        if self.max_live_per_principal is not None and self._started_live.get(principal, 0) >= self.max_live_per_principal:
+        if self.max_live_per_principal is not None and mine >= self.max_live_per_principal:
             raise TooManyRuns(f"this key has {self.max_live_per_principal} live runs (server.max_live_runs_per_key); "
                               "retry when one has ended")
 
     def _ended(self, live: LiveRun, task: "asyncio.Task[Any]") -> None:
+        self._started_total -= 1
         left = self._started_live.get(live.principal, 1) - 1
         if left:
             self._started_live[live.principal] = left
@@ -328,20 +338,18 @@ class RunHub:
         """The approver of a run started over HTTP: it asks nobody, so the Run waits for an
         answer through `POST /v1/runs/{id}/approvals/{tool_call_id}` (on any replica: the
         pending approval is kept in the store), up to the approval timeout."""
-        timeout = self.approval_timeout
+        return functools.partial(self._wait_for_answer, run_id)  # made for every call, used by few
+
+    async def _wait_for_answer(self, run_id: str, tool: Any, args: dict[str, Any], tool_call_id: str) -> bool:
         store = getattr(self.engine, "store", None)
-
-        async def wait(tool: Any, args: dict[str, Any], tool_call_id: str) -> bool:
+        if store is not None:
+            store.set_approval(run_id, tool_call_id, "pending")
+        try:
+            await asyncio.sleep(self.approval_timeout)
+            return False
+        finally:  # answered (this task is then cancelled), timed out, or the run ended
             if store is not None:
-                store.set_approval(run_id, tool_call_id, "pending")
-            try:
-                await asyncio.sleep(timeout)
-                return False
-            finally:  # answered (this task is then cancelled), timed out, or the run ended
-                if store is not None:
-                    store.set_approval(run_id, tool_call_id, "closed")
-
-        return wait
+                store.set_approval(run_id, tool_call_id, "closed")
 
     def cancel(self, run_id: str) -> bool:
         run = self.engine.runs.get(run_id)

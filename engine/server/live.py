@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import types
+from typing import Generator
 
 from fastapi import Request
 from starlette.responses import Response
@@ -10,6 +12,12 @@ from starlette.responses import Response
 from .hub import LiveRun, RunHub
 from .raw import Answer
 from .sse import HEARTBEAT_S, MEDIA_TYPE, EventStreamResponse
+
+
+@types.coroutine
+def one_turn() -> Generator[None, None, None]:
+    """`await one_turn()`: let the loop run once (what `asyncio.sleep(0)` does, without its checks)."""
+    yield
 
 
 async def finished_or_left(request: Request, run: LiveRun) -> bool:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -16,7 +15,7 @@ from ..access import current_principal, request_headers, request_principal
 from ..api import SSE_DOC, ApiError, error_responses, json_body
 from ..auth import Principal
 from ..hub import LiveRun
-from ..live import finished_or_left, stream
+from ..live import finished_or_left, one_turn, stream
 from ..service import Service
 from ..raw import Answer, read_body
 from ..sse import event_stream_wanted
@@ -117,7 +116,7 @@ def router(service: Service) -> APIRouter:
                                           approve=hub.approver(run_id), principal=principal.name)
 
         run = hub.start(run_id, "tool", name, work, principal=principal.name, background=background)
-        await asyncio.sleep(0)  # one turn of the loop: a call that never waits is done by then
+        await one_turn()  # a call that never waits is done by then
         if event_stream_wanted(request_headers(request.scope).get(b"accept")):
             return stream(hub, run, 0, cancel_on_disconnect=True)
         if not await finished_or_left(request, run):
