@@ -222,6 +222,7 @@ def _report_floor(source: Path, calls: int) -> None:
     floors = floor(source, calls)
     print(f"Floor: raw sqlite3 inserting the same event rows in a loop (one thread, {ROWS_PER_STATEMENT} rows per INSERT, "
           f"{STATEMENT_EVENTS:,} per transaction; no implied rows, no listener), CPU per call:")
+    print(f"  events as the schema has them (rowid, index)   {floors['schema']:7.1f} µs")
     print(f"  events as keyed (run_id, seq), random run ids  {floors['keyed']:7.1f} µs")
     print(f"  the same, run ids with a time-ordered prefix   {floors['time-ordered']:7.1f} µs")
     print(f"  a rowid table without any key                  {floors['rowid']:7.1f} µs")

@@ -8,7 +8,10 @@ STATEMENT_EVENTS rows per transaction, with the writer's
 pragmas (WAL, synchronous=NORMAL, its cache and mapping), on this thread alone — no
 listener, no implied rows, no other thread. Three tables:
 
-* `keyed`: the `events` table as the schema has it (WITHOUT ROWID, key (run_id, seq));
+* `schema`: the `events` table as the schema has it (a rowid table: rows appended, found
+  through the index of (run_id, seq): migration 9);
+* `keyed`: as it was before (WITHOUT ROWID, key (run_id, seq): each run's rows go into a
+  random page of the table itself);
 * `time-ordered`: the same, each run id given a time-ordered prefix (a new run's rows then
   go to the B-tree's right edge instead of a random page);
 * `rowid`: a plain rowid table with no key at all: appending rows, nothing more.
@@ -28,10 +31,11 @@ from engine.store.schema import MIGRATIONS
 from engine.store.sqlite import WRITER_CACHE_KIB, WRITER_MMAP_BYTES
 
 _COLUMNS = "run_id, seq, type, ts, tool_call_id, step_id, skill, data"
-_KEYED = MIGRATIONS[0].split("CREATE TABLE events", 1)[1].split(";", 1)[0]  # the schema's own definition
+_KEYED = MIGRATIONS[0].split("CREATE TABLE events", 1)[1].split(";", 1)[0]  # the first schema's definition
+_SCHEMA = MIGRATIONS[8].split("CREATE TABLE events_appended", 1)[1].split(";", 1)[0]  # today's
 _ROWID = ("(run_id TEXT NOT NULL, seq INTEGER NOT NULL, type TEXT NOT NULL, ts INTEGER NOT NULL, tool_call_id TEXT, "
           "step_id TEXT, skill TEXT, data TEXT NOT NULL)")
-TABLES = {"keyed": _KEYED, "time-ordered": _KEYED, "rowid": _ROWID}
+TABLES = {"schema": _SCHEMA, "keyed": _KEYED, "time-ordered": _KEYED, "rowid": _ROWID}
 ROWS_PER_STATEMENT = 256
 _ONE = f"INSERT INTO events ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 _MANY = f"INSERT INTO events ({_COLUMNS}) VALUES " + ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?)"] * ROWS_PER_STATEMENT)

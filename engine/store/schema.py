@@ -1,7 +1,7 @@
 """The run store's schema, as numbered migrations applied on open, and the writer's statements.
 
 One definition, two dialects: the migrations are written for SQLite and rendered for
-PostgreSQL by `postgres_ddl` (64-bit integers, identity keys, no WITHOUT ROWID). The
+PostgreSQL by `postgres_ddl` (64-bit integers, identity keys, no WITHOUT ROWID; SQLITE_ONLY ones are none). The
 writer's statements take ready values (store/rows.py computes them): one definition with `?`
 placeholders (`Dialect` renders the few places that read stored JSON or compare NULLs), plus
 the bulk forms each database takes best — PostgreSQL one JSON array per statement
@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 import sqlite3
 from dataclasses import dataclass
+
+SQLITE_ONLY = "-- sqlite only"  # a migration that starts so is none for PostgreSQL (postgres_ddl)
 
 MIGRATIONS: list[str] = [
     # 1: runs, their events, tool execution logs (seed 000 §2.2), model exchanges for replay
@@ -151,6 +153,29 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE batch_cases ADD COLUMN verdicts TEXT
     """,
+    # 9: events in a rowid table, found by the index of its key (run_id, seq). As the table's
+    # own key (WITHOUT ROWID), whose ids are random, each run's rows went into a page of their
+    # own: most splitting it, every commit and checkpoint writing as many pages as runs (the
+    # largest part of the writer's CPU). Now a run's rows are appended, and only the index's
+    # short entries land on random pages. The same rows, the same reads. SQLite only: a
+    # PostgreSQL table is already a heap beside its key's index.
+    f"""{SQLITE_ONLY}
+    CREATE TABLE events_appended (
+        run_id       TEXT NOT NULL,
+        seq          INTEGER NOT NULL,
+        type         TEXT NOT NULL,
+        ts           INTEGER NOT NULL,
+        tool_call_id TEXT,
+        step_id      TEXT,
+        skill        TEXT,
+        data         TEXT NOT NULL,
+        PRIMARY KEY (run_id, seq)
+    );
+    INSERT INTO events_appended (run_id, seq, type, ts, tool_call_id, step_id, skill, data)
+        SELECT run_id, seq, type, ts, tool_call_id, step_id, skill, data FROM events ORDER BY run_id, seq;
+    DROP TABLE events;
+    ALTER TABLE events_appended RENAME TO events
+    """,
 ]
 
 
@@ -210,7 +235,9 @@ _PG_TYPES = [
 
 
 def postgres_ddl(migration: str) -> str:
-    """A migration of MIGRATIONS as PostgreSQL reads it."""
+    """A migration of MIGRATIONS as PostgreSQL reads it (nothing for a SQLite-only one)."""
+    if migration.lstrip().startswith(SQLITE_ONLY):
+        return ""
     for pattern, replacement in _PG_TYPES:
         migration = pattern.sub(replacement, migration)
     return migration
