@@ -83,6 +83,16 @@ def test_a_batch_written_twice_adds_no_event_and_none_is_null(tmp_path: Path) ->
     assert query(db, "SELECT typeof(error), typeof(finished_at) FROM runs") == [("null", "integer")]
 
 
+def test_tool_logs_keep_only_the_indexes_their_queries_use(tmp_path: Path) -> None:
+    """tool_logs are read by tool, by run and newest first by id: no index on created_at."""
+    db = tmp_path / "runs.db"
+    _old_store(db, 9)
+    assert query(db, "SELECT count(*) FROM sqlite_master WHERE name = 'tool_logs_created'") == [(1,)]
+    RunStore(db).close()
+    indexes = {name for (name,) in query(db, "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'tool_logs'")}
+    assert indexes == {"tool_logs_tool", "tool_logs_run"}
+
+
 def test_postgresql_skips_the_sqlite_only_migration() -> None:
     assert MIGRATIONS[8].lstrip().startswith(SQLITE_ONLY)
     assert postgres_ddl(MIGRATIONS[8]) == ""

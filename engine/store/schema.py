@@ -176,6 +176,11 @@ MIGRATIONS: list[str] = [
     DROP TABLE events;
     ALTER TABLE events_appended RENAME TO events
     """,
+    # 10: no query reads tool logs by created_at (they are listed by id, the same order): its
+    # index was one more B-tree insert per tool call for nothing
+    """
+    DROP INDEX IF EXISTS tool_logs_created
+    """,
 ]
 
 
