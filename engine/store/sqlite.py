@@ -65,7 +65,7 @@ def _insert_rows(sql: str, size: int) -> str:
 
 def _bindable_events(events: Sequence[Any]) -> list[Any]:
     """Event rows' values as sqlite3 binds them without adapting (see _NULL): the data as text,
-    None (a row without a call, step or skill) as the NaN. C calls only, per column."""
+    None (a row without a call, step or skill) as the NaN. Per column, not per row."""
     values = list(events)
     data = values[EVENT_WIDTH - 1 :: EVENT_WIDTH]
     try:
@@ -74,7 +74,8 @@ def _bindable_events(events: Sequence[Any]) -> list[Any]:
         values[EVENT_WIDTH - 1 :: EVENT_WIDTH] = [_DECODE(v) if isinstance(v, bytes) else v for v in data]
     for column in (4, 5, 6):  # tool_call_id, step_id, skill: the columns that may be NULL
         part = values[column::EVENT_WIDTH]
-        values[column::EVENT_WIDTH] = map(_NOT_NONE, part, part)
+        if None in part:  # (a C loop; tool_call_id is seldom None)
+            values[column::EVENT_WIDTH] = [_NULL if value is None else value for value in part]
     return values
 
 
