@@ -19,7 +19,7 @@ import functools
 import threading
 import time
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Literal
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Coroutine, Literal
 
 from ..events import Event, record_sink
 from ..logging import logger
@@ -291,12 +291,13 @@ class RunHub:
         run_id: str,
         kind: RunKind,
         name: str,
-        work: Callable[[LiveRun], Awaitable[Any]],
+        work: Callable[[], Coroutine[Any, Any, Any]],
         *,
         principal: str | None = None,
         background: bool = False,
     ) -> LiveRun:
-        """Register the run, then start `work(run)` as a task that outlives the request.
+        """Register the run, then start `work()` (a coroutine function, or a partial of one:
+        no wrapper coroutine per call) as a task that outlives the request.
 
         Raises TooManyRuns when the service or `principal` is at its cap of live runs."""
         started = self._started_live
@@ -309,7 +310,7 @@ class RunHub:
         if store is not None and principal is not None:
             store.record_owner(run_id, principal)
         live.background = background
-        live.task = task = asyncio.get_running_loop().create_task(work(live), name=f"skillyard-run-{run_id}")
+        live.task = task = asyncio.get_running_loop().create_task(work(), name=f"skillyard-run-{run_id}")
         task.add_done_callback(functools.partial(self._ended, live))
         return live
 

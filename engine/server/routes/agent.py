@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Literal
 
 from fastapi import APIRouter, Body, Depends, Request
@@ -13,7 +14,6 @@ from ...errors import AgentSetupError
 from ..access import current_principal
 from ..api import SSE_DOC, ApiError, error_responses, jsonable
 from ..auth import Principal
-from ..hub import LiveRun
 from ..live import finished_or_left, stream
 from ..service import Service
 from ..sse import wants_event_stream
@@ -80,9 +80,7 @@ def router(service: Service) -> APIRouter:
         if not parsed or not any(m.content.strip() for m in parsed):
             raise ApiError(422, "invalid_request", "messages is empty")
 
-        async def work(run: LiveRun) -> Any:
-            return await runner.run(parsed, run_id=run_id, principal=principal.name)
-
+        work = functools.partial(runner.run, parsed, run_id=run_id, principal=principal.name)
         run = hub.start(run_id, "agent", runner.model, work, principal=principal.name, background=body.background)
         accept = request.headers.get("accept") or ""
         if "application/json" in accept and not wants_event_stream(accept):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -14,7 +15,6 @@ from ..._engine import new_id
 from ..access import current_principal, request_headers, request_principal
 from ..api import SSE_DOC, ApiError, error_responses, json_body
 from ..auth import Principal
-from ..hub import LiveRun
 from ..live import finished_or_left, one_turn, stream
 from ..service import Service
 from ..raw import Answer, read_body
@@ -111,10 +111,8 @@ def router(service: Service) -> APIRouter:
             raise ApiError(422, "unknown_model", f"unknown model {model!r}; known: {', '.join(sorted(engine.project.models))}")
         run_id, call_id = new_id("run"), new_id("call")
 
-        async def work(run: LiveRun) -> Any:
-            return await engine.call_tool(name, arguments, model=model, tool_call_id=call_id, run_id=run_id,
-                                          approve=hub.approver(run_id), principal=principal.name)
-
+        work = functools.partial(engine.call_tool, name, arguments, model=model, tool_call_id=call_id, run_id=run_id,
+                                 approve=hub.approver(run_id), principal=principal.name)
         run = hub.start(run_id, "tool", name, work, principal=principal.name, background=background)
         await one_turn()  # a call that never waits is done by then
         if event_stream_wanted(request_headers(request.scope).get(b"accept")):
