@@ -177,6 +177,7 @@ def _instructions(case: str, requests: int, store: str, out_dir: Path) -> int:
                sys.executable, "-m", "bench.request_cost", "--one", case, str(requests), "--store", store]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     env.pop("SKILLYARD_API_KEYS", None)
+    env.setdefault("PYTHONHASHSEED", "0")  # the same dict layouts in every run: a steadier count
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
     found = re.search(r"Collected : (\d+)", done.stderr)
     if done.returncode != 0 or found is None:
