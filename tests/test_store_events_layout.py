@@ -97,3 +97,29 @@ def test_postgresql_skips_the_sqlite_only_migration() -> None:
     assert MIGRATIONS[8].lstrip().startswith(SQLITE_ONLY)
     assert postgres_ddl(MIGRATIONS[8]) == ""
     assert "CREATE TABLE" in postgres_ddl(MIGRATIONS[0]) and "WITHOUT ROWID" not in postgres_ddl(MIGRATIONS[0])
+
+
+def test_an_agent_run_within_one_batch_is_the_same_row_as_one_split_across_batches(tmp_path: Path) -> None:
+    """An agent run whose start and end are in one spill is inserted finished; its own tool
+    calls end no run; split across two spills it is opened, then updated, to the same row."""
+    def events(run_id: str) -> list[Event]:
+        made = [Event("agent_start", run_id, 1, 10, data={"model": "mock", "input": "hi"}),
+                Event("tool_call_start", run_id, 2, 11, "call_1", data={"tool": "lookup", "arguments": {"q": 1}}),
+                Event("tool_call_result", run_id, 3, 12, "call_1", data={"ok": True, "data": "found"}),
+                Event("agent_done", run_id, 4, 13, data={"stop_reason": "answer", "answer": "yes", "usage": {"input_tokens": 3}})]
+        return [event._replace(data_json=encode_data(event.data)) for event in made]
+
+    rows = {}
+    for how, cut in (("one", 4), ("split", 2)):
+        with RunStore(tmp_path / f"{how}.db", redacted_events=True) as store:
+            first, second = store._ready(events("run_a")[:cut]), store._ready(events("run_a")[cut:]) if cut < 4 else None
+            names = [name for name, _, _ in first.each_implied()] + ([name for name, _, _ in second.each_implied()] if second else [])
+            assert names == (["run_start", "tool_log"] if how == "one" else ["run_start", "tool_log", "tool_end", "agent_end"])
+            store._write_rows(first)
+            if second is not None:
+                store._write_rows(second)
+            run = store.run("run_a")
+            assert run is not None
+            rows[how] = (run.to_dict(), [{**log, "id": 0} for log in store.tool_logs()])
+    assert rows["one"] == rows["split"]
+    assert (rows["one"][0]["status"], rows["one"][0]["output"], rows["one"][0]["usage"]) == ("ok", "yes", {"input_tokens": 3})

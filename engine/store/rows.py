@@ -214,16 +214,23 @@ class Implier:
         self._opened[run_id] = (call, len(out.implied))
         out.add_implied(index, RUN_START, params)
 
-    def _close_run(self, out: Batch, run_id: str, call: str | None, end: Row) -> bool:
+    def _close_run(self, out: Batch, run_id: str, call: str | None, end: Row, *, guarded: bool = False) -> bool:
         """Put a run's end (status, finished_at, output, error, usage) into the row that opens it,
-        if that row is in `out` and `call` is the one that opened the run; True if so."""
+        if that row is in `out` and `call` opened the run. True: nothing more to write for
+        the end — also, if `guarded` (a tool call's end, whose statement checks that the
+        run's event 1 is this call's start), when the run was opened in `out` by another."""
         opened = self._opened.get(run_id) if out is self._batch else None
-        if opened is None or opened[0] != call:
+        if opened is None:
             return False
-        at = opened[1] + 2  # the row's values, after its statement name and event index
+        opener, at = opened
+        if opener != call:
+            return guarded  # event 1 is another call's start or an agent_start: the statement would change nothing
+        if at < 0:  # this call ended the run already (a second end): its statement, as ever
+            return False
+        at += 2  # the row's values, after its statement name and event index
         implied = out.implied
         implied[at + 3], implied[at + 5], implied[at + 7], implied[at + 8], implied[at + 9] = end  # type: ignore[index]
-        del self._opened[run_id]
+        self._opened[run_id] = (opener, -1)
         return True
 
     def _remember(self, run_id: str, call: str | None, tool: str | None, arguments: str) -> None:
@@ -255,5 +262,5 @@ class Implier:
         else:  # the call's start is looked up in events (run_id, seq, tool_call_id: twice)
             out.add_implied(index, TOOL_LOG_LOOKUP, (run_id, "" if call is None else call, run_id, seq, call, run_id, seq, call,
                                                      *log, duration, ts))
-        if not self._close_run(out, run_id, call, end):
+        if not self._close_run(out, run_id, call, end, guarded=True):
             out.add_implied(index, TOOL_END, (*end, run_id, call))
