@@ -155,7 +155,7 @@ def request_headers(scope: Scope) -> dict[bytes, bytes]:
 def first_values(scope: Scope) -> dict[bytes, bytes]:
     """The request's headers by (lower-case) name, the first value of each, as every header
     read here and by the routes is taken. Kept in the scope: the call route reads `Accept` there."""
-    raw = scope["headers"]
+    raw = scope.get("headers", ())
     headers = dict(reversed(raw if raw.__class__ is list else list(raw)))  # reversed: the first value wins
     scope[HEADERS_KEY] = headers
     return headers
