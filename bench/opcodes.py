@@ -17,12 +17,27 @@ import sys
 import tempfile
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, Callable
 
 from .cases import SYNC_MODULE
 from .projects import CHAIN_ARGS, chain_tool, write_chain_project
 
 REPO = str(Path(__file__).resolve().parent.parent)
+
+
+def opcode_tracer(counts: collections.Counter[str]) -> Callable[[FrameType, str, Any], Any]:
+    """A `sys.settrace` function adding each bytecode run to `counts`, keyed by
+    file:function (paths inside the repository or site-packages, shortened)."""
+    prefix = REPO + "/"
+
+    def tracer(frame: FrameType, event: str, arg: Any) -> Any:
+        frame.f_trace_opcodes = True
+        if event == "opcode":
+            code = frame.f_code
+            counts[f"{code.co_filename.replace(prefix, '').split('site-packages/')[-1]}:{code.co_name}"] += 1
+        return tracer
+
+    return tracer
 
 
 def count_opcodes(steps: int, calls: int, warmup: int = 300) -> collections.Counter[str]:
@@ -34,13 +49,7 @@ def count_opcodes(steps: int, calls: int, warmup: int = 300) -> collections.Coun
     engine = Engine.from_dir(root)
     tool = chain_tool(steps)
     counts: collections.Counter[str] = collections.Counter()
-
-    def tracer(frame: FrameType, event: str, arg: Any) -> Any:
-        frame.f_trace_opcodes = True
-        if event == "opcode":
-            code = frame.f_code
-            counts[f"{code.co_filename.replace(REPO + '/', '')}:{code.co_name}"] += 1
-        return tracer
+    tracer = opcode_tracer(counts)
 
     async def run(n: int, traced: bool) -> None:
         if traced:

@@ -133,16 +133,10 @@ def _opcodes(case: str, requests: int, store: str, top: int = 200) -> int:
 
     import uvloop
 
+    from .opcodes import opcode_tracer
+
     counts: collections.Counter[str] = collections.Counter()
-    prefix = str(REPO) + "/"
-
-    def tracer(frame: Any, event: str, arg: Any) -> Any:
-        frame.f_trace_opcodes = True
-        if event == "opcode":
-            code = frame.f_code
-            counts[f"{code.co_filename.replace(prefix, '').split('site-packages/')[-1]}:{code.co_name}"] += 1
-        return tracer
-
+    tracer = opcode_tracer(counts)
     root = copy_shipped_project("skillyard-request-cost-")
     try:
         uvloop.run(_drive(case, requests, store, root, trace=tracer))
