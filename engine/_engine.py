@@ -173,8 +173,12 @@ class Engine:
         run_id: str | None = None,
         approve: Approver | None = None,
         principal: str | None = None,
+        announce_start: bool = False,
     ) -> ToolResult:
         """Route one call. Never raises for a bad call: the ToolResult carries the error.
+
+        `announce_start=True` (a front door that streams the events): the call's first event,
+        `tool_call_start`, can reach the stream before the tool runs (the router yields once).
 
         `approve` is asked when a `confirm: true` tool is called (None: such a call is
         denied); another front door may answer first through `engine.runs[run_id].answer`.
@@ -187,7 +191,7 @@ class Engine:
         result: ToolResult | None = None
         try:
             result = await route_in_run(run, project, name, args, tool_call_id=tool_call_id, model=model,
-                                        allowed_tools=allowed_tools)
+                                        allowed_tools=allowed_tools, announce_start=announce_start)
             if result.error is not None:
                 result = run.scrub_error(result)
             return result

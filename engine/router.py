@@ -37,13 +37,14 @@ def route_in_run(
     model: str | None = None,
     allowed_tools: Collection[str] | None = None,
     timeout: float | None = None,
+    announce_start: bool = False,
 ) -> Awaitable[ToolResult]:
     """One call inside a Run (a tool run's own call, or one of an agent's calls).
 
     Returns the router's coroutine itself (await it), so a call has no extra frame.
     """
     context = RunContext(run.run_id, tool_call_id or new_id("call"), name, run, project, model)
-    return route_call(context, arguments, allowed_tools=allowed_tools, timeout=timeout)
+    return route_call(context, arguments, allowed_tools=allowed_tools, timeout=timeout, announce_start=announce_start)
 
 
 async def route_call(
@@ -52,8 +53,14 @@ async def route_call(
     *,
     allowed_tools: Collection[str] | None = None,
     timeout: float | None = None,
+    announce_start: bool = False,
 ) -> ToolResult:
-    """Check and run one call; emits tool_call_start … tool_call_result / tool_call_error."""
+    """Check and run one call; emits tool_call_start … tool_call_result / tool_call_error.
+
+    `announce_start`: someone streams this call's events; the router lets the event loop
+    turn once after `tool_call_start`, so that event can reach them before the tool runs
+    (under a burst of streamed calls, each hears its call began before any call's work).
+    """
     started = perf_counter_ns()
     name = run.tool
     project = run.project
@@ -75,6 +82,8 @@ async def route_call(
     )
     limit: float | None = None
     try:
+        if announce_start:  # inside the try: a call cancelled here still ends with its error event
+            await asyncio.sleep(0)
         if tool is None:
             if name in project.broken and project.policy.permits(name) and (allowed_tools is None or name in allowed_tools):
                 raise StepFailure("config_error", f"tool {name!r} cannot run: its configuration has problems",

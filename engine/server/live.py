@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import types
 from typing import Generator
 
 from fastapi import Request
 from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
 
 from .hub import LiveRun, RunHub
 from .raw import Answer
@@ -51,19 +53,59 @@ def stream(hub: RunHub, run: LiveRun, after: int, *, cancel_on_disconnect: bool)
     one body: no tasks watching a stream that has nothing left to wait for."""
     if run.done:  # (as `follow` does, events still held back for a gap are not waited for)
         return finished_stream(run, after)
+    return _live_stream(hub, run, after, cancel_on_disconnect)
 
+
+def _live_stream(hub: RunHub, run: LiveRun, after: int, cancel_on_disconnect: bool) -> EventStreamResponse:
     def on_close(client_left: bool) -> None:
-        if client_left and cancel_on_disconnect and not run.background:
-            hub.cancel(run.run_id)
+        if client_left and cancel_on_disconnect:
+            _left(hub, run)
 
     return EventStreamResponse(run.follow(after, heartbeat=HEARTBEAT_S), on_close=on_close, headers={"X-Run-Id": run.run_id})
+
+
+class AnnouncedStream(Response):
+    """The SSE answer of a call started with `announce_start`: the frames so far (its
+    `tool_call_start`) go out at once; one turn of the loop later a call that never waits
+    has ended, and the rest goes out with the end in one write. A call still going then is
+    followed live, as `stream` does."""
+
+    def __init__(self, hub: RunHub, run: LiveRun):
+        self.hub, self.run = hub, run
+        self.status_code = 200
+        self.background = None
+        self.raw_headers = [(b"content-type", _EVENT_STREAM_TYPE), *_stream_headers(run)]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        run = self.run
+        sent = len(run.frames)
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+            await send({"type": "http.response.body", "body": b"".join(run.frames), "more_body": True})
+        except OSError:  # the client left at once
+            _left(self.hub, run)
+            return
+        await one_turn()
+        if run.done:
+            with contextlib.suppress(OSError):
+                await send({"type": "http.response.body", "body": b"".join(run.frames[sent:]), "more_body": False})
+            return
+        await _live_stream(self.hub, run, sent, True)(scope, receive, send, started=True)
+
+
+def _left(hub: RunHub, run: LiveRun) -> None:
+    if not run.background:
+        hub.cancel(run.run_id)
+
+
+def _stream_headers(run: LiveRun) -> list[tuple[bytes, bytes]]:
+    return [(b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no"), (b"x-run-id", run.run_id.encode())]
 
 
 def finished_stream(run: LiveRun, after: int) -> Response:
     """Every frame of an ended run from seq `after` on, as one SSE body."""
     body = b"".join(run.frames[max(0, after):])
-    return Answer(body, 200, _EVENT_STREAM_TYPE, ((b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no"),
-                                                  (b"x-run-id", run.run_id.encode())))
+    return Answer(body, 200, _EVENT_STREAM_TYPE, _stream_headers(run))
 
 
 _EVENT_STREAM_TYPE = f"{MEDIA_TYPE}; charset=utf-8".encode()  # as Starlette labels a text/ type

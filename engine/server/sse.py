@@ -105,10 +105,12 @@ class EventStreamResponse(Response):
         self.background = None
         self.init_headers({"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **(headers or {})})
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send, *, started: bool = False) -> None:
+        """`started`: the response's start (and maybe some frames) went out already."""
         client_left = True
         try:
-            await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+            if not started:
+                await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
             pump = asyncio.ensure_future(self._pump(send))
             listen = asyncio.ensure_future(_wait_for_disconnect(receive))
             try:

@@ -15,7 +15,7 @@ from ..._engine import new_id
 from ..access import current_principal, request_headers, request_principal
 from ..api import SSE_DOC, ApiError, error_responses, json_body
 from ..auth import Principal
-from ..live import finished_or_left, one_turn, stream
+from ..live import AnnouncedStream, finished_or_left, one_turn, stream
 from ..service import Service
 from ..raw import Answer, read_body
 from ..sse import event_stream_wanted
@@ -111,12 +111,15 @@ def router(service: Service) -> APIRouter:
             raise ApiError(422, "unknown_model", f"unknown model {model!r}; known: {', '.join(sorted(engine.project.models))}")
         run_id, call_id = new_id("run"), new_id("call")
 
+        streamed = event_stream_wanted(request_headers(request.scope).get(b"accept"))
+        # Streamed: the call's first event goes out before its tool runs (under a burst of
+        # calls, each caller hears its call began before any call's work is done).
         work = functools.partial(engine.call_tool, name, arguments, model=model, tool_call_id=call_id, run_id=run_id,
-                                 approve=hub.approver(run_id), principal=principal.name)
+                                 approve=hub.approver(run_id), principal=principal.name, announce_start=streamed)
         run = hub.start(run_id, "tool", name, work, principal=principal.name, background=background)
-        await one_turn()  # a call that never waits is done by then
-        if event_stream_wanted(request_headers(request.scope).get(b"accept")):
-            return stream(hub, run, 0, cancel_on_disconnect=True)
+        await one_turn()  # a call that never waits is done by then (a streamed one has announced itself)
+        if streamed:
+            return AnnouncedStream(hub, run) if not run.done else stream(hub, run, 0, cancel_on_disconnect=True)
         if not await finished_or_left(request, run):
             return Response(status_code=499)  # nobody is listening; the status is for the access log
         if run.task is None or run.task.cancelled():
