@@ -111,7 +111,8 @@ class LiveRun:
         if self._held:
             while (nxt := self._held.pop(len(records) + 1, None)) is not None:
                 records.append(nxt)
-        self._notify()
+        if self._changed is not None:  # someone waits (most events find nobody)
+            self._notify()
 
     def _notify(self) -> None:
         changed, self._changed = self._changed, None
@@ -253,12 +254,6 @@ class RunHub:
             live = self._add(LiveRun(event.run_id, None, "?"))
         if live.run is None:
             self._attach_run(live)
-        records = live.records
-        if event.seq == len(records) + 1 and not live._held:  # the usual case: the run's first event
-            records.append(event)
-            if live._changed is not None:
-                live._notify()
-            return
         live.add(event)  # the Run redacted it already: one code path, before any listener
 
     def _attach_run(self, live: LiveRun) -> None:

@@ -78,10 +78,11 @@ class AnnouncedStream(Response):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         run = self.run
-        sent = len(run.frames)
+        frames = run.frames
+        sent, first = len(frames), b"".join(frames)  # both before any await: the list grows meanwhile
         try:
             await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
-            await send({"type": "http.response.body", "body": b"".join(run.frames), "more_body": True})
+            await send({"type": "http.response.body", "body": first, "more_body": True})
         except OSError:  # the client left at once
             _left(self.hub, run)
             return

@@ -163,6 +163,10 @@ def _get(value: Any, key: str) -> Any:
     return value.get(key) if isinstance(value, dict) else None
 
 
+# Where a run's end (status, finished_at, output, error, usage) goes in a RUN_START row:
+# (run_id, kind, name, status, started_at, finished_at, input, output, error, usage, pid, host)
+_RUN_END_COLUMNS = (3, 5, 7, 8, 9)
+
 _AGENT = "\x00agent"  # what opened an agent run, in Implier._opened (no call id looks like it)
 
 
@@ -229,7 +233,8 @@ class Implier:
             return False
         at += 2  # the row's values, after its statement name and event index
         implied = out.implied
-        implied[at + 3], implied[at + 5], implied[at + 7], implied[at + 8], implied[at + 9] = end  # type: ignore[index]
+        for column, value in zip(_RUN_END_COLUMNS, end):
+            implied[at + column] = value  # type: ignore[index]
         self._opened[run_id] = (opener, -1)
         return True
 
