@@ -41,7 +41,7 @@ def db(tmp_path: Path) -> Path:
 
 
 def _tables(path: Path) -> set[str]:
-    return {name for (name,) in query(path, "SELECT name FROM sqlite_master WHERE type IN ('table', 'index')")}
+    return {name for (name,) in query(path, "SELECT name FROM sqlite_master WHERE type IN ('table', 'index', 'view')")}
 
 
 # ─── 6. migrations and opening ────────────────────────────────────────────────────────

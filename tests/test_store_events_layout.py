@@ -53,11 +53,11 @@ def test_an_older_store_gets_the_appended_events_table_and_reads_the_same(tmp_pa
         assert store.run("run_b").status == "ok"  # type: ignore[union-attr]
     for run_id, rows in before.items():
         assert query(db, f"SELECT * FROM events WHERE run_id = '{run_id}' ORDER BY seq") == rows
-    table = query(db, "SELECT sql FROM sqlite_master WHERE name = 'events'")[0][0]
+    table = query(db, "SELECT sql FROM sqlite_master WHERE name = 'event_rows'")[0][0]  # renamed by migration 11
     assert "WITHOUT ROWID" not in table and "PRIMARY KEY (run_id, seq)" in table
-    assert query(db, "SELECT count(*) FROM sqlite_master WHERE tbl_name = 'events' AND type = 'index'") == [(1,)]
+    assert query(db, "SELECT count(*) FROM sqlite_master WHERE tbl_name = 'event_rows' AND type = 'index'") == [(1,)]
     assert "events_appended" not in {name for (name,) in query(db, "SELECT name FROM sqlite_master")}
-    plan = " ".join(str(row) for row in query(db, "EXPLAIN QUERY PLAN SELECT * FROM events WHERE run_id = 'run_b' AND seq > 0 ORDER BY seq"))
+    plan = " ".join(str(row) for row in query(db, "EXPLAIN QUERY PLAN SELECT * FROM event_rows WHERE run_id = 'run_b' AND seq > 0 ORDER BY seq"))
     assert "USING INDEX" in plan and "TEMP B-TREE" not in plan, plan  # the key's index, in seq order: no sort, no scan
 
 

@@ -108,6 +108,24 @@ class _Barrier:
         self.unreachable: BaseException | None = None  # set: the database could not be reached
 
 
+SELECT_EVENTS = ("SELECT type, run_id, seq, ts, tool_call_id, step_id, skill, data FROM events "
+                 "WHERE run_id = ? AND seq > ? ORDER BY seq")
+
+
+def event_dict(kind: str, run_id: str, seq: int, ts: int, call: str | None, step: str | None, skill: str | None,
+               data: Any) -> dict[str, Any]:
+    """A stored event as `Event.to_dict()` gives it (no key for a call, step or skill it has not)."""
+    event: dict[str, Any] = {"type": kind, "run_id": run_id, "seq": seq, "ts": ts}
+    if call is not None:
+        event["tool_call_id"] = call
+    if step is not None:
+        event["step_id"] = step
+    if skill is not None:
+        event["skill"] = skill
+    event["data"] = data
+    return event
+
+
 def _loads(text: str | None) -> Any:
     return None if text is None else json.loads(text)
 
@@ -580,6 +598,7 @@ class Store(BatchRecords):
     # Queries use `?` placeholders; a backend translates them if it needs to.
 
     _LOCAL_EVENTS_NOTICE = True  # False: the database itself notifies EVENTS_CHANNEL (postgres)
+    _EVENT_ROWS = "events"  # the table of event rows (SQLite: `event_rows`, and runs' packed events)
     # True: an event row's data may stay the bytes the Run encoded (UTF-8 JSON), and the
     # backend's writer makes them text; False: the rows hold text only
     _DATA_BYTES = False
@@ -639,19 +658,9 @@ class Store(BatchRecords):
 
     def events(self, run_id: str, *, after_seq: int = 0) -> list[dict[str, Any]]:
         """A run's events in `seq` order, as `Event.to_dict()` gives them (redacted)."""
-        rows = self._fetch(
-            "SELECT type, run_id, seq, ts, tool_call_id, step_id, skill, data FROM events WHERE run_id = ? AND seq > ? ORDER BY seq",
-            (run_id, after_seq),
-        )
-        out = []
-        for kind, rid, seq, ts, call, step, skill, data in rows:
-            event: dict[str, Any] = {"type": kind, "run_id": rid, "seq": seq, "ts": ts}
-            for key, value in (("tool_call_id", call), ("step_id", step), ("skill", skill)):
-                if value is not None:
-                    event[key] = value
-            event["data"] = json.loads(data)
-            out.append(event)
-        return out
+        rows = self._fetch(SELECT_EVENTS, (run_id, after_seq))
+        return [event_dict(kind, rid, seq, ts, call, step, skill, json.loads(data))
+                for kind, rid, seq, ts, call, step, skill, data in rows]
 
     def model_exchanges(self, run_id: str) -> list[dict[str, Any]]:
         """The prompts and answers of a run's model calls, in order (what replay answers from)."""
@@ -686,7 +695,7 @@ class Store(BatchRecords):
         old = "SELECT id FROM runs WHERE started_at < ? AND status != 'running'"
         statements: list[tuple[str, Sequence[Any]]] = [
             (f"DELETE FROM {table} WHERE run_id IN ({old})", (cutoff,))
-            for table in ("events", "model_exchanges", "tool_logs", "run_owners", "approvals", "batch_cases")
+            for table in (self._EVENT_ROWS, "model_exchanges", "tool_logs", "run_owners", "approvals", "batch_cases")
         ]
         return self._transaction([*statements, (f"DELETE FROM runs WHERE id IN ({old})", (cutoff,))])[-1]
 

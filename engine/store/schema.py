@@ -181,6 +181,23 @@ MIGRATIONS: list[str] = [
     """
     DROP INDEX IF EXISTS tool_logs_created
     """,
+    # 11: a run that starts and ends within one of the writer's batches (most tool calls) keeps
+    # its events in its own row, as one JSON array (packing.py): one value written instead of
+    # some 15 rows and their index entries, most of what SQLite did per call. The event rows
+    # of the other runs go on in `event_rows`, and the view `events` shows both as rows, the
+    # same columns as before, so SQL reads every event as it did. SQLite only: PostgreSQL's
+    # writer sends a batch in one statement anyway.
+    f"""{SQLITE_ONLY}
+    ALTER TABLE events RENAME TO event_rows;
+    ALTER TABLE runs ADD COLUMN packed_events TEXT;
+    CREATE VIEW events (run_id, seq, type, ts, tool_call_id, step_id, skill, data) AS
+        SELECT run_id, seq, type, ts, tool_call_id, step_id, skill, data FROM event_rows
+        UNION ALL
+        SELECT r.id, json_extract(p.value, '$[0]'), json_extract(p.value, '$[1]'), json_extract(p.value, '$[2]'),
+               json_extract(p.value, '$[3]'), json_extract(p.value, '$[4]'), json_extract(p.value, '$[5]'),
+               json_quote(json_extract(p.value, '$[6]'))
+        FROM runs AS r, json_each(r.packed_events) AS p WHERE r.packed_events IS NOT NULL
+    """,
 ]
 
 
@@ -258,6 +275,13 @@ class Dialect:
     def pg(self) -> bool:
         return self.name == "postgresql"
 
+    @property
+    def event_rows(self) -> str:
+        """The table of event rows (SQLite's `events` is a view over it and the packed runs:
+        migration 11). The writer's lookups read the table: a run whose events were packed
+        has ended, and no later event of it looks its start up."""
+        return "events" if self.pg else "event_rows"
+
     def get(self, expr: str, path: str) -> str:
         """The SQL value at `path` ("a.b") of the JSON in `expr` (NULL when missing)."""
         if self.pg:
@@ -283,9 +307,13 @@ _EVENT_COLUMNS = "events (run_id, seq, type, ts, tool_call_id, step_id, skill, d
 _RUN_COLUMNS = "runs (id, kind, name, status, started_at, finished_at, input, output, error, usage, pid, host)"
 _LOG_COLUMNS = "tool_logs (run_id, tool_call_id, tool, input, output, status, error_message, duration_ms, created_at)"
 
-# One event row, ready (`?` placeholders: a PostgreSQL backend renders them as `%s`). SQLite
-# takes a batch of them through executemany; PostgreSQL through INSERT_EVENTS_PG.
-INSERT_EVENT = f"INSERT INTO {_EVENT_COLUMNS} VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
+# One event row, ready: SQLite's writer takes a batch of them in multi-row statements (the
+# events of runs it does not pack, packing.py); PostgreSQL through INSERT_EVENTS_PG.
+INSERT_EVENT = ("INSERT INTO event_rows (run_id, seq, type, ts, tool_call_id, step_id, skill, data) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING")
+# SQLite's run row may bring the run's packed events (the last value; NULL: its events are rows)
+SQLITE_RUN_START = (f"INSERT INTO {_RUN_COLUMNS[:-1]}, packed_events) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                    "ON CONFLICT DO NOTHING")
 
 # PostgreSQL: a batch as one flat JSON array of ready values, EVENT_WIDTH per event (one
 # parameter, one round trip; the server parses no event's data: `data` is a JSON string
@@ -309,7 +337,7 @@ def implied_statements(d: Dialect) -> dict[str, str]:
     whose call start this process did not see finds it in `events` (tool_log_lookup: a
     statement of its own, as SQLite evaluates such a subquery even where coalesce does not
     need it)."""
-    start = ("(SELECT s.data FROM events AS s WHERE s.run_id = ? AND s.seq < ? AND s.type = 'tool_call_start' "
+    start = (f"(SELECT s.data FROM {d.event_rows} AS s WHERE s.run_id = ? AND s.seq < ? AND s.type = 'tool_call_start' "
              f"AND {d.same('s.tool_call_id', '?')} ORDER BY s.seq DESC LIMIT 1)")
     return {
         "run_start": f"INSERT INTO {_RUN_COLUMNS} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
@@ -318,7 +346,7 @@ def implied_statements(d: Dialect) -> dict[str, str]:
         "tool_log_lookup": f"INSERT INTO {_LOG_COLUMNS} VALUES (?, ?, coalesce({d.get(start, 'tool')}, '?'), "
                            f"coalesce({d.raw(start, 'arguments')}, 'null'), ?, ?, ?, ?, ?)",
         "tool_end": "UPDATE runs SET status = ?, finished_at = ?, output = ?, error = ?, usage = ? WHERE id = ? AND EXISTS ("
-                    "SELECT 1 FROM events AS s WHERE s.run_id = runs.id AND s.seq = 1 AND s.type = 'tool_call_start' "
+                    f"SELECT 1 FROM {d.event_rows} AS s WHERE s.run_id = runs.id AND s.seq = 1 AND s.type = 'tool_call_start' "
                     f"AND {d.same('s.tool_call_id', '?')})",
         "exchange": "INSERT INTO model_exchanges (run_id, seq, tool_call_id, step_id, skill, model, attempt, messages, response) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
@@ -355,6 +383,6 @@ _SQLITE_END = ("INSERT INTO runs (id, kind, name, status, started_at, finished_a
 SQLITE_BULK = {
     "agent_end": _SQLITE_END.format(id=6, marks=", ".join("?" * 6), guard=""),
     "tool_end": _SQLITE_END.format(id=6, marks=", ".join("?" * 7), guard=(
-        " AND EXISTS (SELECT 1 FROM events AS s WHERE s.run_id = column6 AND s.seq = 1 "
+        " AND EXISTS (SELECT 1 FROM event_rows AS s WHERE s.run_id = column6 AND s.seq = 1 "
         "AND s.type = 'tool_call_start' AND s.tool_call_id IS column7)")),
 }

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import os
 import sqlite3
 import threading
@@ -23,8 +24,12 @@ from ..redaction import Redactor
 from .base import (  # noqa: F401 - re-exported: the names this module always had
     FLUSH_INTERVAL_S, HOST, SPILL_EVENTS, STATEMENT_EVENTS, STORED_DEPTH, RunRecord, Store, StoreError, _alive,
 )
-from .rows import EVENT_WIDTH, WIDTHS, Batch
-from .schema import INSERT_EVENT, MIGRATIONS, SQLITE, SQLITE_BULK, SchemaTooNew, implied_statements, migrate
+from .base import SELECT_EVENTS, event_dict
+from .packing import finished_runs, pack_events, unpacked, with_packs
+from .rows import EVENT_WIDTH, RUN_START, WIDTHS, Batch
+from .schema import (
+    INSERT_EVENT, MIGRATIONS, SQLITE, SQLITE_BULK, SQLITE_RUN_START, SchemaTooNew, implied_statements, migrate,
+)
 
 BUSY_TIMEOUT_MS = 10_000
 WRITE_ATTEMPTS = 4  # a batch that fails with a transient error (database locked…) is retried, in order
@@ -36,8 +41,10 @@ IMPLIED = implied_statements(SQLITE)
 MAX_STATEMENT_ROWS = 256  # rows per INSERT statement (fewer if the SQLite build takes fewer parameters)
 
 
-# The implied statements that take several rows at once (all but the rare tool_log_lookup)
-BULK = {**{name: IMPLIED[name] for name in ("run_start", "tool_log", "exchange")}, **SQLITE_BULK}
+# The implied statements that take several rows at once (all but the rare tool_log_lookup); a
+# run's row brings its packed events (packing.py), one value more
+BULK = {**{name: IMPLIED[name] for name in ("tool_log", "exchange")}, RUN_START: SQLITE_RUN_START, **SQLITE_BULK}
+_WIDTHS = {**WIDTHS, RUN_START: WIDTHS[RUN_START] + 1}
 
 
 # Python's sqlite3 binds str, int and float directly, but "adapts" any other value first (bytes,
@@ -130,6 +137,7 @@ def own_file(path: Path, *, create: bool = True) -> None:
 class RunStore(Store):
     """The SQLite run store at `path` (made, with its directory, if new)."""
 
+    _EVENT_ROWS = "event_rows"  # `events` is a view over it and the runs' packed events (packing.py)
     _DATA_BYTES = True  # an event's encoded data is decoded by the writer (_bindable_events), off the event loop
 
     def __init__(self, path: str | Path, *, redactor: Redactor | None = None, redacted_events: bool = False):
@@ -190,19 +198,22 @@ class RunStore(Store):
 
     def _write_rows(self, rows: Batch) -> None:
         """One transaction: the events, then the rows they imply, all as plain values (no JSON
-        for SQLite to parse). Events go in through multi-row INSERTs: each statement lets go
-        of the GIL once and must win it back from a busy event loop, so few big ones beat
-        executemany's one per row; so do the implied rows (schema.SQLITE_BULK ends runs)."""
+        for SQLite to parse). A run that starts and ends in the batch gets its events packed
+        into its row (packing.py); the others' events go in through multi-row INSERTs: each
+        statement lets go of the GIL once and must win it back from a busy event loop, so few
+        big ones beat executemany's one per row; so do the implied rows (schema.SQLITE_BULK ends runs)."""
         db = self._write
         assert db is not None
+        events, implied = self._packed(rows)
         for attempt in range(1, WRITE_ATTEMPTS + 1):
             try:
                 db.execute("BEGIN IMMEDIATE")
                 try:
-                    self._insert_many(db, INSERT_EVENT, _bindable_events(rows.events), EVENT_WIDTH)
-                    for name, values in rows.implied_flat():  # made again for each attempt
-                        width = WIDTHS[name]
-                        values = list(map(_NOT_NONE, values, values))
+                    if events:
+                        self._insert_many(db, INSERT_EVENT, _bindable_events(events), EVENT_WIDTH)
+                    for name, values in implied:
+                        width = _WIDTHS[name]
+                        values = list(map(_NOT_NONE, values, values))  # a new list for each attempt
                         bulk = BULK.get(name)
                         if bulk is not None:
                             self._insert_many(db, bulk, values, width)
@@ -218,6 +229,18 @@ class RunStore(Store):
                 if attempt == WRITE_ATTEMPTS:
                     raise
                 time.sleep(0.05 * 4**attempt)
+
+    @staticmethod
+    def _packed(rows: Batch) -> tuple[Sequence[Any], list[tuple[str, Sequence[Any]]]]:
+        """The batch's event values left to write as rows, and its implied rows by statement,
+        the runs' rows with their packed events (packing.py)."""
+        implied = rows.implied_flat()
+        for at, (name, values) in enumerate(implied):
+            if name == RUN_START:
+                events, packs = pack_events(rows.events, finished_runs(values))
+                implied[at] = (name, with_packs(values, packs))
+                return events, implied
+        return rows.events, implied
 
     def _insert_many(self, db: sqlite3.Connection, sql: str, values: list[Any], width: int) -> None:
         """Rows of `width` values each, in statements of several rows (sizes: powers of two,
@@ -264,6 +287,19 @@ class RunStore(Store):
             raise StoreError(f"cannot read the run store {self.path}: {exc}") from None
         finally:
             connection.close()
+
+    def events(self, run_id: str, *, after_seq: int = 0) -> list[dict[str, Any]]:
+        """As Store's: the run's packed events (if its row has them) and then its event rows,
+        read in one transaction (packed events are a run's first: the rows come after)."""
+        with self._read() as db:
+            db.execute("BEGIN")
+            packed = db.execute("SELECT packed_events FROM runs WHERE id = ?", (run_id,)).fetchone()
+            rows = db.execute(_SELECT_EVENT_ROWS, (run_id, after_seq)).fetchall()
+            db.execute("COMMIT")
+        out = [event_dict(*row) for row in unpacked(run_id, packed[0], after_seq)] if packed and packed[0] else []
+        out += [event_dict(kind, rid, seq, ts, call, step, skill, json.loads(data))
+                for kind, rid, seq, ts, call, step, skill, data in rows]
+        return out
 
     def _fetch(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._read() as db:
@@ -336,4 +372,5 @@ class RunStore(Store):
                 connection.close()
 
 
+_SELECT_EVENT_ROWS = SELECT_EVENTS.replace("FROM events ", "FROM event_rows ")
 _SETTINGS_MARK = "SELECT count(*), max(updated_at), total(updated_at) FROM tool_settings"

@@ -1,0 +1,97 @@
+"""A run that starts and ends within one writer batch keeps its events in its own row (packing.py).
+
+What must hold: `Store.events` and the `events` view give exactly what one row per event gave
+(the same dicts as the live events, the same column values and data text), whether a run was
+packed, split across batches, or packed and then given a later event; a packed run's events
+go with it when pruned; and the writer really packs the runs of an ordinary call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+from engine import Engine
+from engine.events import Event, encode_data
+from engine.store import RunStore
+from test_store_support import query, write_project
+
+_COLUMNS = "run_id, seq, type, ts, tool_call_id, step_id, skill, data"
+
+
+def _events(run_id: str, data: dict[str, Any] | None = None) -> list[Event]:
+    made = [Event("tool_call_start", run_id, 1, 10, "call_1", data={"tool": "t", "arguments": {"q": "é \u2028 \"x\""}}),
+            Event("step_start", run_id, 2, 11, "call_1", "s1", "k", data=data or {"n": 1.5, "none": None}),
+            Event("tool_call_result", run_id, 3, 12, "call_1", data={"ok": True, "data": ["a", {"b": []}]})]
+    return [event._replace(data_json=encode_data(event.data)) for event in made]
+
+
+def _write(store: RunStore, *batches: list[Event]) -> None:
+    for events in batches:
+        store._write_rows(store._ready(events))
+
+
+def test_a_run_within_one_batch_is_packed_and_reads_back_as_rows_did(tmp_path: Path) -> None:
+    packed_db, rows_db = tmp_path / "packed.db", tmp_path / "rows.db"
+    events = _events("run_p")
+    with RunStore(packed_db, redacted_events=True) as store:
+        _write(store, events)  # one batch: start and end together
+        assert store.events("run_p") == [event.to_dict() for event in events]
+        assert store.events("run_p", after_seq=2) == [events[2].to_dict()]
+    with RunStore(rows_db, redacted_events=True) as store:
+        _write(store, events[:1], events[1:])  # split: the run's row is opened, then ended
+        assert store.events("run_p") == [event.to_dict() for event in events]
+    assert query(packed_db, "SELECT count(*) FROM event_rows") == [(0,)]
+    assert query(packed_db, "SELECT packed_events IS NOT NULL FROM runs") == [(1,)]
+    assert query(rows_db, "SELECT count(*), max(packed_events) FROM event_rows, runs") == [(3, None)]
+    view = f"SELECT {_COLUMNS}, typeof(step_id), typeof(data) FROM events ORDER BY seq"
+    assert query(packed_db, view) == query(rows_db, view)  # the same values, the same data text
+    run = "SELECT id, kind, name, status, started_at, finished_at, input, output, error, usage FROM runs"
+    assert query(packed_db, run) == query(rows_db, run)
+
+
+def test_an_event_after_the_batch_that_packed_its_run_follows_the_packed_ones(tmp_path: Path) -> None:
+    late = Event("skill_progress_delta", "run_p", 4, 13, "call_1", "s1", "k", data={"text": "late"})
+    late = late._replace(data_json=encode_data(late.data))
+    with RunStore(tmp_path / "runs.db", redacted_events=True) as store:
+        _write(store, _events("run_p"), [late])
+        assert [e["seq"] for e in store.events("run_p")] == [1, 2, 3, 4]
+        assert store.events("run_p", after_seq=3) == [late.to_dict()]
+    assert query(tmp_path / "runs.db", "SELECT seq FROM events WHERE run_id = 'run_p' ORDER BY seq") == [(1,), (2,), (3,), (4,)]
+
+
+def test_data_no_fast_encoder_writes_is_packed_as_its_fallback_text(tmp_path: Path) -> None:
+    """A 70-digit integer: the Run has no encoded data, the store's fallback writes the text."""
+    big = 10**70
+    events = [event._replace(data_json=None) if event.seq == 2 else event for event in _events("run_b", {"n": big})]
+    with RunStore(tmp_path / "runs.db", redacted_events=True) as store:
+        _write(store, events)
+        assert store.events("run_b")[1]["data"] == {"n": big}
+    assert query(tmp_path / "runs.db", "SELECT data FROM events WHERE seq = 2") == [(f'{{"n":{big}}}',)]
+
+
+def test_pruning_a_packed_run_removes_its_events(tmp_path: Path) -> None:
+    with RunStore(tmp_path / "runs.db", redacted_events=True) as store:
+        _write(store, _events("run_old"))
+        assert store.prune(older_than_ms=0) == 1
+        assert store.events("run_old") == [] and store.run("run_old") is None
+    assert query(tmp_path / "runs.db", "SELECT count(*) FROM events") == [(0,)]
+
+
+def test_the_engine_packs_an_ordinary_call_and_the_stored_events_are_the_live_ones(tmp_path: Path) -> None:
+    project, db = write_project(tmp_path / "project"), tmp_path / "runs.db"
+    engine = Engine.from_dir(project, store=db)
+    seen: list[dict[str, Any]] = []
+    try:
+        result = asyncio.run(engine.call_tool("report", {"text": "one two three"}, on_event=lambda e: seen.append(e.to_dict())))
+        assert result.ok, result.error
+        engine.store.flush()  # type: ignore[union-attr]
+        stored = engine.store.events(result.run_id)  # type: ignore[union-attr]
+    finally:
+        engine.close()
+    assert stored == json.loads(json.dumps(seen)) and len(stored) > 3
+    assert query(db, "SELECT count(*) FROM event_rows WHERE run_id = ?", (result.run_id,)) == [(0,)]
+    packed = query(db, "SELECT status, packed_events FROM runs WHERE id = ?", (result.run_id,))[0]
+    assert packed[0] == "ok" and [event[0] for event in json.loads(packed[1])] == list(range(1, len(stored) + 1))
