@@ -3,19 +3,23 @@
 What must hold: `Store.events` and the `events` view give exactly what one row per event gave
 (the same dicts as the live events, the same column values and data text), whether a run was
 packed, split across batches, or packed and then given a later event; a packed run's events
-go with it when pruned; and the writer really packs the runs of an ordinary call.
+go with it when pruned; and the writer really packs the runs of an ordinary call. A spill
+leaves the events of a run that has just started queued until its end (HOLD_BACK_MS at
+most, never past a flush()), so that the run reaches one batch whole.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
 from typing import Any
 
 from engine import Engine
 from engine.events import Event, encode_data
 from engine.store import RunStore
+from engine.store.base import HOLD_BACK_MS
 from test_store_support import query, write_project
 
 _COLUMNS = "run_id, seq, type, ts, tool_call_id, step_id, skill, data"
@@ -95,3 +99,39 @@ def test_the_engine_packs_an_ordinary_call_and_the_stored_events_are_the_live_on
     assert query(db, "SELECT count(*) FROM event_rows WHERE run_id = ?", (result.run_id,)) == [(0,)]
     packed = query(db, "SELECT status, packed_events FROM runs WHERE id = ?", (result.run_id,))[0]
     assert packed[0] == "ok" and [event[0] for event in json.loads(packed[1])] == list(range(1, len(stored) + 1))
+
+
+def _now_events(run_id: str, started_ms_ago: int) -> list[Event]:
+    now = time.time_ns() // 1_000_000 - started_ms_ago
+    return [event._replace(ts=now + event.seq) for event in _events(run_id)]
+
+
+def test_a_run_just_started_waits_in_the_queue_for_its_end_and_is_packed_whole(tmp_path: Path) -> None:
+    """The writer spills every 50 ms: the run's first two events wait through several spills."""
+    start, step, end = _now_events("run_now", 0)
+    with RunStore(tmp_path / "runs.db", redacted_events=True) as store:
+        store.listener(start)
+        store.listener(step)
+        time.sleep(0.15)
+        assert store.queue_depth == 2 and store.events("run_now") == []
+        store.listener(end)
+        store.flush()
+        assert [e["seq"] for e in store.events("run_now")] == [1, 2, 3]
+    assert query(tmp_path / "runs.db", "SELECT count(*) FROM event_rows") == [(0,)]
+    assert query(tmp_path / "runs.db", "SELECT status, packed_events IS NOT NULL FROM runs") == [("ok", 1)]
+
+
+def test_a_longer_run_is_written_as_it_goes_and_a_flush_holds_nothing_back(tmp_path: Path) -> None:
+    older = _now_events("run_older", started_ms_ago=HOLD_BACK_MS + 1_000)[:2]
+    recent = _now_events("run_recent", started_ms_ago=0)[:1]
+    with RunStore(tmp_path / "runs.db", redacted_events=True) as store:
+        for event in older:
+            store.listener(event)
+        deadline = time.monotonic() + 10
+        while store.queue_depth and time.monotonic() < deadline:  # the writer's next spill takes it
+            time.sleep(0.02)
+        assert [e["seq"] for e in store.events("run_older")] == [1, 2]
+        store.listener(recent[0])
+        store.flush()  # writes what was queued before it returns, whatever the run
+        assert [e["seq"] for e in store.events("run_recent")] == [1]
+        assert store.run("run_recent").status == "running"  # type: ignore[union-attr]

@@ -55,6 +55,7 @@ from .tool_settings import DELETE_SETTING, SELECT_SETTINGS, UPSERT_SETTING, Tool
 
 FLUSH_INTERVAL_S = 0.05  # the writer wakes this often: what was queued by then is committed
 SPILL_EVENTS = 256  # the listener spills the queue at this length (~550 objects: no collection is set off)
+HOLD_BACK_MS = 200  # a spill leaves queued the events of runs started this recently and not ended (SQLite packs a whole run)
 STATEMENT_EVENTS = 2_000  # events per INSERT (one transaction): the write lock is held for one of them
 STORED_DEPTH = 200  # data nested deeper is not stored (orjson writes 255 levels, SQLite's JSON reads 1,000)
 MAX_PENDING_EVENTS = 100_000  # kept while the database cannot be reached; older ones are dropped and counted
@@ -137,6 +138,11 @@ _IMPLIES = IMPLYING_TYPES.__contains__
 _META = operator.itemgetter(1, 2, 0, 3, 4, 5, 6)
 _ROW = operator.itemgetter(1, 2, 0, 3, 4, 5, 6, 9)  # the row with the data's JSON as the Run encoded it (bytes)
 _TYPE = operator.itemgetter(0)
+_RUN_ID = operator.itemgetter(1)
+_SEQ = operator.itemgetter(2)
+_TS = operator.itemgetter(3)
+_IS_FIRST = (1).__eq__  # of a seq: the run's first event
+_ENDS_A_RUN = _RUN_ENDS.__contains__
 _DATA_JSON = operator.itemgetter(9)
 _DECODE = bytes.decode
 
@@ -234,7 +240,7 @@ class Store(BatchRecords):
         # Small writes beside the events (who started a run, approvals), written before the next events
         self._side: list[tuple[str, tuple[Any, ...]]] = []
         self._listeners: dict[str, list[Callable[[str], None]]] = {}  # in-process notifications (see listen)
-        self._deliveries: SimpleQueue[tuple[str, str] | None] | None = None
+        self._deliveries: SimpleQueue[tuple[str, str | list[str]] | None] | None = None  # payloads by channel
         self.origin = f"{HOST}:{os.getpid()}:{id(self):x}"  # who made a change, in notification payloads
         self.listener = self._make_listener()
         self._writer = threading.Thread(target=self._write_loop, name="skillyard-store", daemon=True)
@@ -405,6 +411,8 @@ class Store(BatchRecords):
                 return 0
             batch = queue[:count]
             del queue[:count]  # the listener only appends: what arrives meanwhile stays queued
+            batch = self._hold_back_starting_runs(batch)
+            count = len(batch)
             self._taken += count
             try:
                 for start in range(0, count, STATEMENT_EVENTS):
@@ -417,6 +425,30 @@ class Store(BatchRecords):
             return count
         finally:
             self._lock.release()
+
+    def _hold_back_starting_runs(self, batch: list[Event]) -> list[Event]:
+        """The events of `batch` but those of runs that started in it less than HOLD_BACK_MS
+        ago and have not ended yet, which go back to the front of the queue (under the lock):
+        a later spill has each such run whole, and SQLite packs a run whose events are in one
+        batch into one value (packing.py) instead of ~15 rows. A longer run (one waiting for an
+        approval) is written as it goes after that; nothing is held while a flush() waits or
+        the store closes. C calls but per starting run: this runs on the event loop's thread."""
+        if self._barriers or self._stop:
+            return batch
+        run_ids = list(map(_RUN_ID, batch))
+        first = list(map(_IS_FIRST, map(_SEQ, batch)))
+        starts = dict(zip(compress(run_ids, first), compress(map(_TS, batch), first)))
+        if not starts:
+            return batch
+        for ended in compress(run_ids, map(_ENDS_A_RUN, map(_TYPE, batch))):
+            starts.pop(ended, None)
+        recent = time.time_ns() // 1_000_000 - HOLD_BACK_MS
+        starting = {run_id for run_id, ts in starts.items() if ts >= recent}
+        if not starting:
+            return batch
+        held = list(map(starting.__contains__, run_ids))
+        self._queue[:0] = compress(batch, held)
+        return list(compress(batch, map(operator.not_, held)))
 
     def _ready(self, batch: list[Event]) -> Batch:
         """The events as rows of plain values (data as JSON text), and the rows they imply.
@@ -540,11 +572,10 @@ class Store(BatchRecords):
     def _notice_events(self, rows: Batch) -> None:
         """In-process EVENTS_CHANNEL notices ("<run_id> <last seq>" per run), for a backend
         whose database does not send them itself; only when someone listens."""
-        last: dict[str, int] = {}
-        for run_id, seq in zip(rows.events[0::EVENT_WIDTH], rows.events[1::EVENT_WIDTH]):
-            last[run_id] = max(last.get(run_id, 0), seq)
-        for run_id, seq in last.items():
-            self._deliver(EVENTS_CHANNEL, f"{run_id} {seq}")
+        values = rows.events
+        last = dict(zip(values[0::EVENT_WIDTH], values[1::EVENT_WIDTH]))  # a run's events come in seq order: its last wins
+        if self._deliveries is not None:  # one item for the batch (C calls: no Python per run here)
+            self._deliveries.put((EVENTS_CHANNEL, list(map("{} {}".format, last.keys(), last.values()))))
 
     def _release_barriers(self) -> None:
         if self._barriers:
@@ -754,14 +785,16 @@ class Store(BatchRecords):
         if self._listeners.get(channel) and self._deliveries is not None:
             self._deliveries.put((channel, payload))
 
-    def _delivery_loop(self, deliveries: "SimpleQueue[tuple[str, str] | None]") -> None:
+    def _delivery_loop(self, deliveries: "SimpleQueue[tuple[str, str | list[str]] | None]") -> None:
         while (item := deliveries.get()) is not None:
-            channel, payload = item
-            for callback in list(self._listeners.get(channel, ())):
-                try:
-                    callback(payload)
-                except Exception as exc:  # noqa: BLE001 - a listener's bug must not stop the others
-                    logger.error("run store: a notification listener failed", channel=channel, error=f"{type(exc).__name__}: {exc}")
+            channel, payloads = item
+            for payload in (payloads,) if isinstance(payloads, str) else payloads:
+                for callback in list(self._listeners.get(channel, ())):
+                    try:
+                        callback(payload)
+                    except Exception as exc:  # noqa: BLE001 - a listener's bug must not stop the others
+                        logger.error("run store: a notification listener failed", channel=channel,
+                                     error=f"{type(exc).__name__}: {exc}")
 
     def _close_notifications(self) -> None:
         if self._deliveries is not None:
