@@ -8,7 +8,9 @@ run (they are allocations that are not freed) and promote them to its oldest gen
 whose growth sets off full collections: pauses of tens or hundreds of ms on the event loop.
 A writer thread wakes every FLUSH_INTERVAL_S, spills what is left, and hands the rows to the
 database: one transaction per batch, nothing for the database to parse. Events are stored in
-arrival order, so a run's events are in `seq` order even when it fails or is cancelled.
+arrival order, so a run's events are in `seq` order even when it fails or is cancelled; only
+a run that has just started waits in the queue for its end (HOLD_BACK_MS at most), so that
+it reaches one batch whole and SQLite writes it as one value (packing.py).
 
 One bad event never costs other runs theirs: when a batch cannot be encoded as a whole (a lone
 surrogate, nesting deeper than JSON readers take), its rows are encoded one by one and only

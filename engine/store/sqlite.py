@@ -17,6 +17,8 @@ import os
 import sqlite3
 import threading
 import time
+from itertools import groupby
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
@@ -53,6 +55,7 @@ _WIDTHS = {**WIDTHS, RUN_START: WIDTHS[RUN_START] + 1}
 # per call, by callgrind). So the writer binds neither: an event's data (the bytes the Run
 # encoded, see Store._DATA_BYTES) is decoded on the writer's thread, and None is bound as a NaN,
 # which SQLite stores as NULL (sqlite3_bind_double: a NaN is a NULL), the same value.
+_STATEMENT, _PARAMS = itemgetter(0), itemgetter(1)  # of a side write (Store._side)
 _NULL = float("nan")
 _NOT_NONE = {None: _NULL}.get  # (value, value) → the value, or the NaN for None: C calls only
 _DECODE = bytes.decode
@@ -188,10 +191,10 @@ class RunStore(Store):
             return
         side, self._side = self._side, []
         try:
-            with self._write:  # one short transaction
+            with self._write:  # one short transaction; a statement's run of rows in one call (an owner per call)
                 self._write.execute("BEGIN IMMEDIATE")
-                for sql, params in side:
-                    self._write.execute(sql, params)
+                for sql, rows in groupby(side, key=_STATEMENT):
+                    self._write.executemany(sql, map(_PARAMS, rows))
         except sqlite3.Error as exc:
             self._side[:0] = side  # kept, in order, for the next round
             self._failed = exc
