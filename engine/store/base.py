@@ -9,7 +9,7 @@ whose growth sets off full collections: pauses of tens or hundreds of ms on the 
 A writer thread wakes every FLUSH_INTERVAL_S, spills what is left, and hands the rows to the
 database: one transaction per batch, nothing for the database to parse. Events are stored in
 arrival order, so a run's events are in `seq` order even when it fails or is cancelled; only
-a run that has just started waits in the queue for its end (HOLD_BACK_MS at most), so that
+a run that has just started waits (in a store whose writer packs runs: SQLite) in the queue for its end (HOLD_BACK_MS at most), so that
 it reaches one batch whole and SQLite writes it as one value (packing.py).
 
 One bad event never costs other runs theirs: when a batch cannot be encoded as a whole (a lone
@@ -413,8 +413,9 @@ class Store(BatchRecords):
                 return 0
             batch = queue[:count]
             del queue[:count]  # the listener only appends: what arrives meanwhile stays queued
-            batch = self._hold_back_starting_runs(batch)
-            count = len(batch)
+            if self._PACKS_RUNS:
+                batch = self._hold_back_starting_runs(batch)
+                count = len(batch)
             self._taken += count
             try:
                 for start in range(0, count, STATEMENT_EVENTS):
@@ -632,6 +633,7 @@ class Store(BatchRecords):
 
     _LOCAL_EVENTS_NOTICE = True  # False: the database itself notifies EVENTS_CHANNEL (postgres)
     _EVENT_ROWS = "events"  # the table of event rows (SQLite: `event_rows`, and runs' packed events)
+    _PACKS_RUNS = False  # True: the writer packs a run whose events are in one batch (spills then hold back starting runs)
     # True: an event row's data may stay the bytes the Run encoded (UTF-8 JSON), and the
     # backend's writer makes them text; False: the rows hold text only
     _DATA_BYTES = False

@@ -141,6 +141,7 @@ class RunStore(Store):
     """The SQLite run store at `path` (made, with its directory, if new)."""
 
     _EVENT_ROWS = "event_rows"  # `events` is a view over it and the runs' packed events (packing.py)
+    _PACKS_RUNS = True
     _DATA_BYTES = True  # an event's encoded data is decoded by the writer (_bindable_events), off the event loop
 
     def __init__(self, path: str | Path, *, redactor: Redactor | None = None, redacted_events: bool = False):
