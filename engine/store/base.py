@@ -8,9 +8,9 @@ run (they are allocations that are not freed) and promote them to its oldest gen
 whose growth sets off full collections: pauses of tens or hundreds of ms on the event loop.
 A writer thread wakes every FLUSH_INTERVAL_S, spills what is left, and hands the rows to the
 database: one transaction per batch, nothing for the database to parse. Events are stored in
-arrival order, so a run's events are in `seq` order even when it fails or is cancelled; only
-a run that has just started waits (in a store whose writer packs runs: SQLite) in the queue for its end (HOLD_BACK_MS at most), so that
-it reaches one batch whole and SQLite writes it as one value (packing.py).
+arrival order, so a run's events are in `seq` order even when it fails or is cancelled. Only
+in a store whose writer packs runs (SQLite, packing.py) does a run that has just started wait
+in the queue for its end (HOLD_BACK_MS at most), to reach one batch whole.
 
 One bad event never costs other runs theirs: when a batch cannot be encoded as a whole (a lone
 surrogate, nesting deeper than JSON readers take), its rows are encoded one by one and only
@@ -446,7 +446,10 @@ class Store(BatchRecords):
         for ended in compress(run_ids, map(_ENDS_A_RUN, map(_TYPE, batch))):
             starts.pop(ended, None)
         recent = time.time_ns() // 1_000_000 - HOLD_BACK_MS
-        starting = {run_id for run_id, ts in starts.items() if ts >= recent}
+        try:
+            starting = {run_id for run_id, ts in starts.items() if ts >= recent}
+        except TypeError:  # a `ts` that is no number (a store fed by hand): nothing is held
+            return batch
         if not starting:
             return batch
         held = list(map(starting.__contains__, run_ids))
