@@ -226,6 +226,7 @@ def _report_floor(source: Path, calls: int) -> None:
     print(f"  events as keyed (run_id, seq), random run ids  {floors['keyed']:7.1f} µs")
     print(f"  the same, run ids with a time-ordered prefix   {floors['time-ordered']:7.1f} µs")
     print(f"  a rowid table without any key                  {floors['rowid']:7.1f} µs")
+    print(f"  one row per run, its events packed (the store) {floors['packed']:7.1f} µs")
 
 
 def main(argv: list[str] | None = None) -> int:

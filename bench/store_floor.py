@@ -6,7 +6,7 @@ takes at the very least, on this machine, in the same run: the event rows the st
 of ROWS_PER_STATEMENT rows (cheaper than `executemany`'s one per row: ~25 % less CPU here),
 STATEMENT_EVENTS rows per transaction, with the writer's
 pragmas (WAL, synchronous=NORMAL, its cache and mapping), on this thread alone — no
-listener, no implied rows, no other thread. Three tables:
+listener, no implied rows, no other thread. The tables:
 
 * `schema`: the `events` table as the schema has it (a rowid table: rows appended, found
   through the index of (run_id, seq): migration 9);
@@ -14,7 +14,10 @@ listener, no implied rows, no other thread. Three tables:
   random page of the table itself);
 * `time-ordered`: the same, each run id given a time-ordered prefix (a new run's rows then
   go to the B-tree's right edge instead of a random page);
-* `rowid`: a plain rowid table with no key at all: appending rows, nothing more.
+* `rowid`: a plain rowid table with no key at all: appending rows, nothing more;
+* `packed`: one row per run (keyed by its id), its events as one JSON text — how the store
+  keeps a run that starts and ends within one batch (engine/store/packing.py; the JSON is
+  built before the clock runs).
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from pathlib import Path
 from itertools import chain
 from typing import Iterator
 
+import orjson
+
 from engine.store.base import STATEMENT_EVENTS
 from engine.store.schema import MIGRATIONS
 from engine.store.sqlite import WRITER_CACHE_KIB, WRITER_MMAP_BYTES
@@ -35,10 +40,18 @@ _KEYED = MIGRATIONS[0].split("CREATE TABLE events", 1)[1].split(";", 1)[0]  # th
 _SCHEMA = MIGRATIONS[8].split("CREATE TABLE events_appended", 1)[1].split(";", 1)[0]  # today's
 _ROWID = ("(run_id TEXT NOT NULL, seq INTEGER NOT NULL, type TEXT NOT NULL, ts INTEGER NOT NULL, tool_call_id TEXT, "
           "step_id TEXT, skill TEXT, data TEXT NOT NULL)")
-TABLES = {"schema": _SCHEMA, "keyed": _KEYED, "time-ordered": _KEYED, "rowid": _ROWID}
+# one row per run and batch (a run that spans two batches has two), its events as one JSON text
+_PACKED = "(run_id TEXT NOT NULL, part INTEGER NOT NULL, events TEXT NOT NULL, PRIMARY KEY (run_id, part))"
+TABLES = {"schema": _SCHEMA, "keyed": _KEYED, "time-ordered": _KEYED, "rowid": _ROWID, "packed": _PACKED}
 ROWS_PER_STATEMENT = 256
-_ONE = f"INSERT INTO events ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-_MANY = f"INSERT INTO events ({_COLUMNS}) VALUES " + ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?)"] * ROWS_PER_STATEMENT)
+
+
+def _statements(width: int) -> tuple[str, str]:
+    """The one-row and the ROWS_PER_STATEMENT-row INSERT into `events` of rows of `width` values."""
+    columns = _COLUMNS if width == 8 else "run_id, part, events"
+    group = f"({', '.join('?' * width)})"
+    return f"INSERT INTO events ({columns}) VALUES {group}", f"INSERT INTO events ({columns}) VALUES " + ", ".join(
+        [group] * ROWS_PER_STATEMENT)
 
 
 def _batches(source: Path, time_ordered: bool) -> Iterator[list[tuple[object, ...]]]:
@@ -55,6 +68,16 @@ def _batches(source: Path, time_ordered: bool) -> Iterator[list[tuple[object, ..
         db.close()
 
 
+def _packed_batches(source: Path) -> Iterator[list[tuple[object, ...]]]:
+    """Each batch's events as one row per run: (run_id, the batch's number, its events as the
+    JSON array SQLite's store packs, engine/store/packing.py)."""
+    for part, rows in enumerate(_batches(source, False)):
+        runs: dict[str, list[tuple[object, ...]]] = {}
+        for run_id, *event, data in rows:
+            runs.setdefault(run_id, []).append((*event, orjson.Fragment(data)))
+        yield [(run_id, part, orjson.dumps(events).decode()) for run_id, events in runs.items()]
+
+
 def _insert(source: Path, table: str, target: Path) -> float:
     """This thread's CPU seconds to insert the rows of `source` into a new `table` at `target`."""
     db = sqlite3.connect(target, isolation_level=None)
@@ -65,14 +88,16 @@ def _insert(source: Path, table: str, target: Path) -> float:
         db.execute(f"PRAGMA mmap_size = {WRITER_MMAP_BYTES}")
         db.execute(f"CREATE TABLE events {TABLES[table]}")
         spent = 0.0
-        for rows in _batches(source, table == "time-ordered"):
+        batches = _packed_batches(source) if table == "packed" else _batches(source, table == "time-ordered")
+        for rows in batches:
+            one, many = _statements(len(rows[0]))
             whole = len(rows) // ROWS_PER_STATEMENT * ROWS_PER_STATEMENT
             values = [list(chain.from_iterable(rows[at : at + ROWS_PER_STATEMENT])) for at in range(0, whole, ROWS_PER_STATEMENT)]
             started = time.thread_time()  # reading the source and flattening its rows are not counted
             db.execute("BEGIN IMMEDIATE")
             for part in values:
-                db.execute(_MANY, part)
-            db.executemany(_ONE, rows[whole:])
+                db.execute(many, part)
+            db.executemany(one, rows[whole:])
             db.execute("COMMIT")
             spent += time.thread_time() - started
         return spent
