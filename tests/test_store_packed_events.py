@@ -107,8 +107,9 @@ def _now_events(run_id: str, started_ms_ago: int) -> list[Event]:
 
 
 def test_a_run_just_started_waits_in_the_queue_for_its_end_and_is_packed_whole(tmp_path: Path) -> None:
-    """The writer spills every 50 ms: the run's first two events wait through several spills."""
-    start, step, end = _now_events("run_now", 0)
+    """The writer spills every 50 ms: the run's first two events wait through several spills.
+    (Their times are set 5 s ahead: a stalled machine cannot age them past HOLD_BACK_MS here.)"""
+    start, step, end = _now_events("run_now", started_ms_ago=-5_000)
     with RunStore(tmp_path / "runs.db", redacted_events=True) as store:
         store.listener(start)
         store.listener(step)
