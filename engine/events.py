@@ -44,6 +44,7 @@ EventType = Literal[
 ]
 
 TERMINAL_TOOL_EVENTS = frozenset({"tool_call_result", "tool_call_error"})
+RUN_ENDING_EVENTS = TERMINAL_TOOL_EVENTS | {"agent_done"}  # what may end a run (a tool call's, or an agent's)
 
 
 _EventFields = namedtuple(

@@ -19,7 +19,7 @@ from typing import Any
 from engine import Engine
 from engine.events import Event, encode_data
 from engine.store import RunStore
-from engine.store.base import HOLD_BACK_MS
+from engine.store.packing import HOLD_BACK_MS
 from test_store_support import query, write_project
 
 _COLUMNS = "run_id, seq, type, ts, tool_call_id, step_id, skill, data"

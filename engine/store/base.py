@@ -10,7 +10,7 @@ A writer thread wakes every FLUSH_INTERVAL_S, spills what is left, and hands the
 database: one transaction per batch, nothing for the database to parse. Events are stored in
 arrival order, so a run's events are in `seq` order even when it fails or is cancelled. Only
 in a store whose writer packs runs (SQLite, packing.py) does a run that has just started wait
-in the queue for its end (HOLD_BACK_MS at most), to reach one batch whole.
+in the queue for its end (`_hold_back`), to reach one batch whole.
 
 One bad event never costs other runs theirs: when a batch cannot be encoded as a whole (a lone
 surrogate, nesting deeper than JSON readers take), its rows are encoded one by one and only
@@ -46,7 +46,7 @@ from typing import Any, Callable, Iterable, Sequence
 import orjson
 
 from ..errors import SkillyardError
-from ..events import Event, record_sink
+from ..events import RUN_ENDING_EVENTS, Event, record_sink
 from ..logging import logger
 from ..redaction import Redactor, RunScrubber
 from ..untrusted import find_problem, scrub_surrogates
@@ -57,7 +57,6 @@ from .tool_settings import DELETE_SETTING, SELECT_SETTINGS, UPSERT_SETTING, Tool
 
 FLUSH_INTERVAL_S = 0.05  # the writer wakes this often: what was queued by then is committed
 SPILL_EVENTS = 256  # the listener spills the queue at this length (~550 objects: no collection is set off)
-HOLD_BACK_MS = 200  # a spill leaves queued the events of runs started this recently and not ended (SQLite packs a whole run)
 STATEMENT_EVENTS = 2_000  # events per INSERT (one transaction): the write lock is held for one of them
 STORED_DEPTH = 200  # data nested deeper is not stored (orjson writes 255 levels, SQLite's JSON reads 1,000)
 MAX_PENDING_EVENTS = 100_000  # kept while the database cannot be reached; older ones are dropped and counted
@@ -111,8 +110,19 @@ class _Barrier:
         self.unreachable: BaseException | None = None  # set: the database could not be reached
 
 
-SELECT_EVENTS = ("SELECT type, run_id, seq, ts, tool_call_id, step_id, skill, data FROM events "
-                 "WHERE run_id = ? AND seq > ? ORDER BY seq")
+def select_events(table: str) -> str:
+    """The query of a run's event rows after a seq, in `seq` order, from `table`."""
+    return (f"SELECT type, run_id, seq, ts, tool_call_id, step_id, skill, data FROM {table} "
+            "WHERE run_id = ? AND seq > ? ORDER BY seq")
+
+
+SELECT_EVENTS = select_events("events")
+
+
+def stored_events(rows: Sequence[tuple[Any, ...]]) -> list[dict[str, Any]]:
+    """Event rows as read by `select_events`, as `Event.to_dict()` gives them (data parsed)."""
+    return [event_dict(kind, run_id, seq, ts, call, step, skill, json.loads(data))
+            for kind, run_id, seq, ts, call, step, skill, data in rows]
 
 
 def event_dict(kind: str, run_id: str, seq: int, ts: int, call: str | None, step: str | None, skill: str | None,
@@ -133,18 +143,12 @@ def _loads(text: str | None) -> Any:
     return None if text is None else json.loads(text)
 
 
-_RUN_ENDS = frozenset({"tool_call_result", "tool_call_error", "agent_done"})
 _IMPLIES = IMPLYING_TYPES.__contains__
 # An event's parts as C calls (the spill makes rows without a Python frame per event), by
 # position in the Event tuple: type 0, run_id 1, seq 2, ts 3, tool_call_id 4, step_id 5, skill 6, data_json 9
 _META = operator.itemgetter(1, 2, 0, 3, 4, 5, 6)
 _ROW = operator.itemgetter(1, 2, 0, 3, 4, 5, 6, 9)  # the row with the data's JSON as the Run encoded it (bytes)
 _TYPE = operator.itemgetter(0)
-_RUN_ID = operator.itemgetter(1)
-_SEQ = operator.itemgetter(2)
-_TS = operator.itemgetter(3)
-_IS_FIRST = (1).__eq__  # of a seq: the run's first event
-_ENDS_A_RUN = _RUN_ENDS.__contains__
 _DATA_JSON = operator.itemgetter(9)
 _DECODE = bytes.decode
 
@@ -242,7 +246,7 @@ class Store(BatchRecords):
         # Small writes beside the events (who started a run, approvals), written before the next events
         self._side: list[tuple[str, tuple[Any, ...]]] = []
         self._listeners: dict[str, list[Callable[[str], None]]] = {}  # in-process notifications (see listen)
-        self._deliveries: SimpleQueue[tuple[str, str | list[str]] | None] | None = None  # payloads by channel
+        self._deliveries: SimpleQueue[tuple[str, list[str]] | None] | None = None  # payloads by channel
         self.origin = f"{HOST}:{os.getpid()}:{id(self):x}"  # who made a change, in notification payloads
         self.listener = self._make_listener()
         self._writer = threading.Thread(target=self._write_loop, name="skillyard-store", daemon=True)
@@ -413,8 +417,9 @@ class Store(BatchRecords):
                 return 0
             batch = queue[:count]
             del queue[:count]  # the listener only appends: what arrives meanwhile stays queued
-            if self._PACKS_RUNS:
-                batch = self._hold_back_starting_runs(batch)
+            if not (self._barriers or self._stop):  # a flush() or close() takes everything
+                batch, held = self._hold_back(batch)
+                queue[:0] = held  # back to the front: older than what arrived meanwhile
                 count = len(batch)
             self._taken += count
             try:
@@ -429,32 +434,10 @@ class Store(BatchRecords):
         finally:
             self._lock.release()
 
-    def _hold_back_starting_runs(self, batch: list[Event]) -> list[Event]:
-        """The events of `batch` but those of runs that started in it less than HOLD_BACK_MS
-        ago and have not ended yet, which go back to the front of the queue (under the lock):
-        a later spill has each such run whole, and SQLite packs a run whose events are in one
-        batch into one value (packing.py) instead of ~15 rows. A longer run (one waiting for an
-        approval) is written as it goes after that; nothing is held while a flush() waits or
-        the store closes. C calls but per starting run: this runs on the event loop's thread."""
-        if self._barriers or self._stop:
-            return batch
-        run_ids = list(map(_RUN_ID, batch))
-        first = list(map(_IS_FIRST, map(_SEQ, batch)))
-        starts = dict(zip(compress(run_ids, first), compress(map(_TS, batch), first)))
-        if not starts:
-            return batch
-        for ended in compress(run_ids, map(_ENDS_A_RUN, map(_TYPE, batch))):
-            starts.pop(ended, None)
-        recent = time.time_ns() // 1_000_000 - HOLD_BACK_MS
-        try:
-            starting = {run_id for run_id, ts in starts.items() if ts >= recent}
-        except TypeError:  # a `ts` that is no number (a store fed by hand): nothing is held
-            return batch
-        if not starting:
-            return batch
-        held = list(map(starting.__contains__, run_ids))
-        self._queue[:0] = compress(batch, held)
-        return list(compress(batch, map(operator.not_, held)))
+    def _hold_back(self, batch: list[Event]) -> tuple[list[Event], list[Event]]:
+        """The events of `batch` to spill now, and those a backend leaves queued for a later
+        spill (SQLite: the runs just started, so that each reaches one batch whole). All now here."""
+        return batch, []
 
     def _ready(self, batch: list[Event]) -> Batch:
         """The events as rows of plain values (data as JSON text), and the rows they imply.
@@ -614,7 +597,7 @@ class Store(BatchRecords):
         kind = event.type
         if kind == "tool_call_start" and event.seq == 1:
             self._run_tools[event.run_id] = event.tool_call_id
-        elif kind in _RUN_ENDS and (kind == "agent_done" or self._run_tools.get(event.run_id, "") == event.tool_call_id):
+        elif kind in RUN_ENDING_EVENTS and (kind == "agent_done" or self._run_tools.get(event.run_id, "") == event.tool_call_id):
             self._run_tools.pop(event.run_id, None)  # the run is over: forget its redaction state
             self._scrubbers.pop(event.run_id, None)
         return self._repaired(event._replace(data=data))
@@ -636,7 +619,6 @@ class Store(BatchRecords):
 
     _LOCAL_EVENTS_NOTICE = True  # False: the database itself notifies EVENTS_CHANNEL (postgres)
     _EVENT_ROWS = "events"  # the table of event rows (SQLite: `event_rows`, and runs' packed events)
-    _PACKS_RUNS = False  # True: the writer packs a run whose events are in one batch (spills then hold back starting runs)
     # True: an event row's data may stay the bytes the Run encoded (UTF-8 JSON), and the
     # backend's writer makes them text; False: the rows hold text only
     _DATA_BYTES = False
@@ -696,9 +678,7 @@ class Store(BatchRecords):
 
     def events(self, run_id: str, *, after_seq: int = 0) -> list[dict[str, Any]]:
         """A run's events in `seq` order, as `Event.to_dict()` gives them (redacted)."""
-        rows = self._fetch(SELECT_EVENTS, (run_id, after_seq))
-        return [event_dict(kind, rid, seq, ts, call, step, skill, json.loads(data))
-                for kind, rid, seq, ts, call, step, skill, data in rows]
+        return stored_events(self._fetch(SELECT_EVENTS, (run_id, after_seq)))
 
     def model_exchanges(self, run_id: str) -> list[dict[str, Any]]:
         """The prompts and answers of a run's model calls, in order (what replay answers from)."""
@@ -790,12 +770,12 @@ class Store(BatchRecords):
 
     def _deliver(self, channel: str, payload: str) -> None:
         if self._listeners.get(channel) and self._deliveries is not None:
-            self._deliveries.put((channel, payload))
+            self._deliveries.put((channel, [payload]))
 
-    def _delivery_loop(self, deliveries: "SimpleQueue[tuple[str, str | list[str]] | None]") -> None:
+    def _delivery_loop(self, deliveries: "SimpleQueue[tuple[str, list[str]] | None]") -> None:
         while (item := deliveries.get()) is not None:
             channel, payloads = item
-            for payload in (payloads,) if isinstance(payloads, str) else payloads:
+            for payload in payloads:
                 for callback in list(self._listeners.get(channel, ())):
                     try:
                         callback(payload)

@@ -304,7 +304,8 @@ POSTGRESQL = Dialect("postgresql")
 _EVENT_COLUMNS = "events (run_id, seq, type, ts, tool_call_id, step_id, skill, data)"
 # A run's row as the writer inserts it: `running` with no end, or (started and ended within one
 # batch, rows.py) already finished
-_RUN_COLUMNS = "runs (id, kind, name, status, started_at, finished_at, input, output, error, usage, pid, host)"
+_RUN_COLUMN_NAMES = "id, kind, name, status, started_at, finished_at, input, output, error, usage, pid, host"
+_RUN_COLUMNS = f"runs ({_RUN_COLUMN_NAMES})"
 _LOG_COLUMNS = "tool_logs (run_id, tool_call_id, tool, input, output, status, error_message, duration_ms, created_at)"
 
 # One event row, ready: SQLite's writer takes a batch of them in multi-row statements (the
@@ -312,7 +313,7 @@ _LOG_COLUMNS = "tool_logs (run_id, tool_call_id, tool, input, output, status, er
 INSERT_EVENT = ("INSERT INTO event_rows (run_id, seq, type, ts, tool_call_id, step_id, skill, data) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING")
 # SQLite's run row may bring the run's packed events (the last value; NULL: its events are rows)
-SQLITE_RUN_START = (f"INSERT INTO {_RUN_COLUMNS[:-1]}, packed_events) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+SQLITE_RUN_START = (f"INSERT INTO runs ({_RUN_COLUMN_NAMES}, packed_events) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
                     "ON CONFLICT DO NOTHING")
 
 # PostgreSQL: a batch as one flat JSON array of ready values, EVENT_WIDTH per event (one

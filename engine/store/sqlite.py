@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import os
 import sqlite3
 import threading
@@ -26,8 +25,9 @@ from ..redaction import Redactor
 from .base import (  # noqa: F401 - re-exported: the names this module always had
     FLUSH_INTERVAL_S, HOST, SPILL_EVENTS, STATEMENT_EVENTS, STORED_DEPTH, RunRecord, Store, StoreError, _alive,
 )
-from .base import SELECT_EVENTS, event_dict
-from .packing import finished_runs, pack_events, unpacked, with_packs
+from .base import event_dict, select_events, stored_events
+from ..events import Event
+from .packing import finished_runs, hold_back_starting_runs, pack_events, unpacked, with_packs
 from .rows import EVENT_WIDTH, RUN_START, WIDTHS, Batch
 from .schema import (
     INSERT_EVENT, MIGRATIONS, SQLITE, SQLITE_BULK, SQLITE_RUN_START, SchemaTooNew, implied_statements, migrate,
@@ -141,7 +141,6 @@ class RunStore(Store):
     """The SQLite run store at `path` (made, with its directory, if new)."""
 
     _EVENT_ROWS = "event_rows"  # `events` is a view over it and the runs' packed events (packing.py)
-    _PACKS_RUNS = True
     _DATA_BYTES = True  # an event's encoded data is decoded by the writer (_bindable_events), off the event loop
 
     def __init__(self, path: str | Path, *, redactor: Redactor | None = None, redacted_events: bool = False):
@@ -234,6 +233,10 @@ class RunStore(Store):
                     raise
                 time.sleep(0.05 * 4**attempt)
 
+    def _hold_back(self, batch: list[Event]) -> tuple[list[Event], list[Event]]:
+        """Runs just started wait in the queue for their end, to be packed whole (packing.py)."""
+        return hold_back_starting_runs(batch, time.time_ns() // 1_000_000)
+
     @staticmethod
     def _packed(rows: Batch) -> tuple[Sequence[Any], list[tuple[str, Sequence[Any]]]]:
         """The batch's event values left to write as rows, and its implied rows by statement,
@@ -301,9 +304,7 @@ class RunStore(Store):
             rows = db.execute(_SELECT_EVENT_ROWS, (run_id, after_seq)).fetchall()
             db.execute("COMMIT")
         out = [event_dict(*row) for row in unpacked(run_id, packed[0], after_seq)] if packed and packed[0] else []
-        out += [event_dict(kind, rid, seq, ts, call, step, skill, json.loads(data))
-                for kind, rid, seq, ts, call, step, skill, data in rows]
-        return out
+        return out + stored_events(rows)
 
     def _fetch(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._read() as db:
@@ -376,5 +377,5 @@ class RunStore(Store):
                 connection.close()
 
 
-_SELECT_EVENT_ROWS = SELECT_EVENTS.replace("FROM events ", "FROM event_rows ")
+_SELECT_EVENT_ROWS = select_events("event_rows")
 _SETTINGS_MARK = "SELECT count(*), max(updated_at), total(updated_at) FROM tool_settings"
