@@ -21,12 +21,12 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
+from ..events import Event
 from ..redaction import Redactor
 from .base import (  # noqa: F401 - re-exported: the names this module always had
     FLUSH_INTERVAL_S, HOST, SPILL_EVENTS, STATEMENT_EVENTS, STORED_DEPTH, RunRecord, Store, StoreError, _alive,
 )
 from .base import event_dict, select_events, stored_events
-from ..events import Event
 from .packing import finished_runs, hold_back_starting_runs, pack_events, unpacked, with_packs
 from .rows import EVENT_WIDTH, RUN_START, WIDTHS, Batch
 from .schema import (
