@@ -14,8 +14,8 @@ engine, the hub — not uvicorn's HTTP parsing, the same for every server. Cases
 
 - `empty`: bench.service's empty FastAPI app (parses the body, returns a dict): the floor;
 - `engine`: `Engine.call_tool` alone (no listener, no HTTP);
-- `json` / `sse`: `create_app(engine)` (the app of `skillyard serve`) with a JSON answer /
-  with `Accept: text/event-stream`; `--store sqlite` records every run (the writer thread's
+- `json` / `sse`: `create_app(engine)` (the app of `skillyard serve`, its garbage collector
+  set as the command sets it) with a JSON answer / with `Accept: text/event-stream`; `--store sqlite` records every run (the writer thread's
   instructions included: the store is flushed before the count ends).
 
 `--one CASE N` runs one measurement without valgrind (what the driver runs under it).
@@ -109,9 +109,11 @@ async def _drive(case: str, requests: int, store: str, root: Path, trace: Any = 
                 if not result.ok:
                     raise SystemExit(f"the call failed: {result.error}")
         else:
+            from engine.cli.serve import _settle_heap
             from engine.server import create_app
 
             call = _asgi_caller(create_app(engine), sse=case == "sse")
+            _settle_heap()  # the collector as `skillyard serve` sets it
     for _ in range(WARMUP):
         await call()
     if trace is not None:

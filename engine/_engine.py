@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Collection, Literal
 
 from .errors import UsageError
 from .errors import AgentSetupError
-from .events import TERMINAL_TOOL_EVENTS, Event, Listener, QueuedListener, prepare_listeners, stream_run, wants_records
+from .events import TERMINAL_TOOL_EVENTS, Event, Listener, QueuedListener, SyncListener, prepare_listeners, stream_run, wants_records
 from .ids import new_id
 from .link import load_project
 from .project import Project
@@ -223,9 +223,27 @@ class Engine:
         records = self._records_wanted or (on_event is not None and wants_records((on_event,)))
         run = Run(run_id, inline, self._project.redactor.for_run(), kind, name, principal, approver, approval_timeout,
                   records)
+        if self.store is not None and self.store.listener in inline:
+            self._store_whole(run, inline)
         run.attach(asyncio.current_task())
         self.runs[run_id] = run
         return run, queued
+
+    def _store_whole(self, run: Run, listeners: list[SyncListener]) -> None:
+        """The store gets the run's events in a list of the run's own, and the list at the
+        run's end (Store.open_buffer): no Python call per event, and one value per run for
+        the writer. An event after the end goes to the store's listener."""
+        store = self.store
+        assert store is not None
+        at = listeners.index(store.listener)
+        events = store.open_buffer()
+        listeners[at] = events.append
+
+        def ended(_: Run) -> None:
+            listeners[at] = store.listener
+            store.take_run(events)
+
+        run.on_end(ended)
 
     def end_run(self, run: Run, status: Any, result: Any = None, error: dict[str, Any] | None = None) -> None:
         """Record the run's end and forget it as live."""

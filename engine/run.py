@@ -164,13 +164,14 @@ class Run:
                 report_listener_failure(listener, type, exc)
         return event
 
-    def relay(self, event: Event, skip: SyncListener | None = None) -> None:
+    def relay(self, event: Event, skip: Callable[[SyncListener], bool] | None = None) -> None:
         """An event numbered, redacted and stored elsewhere (a Temporal worker): deliver it to
-        the listeners but `skip` (the store that holds it already); the run numbers on after it."""
+        the listeners but those `skip` says yes to (the store's, that holds it already); the
+        run numbers on after it."""
         if event.seq > self._seq:
             self._seq = event.seq
         for listener in self._listeners:
-            if listener is not skip:
+            if skip is None or not skip(listener):
                 try:
                     listener(event)
                 except Exception as exc:  # noqa: BLE001 - as emit: a listener's bug must not hurt the run

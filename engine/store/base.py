@@ -1,16 +1,21 @@
 """What every run store shares, whatever its database: the listener, the writer thread, reads.
 
-`Store.listener` appends the event to a list. Every SPILL_EVENTS events it "spills" the
-list: the events become ready rows (rows.py: plain column values, the data's JSON text being
-the record the Run encoded once — C calls only —, and the few rows that events imply,
-computed in Python), and the event objects can die. Holding them longer would make the garbage collector
-run (they are allocations that are not freed) and promote them to its oldest generation,
-whose growth sets off full collections: pauses of tens or hundreds of ms on the event loop.
-A writer thread wakes every FLUSH_INTERVAL_S, spills what is left, and hands the rows to the
-database: one transaction per batch, nothing for the database to parse. Events are stored in
-arrival order, so a run's events are in `seq` order even when it fails or is cancelled. Only
-in a store whose writer packs runs (SQLite, packing.py) does a run that has just started wait
-in the queue for its end (`_hold_back`), to reach one batch whole.
+The Engine gives each run a list of its own (`open_buffer`): the Run's listener for the
+store is that list's `append`, a C call, and at the run's end the list is handed back whole
+(`take_run`). Events fed one by one (`Store.listener`: a store used by hand, a Temporal
+worker, an event after its run's end) are appended to a queue.
+
+Every SPILL_RUNS runs ended (or SPILL_EVENTS queued events) the store "spills" them: the
+events become ready rows (rows.py: plain column values, the data's JSON text being the
+record the Run encoded once — C calls only —, and the few rows that events imply, computed
+in Python; a backend that packs runs makes a whole run one text, packing.py), and the event
+objects can die. Holding them longer would make the garbage collector run (they are
+allocations that are not freed) and promote them to its oldest generation, whose growth sets
+off full collections: pauses of tens or hundreds of ms on the event loop. A writer thread
+wakes every FLUSH_INTERVAL_S, spills what is left (and the events so far of runs in flight
+for longer than the backend's `_HOLD_BACK_MS`), and hands the rows to the database: one
+transaction per batch, nothing for the database to parse. A run's events are stored in `seq`
+order even when it fails or is cancelled.
 
 One bad event never costs other runs theirs: when a batch cannot be encoded as a whole (a lone
 surrogate, nesting deeper than JSON readers take), its rows are encoded one by one and only
@@ -39,9 +44,9 @@ import time
 import weakref
 from collections import deque
 from dataclasses import dataclass
-from itertools import chain, compress
+from itertools import chain, compress, repeat
 from queue import SimpleQueue
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import orjson
 
@@ -51,12 +56,13 @@ from ..logging import logger
 from ..redaction import Redactor, RunScrubber
 from ..untrusted import find_problem, scrub_surrogates
 from .batches import BatchRecords
-from .rows import EVENT_WIDTH, IMPLYING_TYPES, Batch, Implier, json_text
+from .rows import EVENT_WIDTH, IMPLYING_TYPES, PACKED, Batch, Implier, json_text
 from .schema import EVENTS_CHANNEL, TOOL_SETTINGS_CHANNEL
 from .tool_settings import DELETE_SETTING, SELECT_SETTINGS, UPSERT_SETTING, ToolSetting, setting_params, setting_from_row
 
 FLUSH_INTERVAL_S = 0.05  # the writer wakes this often: what was queued by then is committed
 SPILL_EVENTS = 256  # the listener spills the queue at this length (~550 objects: no collection is set off)
+SPILL_RUNS = 16  # runs handed over whole (take_run) that set off a spill: about as many events
 STATEMENT_EVENTS = 2_000  # events per INSERT (one transaction): the write lock is held for one of them
 STORED_DEPTH = 200  # data nested deeper is not stored (orjson writes 255 levels, SQLite's JSON reads 1,000)
 MAX_PENDING_EVENTS = 100_000  # kept while the database cannot be reached; older ones are dropped and counted
@@ -97,6 +103,18 @@ class RunRecord:
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.__dict__, "duration_ms": self.duration_ms}
+
+
+class RunEvents(list):  # type: ignore[type-arg]
+    """One run's events, in order, from `Store.open_buffer`: the run's listener for the store
+    is this list's `append` (a C call: no Python frame per event)."""
+
+    __slots__ = ("store", "opened_ms")
+
+    def __init__(self, store: "Store", opened_ms: int) -> None:
+        super().__init__()
+        self.store = store
+        self.opened_ms = opened_ms  # when the run began (a run in flight past _HOLD_BACK_MS is taken as it goes)
 
 
 class _Barrier:
@@ -224,7 +242,10 @@ class Store(BatchRecords):
         (an Engine's own runs), so the writer does not walk them a second time."""
         self.redactor = redactor or Redactor()
         self.redacted_events = redacted_events
-        self._queue: list[Event] = []
+        self._queue: list[Event] = []  # events that came one by one (`listener`)
+        self._live: dict[int, RunEvents] = {}  # the event lists of runs in flight (open_buffer), by id
+        self._ended: list[RunEvents] = []  # runs handed over whole at their end (take_run), not yet spilled
+        self._ended_events = 0  # how many events `_ended` holds
         self._lock = threading.Lock()  # taking from the queue (a spill) vs flush()'s count; never per event
         self._taken = 0  # events taken from the queue so far (under _lock)
         self._written = 0  # of those, how many are committed, or failed and reported (writer thread)
@@ -270,12 +291,37 @@ class Store(BatchRecords):
         # redacted events arrive with their data encoded (the Run encodes it once for every sink)
         return record_sink(listener) if self.redacted_events else listener
 
+    def open_buffer(self) -> RunEvents:
+        """A list for one run's events: the Run's listener is its `append`, and `take_run`
+        hands it back at the run's end. The writer takes the run whole then (SQLite keeps it
+        as one value, packing.py); a run still going after `_HOLD_BACK_MS` is taken as it goes."""
+        events = RunEvents(self, time.time_ns() // 1_000_000)
+        self._live[id(events)] = events
+        return events
+
+    def take_run(self, events: RunEvents) -> None:
+        """The run of `events` (from open_buffer) has ended: the writer takes it whole (an event
+        of it arriving later must come by `listener`). Every SPILL_RUNS runs, a spill."""
+        self._live.pop(id(events), None)
+        self._ended.append(events)
+        if len(self._ended) >= SPILL_RUNS:
+            self._spill(blocking=False)
+
+    def receives(self, listener: Callable[[Event], None]) -> bool:
+        """Whether `listener` delivers to this store: its `listener`, or a run's buffer's `append`."""
+        owner = getattr(listener, "__self__", None)
+        return listener is self.listener or (isinstance(owner, RunEvents) and owner.store is self)
+
     @property
     def queue_depth(self) -> int:
         """Events recorded and not yet committed (or reported lost) by the writer.
 
         Read without the lock: a gauge may be a few events off while the writer takes a batch."""
-        return max(0, self._taken + len(self._queue) - self._written)
+        return max(0, self._taken + self._waiting() - self._written)
+
+    def _waiting(self) -> int:
+        """Events recorded and not yet taken by a spill (queued, in runs ended or in flight)."""
+        return len(self._queue) + sum(map(len, self._ended[:])) + sum(map(len, list(self._live.values())))
 
     @property
     def write_failures(self) -> dict[str, int]:
@@ -338,7 +384,7 @@ class Store(BatchRecords):
         """Wait until everything queued so far is committed; StoreError if writing failed."""
         if not self._closed:
             with self._lock:
-                barrier = _Barrier(self._taken + len(self._queue))
+                barrier = _Barrier(self._taken + self._waiting())
                 self._barriers.append(barrier)
             self._poke()
             if not barrier.done.wait(timeout):
@@ -395,37 +441,34 @@ class Store(BatchRecords):
             backoff = min(backoff * 2, RETRY_MAX_S) if self._unreachable is not None else FLUSH_INTERVAL_S
             if stop and self._unreachable is not None and self._spilled:
                 self._drop_kept(sum(item[1] for item in self._spilled), "the store was closed while its database was out of reach")
-            if stop and not self._queue and not self._spilled:
+            if stop and not self._queue and not self._ended and not self._spilled:
                 return
 
     def _spill(self, *, blocking: bool = True) -> int:
-        """Take what the listener queued and turn it into ready rows (see `_ready`), in parts
-        of at most STATEMENT_EVENTS events.
+        """Take what waits (events queued by the listener, runs ended, the events of runs in
+        flight past `_HOLD_BACK_MS`; everything while a flush() waits or the store closes)
+        and turn it into ready rows (see `_ready`), in parts of about STATEMENT_EVENTS events.
 
-        Runs on the listener's thread and on the writer's; holding the lock keeps the spilled
-        rows in queue order.
+        Runs on the listener's thread, on the thread that ends a run and on the writer's;
+        holding the lock keeps the spilled rows in order.
         """
         if not self._lock.acquire(blocking):
             return 0
         try:
             queue = self._queue
-            count = len(queue)
-            if not count:
+            events = queue[:]  # taken before the runs ended: a late event of a run never precedes the run
+            del queue[: len(events)]  # the listener only appends: what arrives meanwhile stays queued
+            ended = self._ended
+            runs = ended[:]
+            del ended[: len(runs)]
+            events += self._take_live(everything=bool(self._barriers or self._stop))
+            count = len(events) + sum(map(len, runs))
+            if not count or not self._writing:  # closed: nobody writes them any more, let them go
                 return 0
-            if not self._writing:  # closed: nobody writes them any more, let them go
-                del queue[:count]
-                return 0
-            batch = queue[:count]
-            del queue[:count]  # the listener only appends: what arrives meanwhile stays queued
-            if not (self._barriers or self._stop):  # a flush() or close() takes everything
-                batch, held = self._hold_back(batch)
-                queue[:0] = held  # back to the front: older than what arrived meanwhile
-                count = len(batch)
             self._taken += count
             try:
-                for start in range(0, count, STATEMENT_EVENTS):
-                    part = batch[start : start + STATEMENT_EVENTS] if count > STATEMENT_EVENTS else batch
-                    self._spilled.append((self._ready(part), len(part)))
+                for part_runs, part_events in _parts(runs, events):
+                    self._spilled.append((self._ready(part_events, part_runs), len(part_events) + sum(map(len, part_runs))))
             except Exception as exc:  # noqa: BLE001 - reported by flush()/close(); the engine keeps running
                 self._failed = exc
                 self._count_failure("write", count, f"{type(exc).__name__}: {exc}")
@@ -434,29 +477,49 @@ class Store(BatchRecords):
         finally:
             self._lock.release()
 
-    def _hold_back(self, batch: list[Event]) -> tuple[list[Event], list[Event]]:
-        """The events of `batch` to spill now, and those a backend leaves queued for a later
-        spill (SQLite: the runs just started, so that each reaches one batch whole). All now here."""
-        return batch, []
+    # How long a run in flight waits to be taken whole at its end; past it, its events are
+    # taken as they come. 0: at every spill (a shared store whose replicas follow runs as they go).
+    _HOLD_BACK_MS = 0
 
-    def _ready(self, batch: list[Event]) -> Batch:
-        """The events as rows of plain values (data as JSON text), and the rows they imply.
+    def _take_live(self, *, everything: bool) -> list[Event]:
+        """The events so far of the runs in flight for longer than `_HOLD_BACK_MS` (`everything`: all)."""
+        cutoff = time.time_ns() // 1_000_000 - self._HOLD_BACK_MS
+        taken: list[Event] = []
+        for events in list(self._live.values()):  # the runs' thread adds and removes runs meanwhile
+            if events and (everything or events.opened_ms <= cutoff):
+                part = events[:]
+                del events[: len(part)]  # the run only appends: what arrives meanwhile waits
+                taken += part
+        return taken
+
+    def _pack_run(self, events: list[Event]) -> str | None:
+        """A whole run's events as one text for its row; None: written as rows. A backend whose
+        run rows hold their events (SQLite, packing.py) packs; this one does not."""
+        return None
+
+    def _ready(self, batch: list[Event], runs: Sequence[list[Event]] = ()) -> Batch:
+        """The events (`batch`, and the runs handed over whole) as rows of plain values (data
+        as JSON text), and the rows they imply; a run the backend packs is one text (`packs`).
 
         Events redacted by their Run bring their data encoded (`data_json`): the rows are
-        then made by C calls only, no Python per event (this runs on the event loop's thread
-        every SPILL_EVENTS events), the data kept as those bytes where the backend's writer
+        then made by C calls only, no Python per event (this may run on the event loop's thread),
+        the data kept as those bytes where the backend's writer
         makes them text (`_DATA_BYTES`: no str built on this thread); Python looks only at the few
         events that imply rows.
         Otherwise (a store fed by hand, data no fast encoder writes) each event is redacted
         if need be, encoded, and repaired if it cannot be (`_repaired_row`).
         """
         out = Batch()
+        if runs:
+            unpacked = self._pack_runs(runs, out) if self.redacted_events else list(chain.from_iterable(runs))
+            if unpacked:  # before the events that came one by one: a late event of a run is among those
+                batch = unpacked + batch
         if not self.redacted_events:
             return self._ready_one_by_one(batch, out)
         if self._DATA_BYTES:  # the writer's thread makes the bytes text (no Python object per event here)
             out.events = tuple(chain.from_iterable(map(_ROW, batch)))
             if None in out.events[EVENT_WIDTH - 1 :: EVENT_WIDTH]:  # an event without data_json: row by row
-                return self._ready_one_by_one(batch, Batch())
+                return self._ready_one_by_one(batch, out)
         else:
             try:
                 texts = list(map(_DECODE, map(_DATA_JSON, batch)))
@@ -464,15 +527,37 @@ class Store(BatchRecords):
                 return self._ready_one_by_one(batch, out)
             out.events = tuple(chain.from_iterable(map(operator.add, map(_META, batch), zip(texts))))
         out.count = len(batch)
-        imply = self._implier.imply
-        for index in compress(range(len(batch)), map(_IMPLIES, map(_TYPE, batch))):
-            event = batch[index]
-            imply(index, (event[1], event[2], event[0], event[3], event[4], event[5], event[6]), event[7], out)
+        implying = list(map(_IMPLIES, map(_TYPE, batch)))
+        self._imply(compress(batch, implying), compress(range(len(batch)), implying), out)
         out.implied = tuple(out.implied)
         return out
 
+    def _pack_runs(self, runs: Sequence[list[Event]], out: Batch) -> list[Event]:
+        """Put the runs the backend packs into `out.packs` (with the rows they imply); the
+        events of the others, in order."""
+        rest: list[Event] = []
+        packs: list[Any] = []
+        whole_tool_run = self._implier.whole_tool_run
+        for events in runs:
+            text = self._pack_run(events)
+            if text is None:
+                rest += events
+                continue
+            packs += (events[0][1], events[-1][2], text)
+            implying = list(compress(events, map(_IMPLIES, map(_TYPE, events))))
+            if not whole_tool_run(implying, PACKED, out):
+                self._imply(implying, repeat(PACKED), out)
+        out.packs = tuple(packs)
+        return rest
+
+    def _imply(self, implying: Iterable[Event], indexes: Iterable[int], out: Batch) -> None:
+        """The rows implied by the events `implying` (their indexes in `out.events`: `indexes`)."""
+        imply = self._implier.imply
+        for event, index in zip(implying, indexes):
+            imply(index, (event[1], event[2], event[0], event[3], event[4], event[5], event[6]), event[7], out)
+
     def _ready_one_by_one(self, batch: list[Event], out: Batch) -> Batch:
-        values = out.events
+        values = out.events = []
         imply = self._implier.imply
         for index, event in enumerate(batch):
             if event.data_json is not None and self.redacted_events:
@@ -498,7 +583,7 @@ class Store(BatchRecords):
                 taken.append(spilled.popleft())
                 count += taken[-1][1]
             rows = taken[0][0] if len(taken) == 1 else Batch.joined([part for part, _ in taken])
-            if rows.count:
+            if rows.count or rows.packs:
                 try:
                     try:
                         self._write_rows(rows)
@@ -531,6 +616,7 @@ class Store(BatchRecords):
                 self._count_failure("lone_surrogate", 1, f"event {row[2]} #{row[1]} of run {row[0]}")
             fixed.add_event(row)
         fixed.implied = scrub_surrogates(rows.implied)[0]
+        fixed.packs = rows.packs  # orjson wrote them: valid text
         return fixed.seal()
 
     def _out_of_reach(self, exc: BaseException) -> None:
@@ -563,6 +649,8 @@ class Store(BatchRecords):
         whose database does not send them itself; only when someone listens."""
         values = rows.events
         last = dict(zip(values[0::EVENT_WIDTH], values[1::EVENT_WIDTH]))  # a run's events come in seq order: its last wins
+        if rows.packs:
+            last.update(zip(rows.packs[0::3], rows.packs[1::3]))
         if self._deliveries is not None:  # one item for the batch (C calls: no Python per run here)
             self._deliveries.put((EVENTS_CHANNEL, list(map("{} {}".format, last.keys(), last.values()))))
 
@@ -786,6 +874,26 @@ class Store(BatchRecords):
     def _close_notifications(self) -> None:
         if self._deliveries is not None:
             self._deliveries.put(None)
+
+
+def _parts(runs: Sequence[list[Event]], events: list[Event]) -> Iterator[tuple[Sequence[list[Event]], list[Event]]]:
+    """(runs, events) in parts of about STATEMENT_EVENTS events each (a run is not cut), the
+    runs first: a late event of a run comes after the run."""
+    if len(events) + sum(map(len, runs)) <= STATEMENT_EVENTS:
+        yield runs, events
+        return
+    part: list[list[Event]] = []
+    size = 0
+    for run in runs:
+        if part and size + len(run) > STATEMENT_EVENTS:
+            yield part, []
+            part, size = [], 0
+        part.append(run)
+        size += len(run)
+    if part:
+        yield part, []
+    for start in range(0, len(events), STATEMENT_EVENTS):
+        yield [], events[start : start + STATEMENT_EVENTS]
 
 
 def _where(conditions: dict[str, Any]) -> tuple[str, list[Any]]:

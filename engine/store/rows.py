@@ -35,6 +35,7 @@ IMPLIED_ORDER = (RUN_START, AGENT_END, TOOL_LOG, TOOL_LOG_LOOKUP, TOOL_END, EXCH
 
 WIDTHS = {RUN_START: 12, AGENT_END: 6, TOOL_LOG: 9, TOOL_LOG_LOOKUP: 13, TOOL_END: 7, EXCHANGE: 9}  # parameters per row
 EVENT_WIDTH = 8  # run_id, seq, type, ts, tool_call_id, step_id, skill, data
+PACKED = -1  # the event index of an implied row whose event is packed in its run's row
 Row = tuple[Any, ...]
 
 
@@ -46,14 +47,18 @@ class Batch:
     list. So a finished batch holds two flat tuples (`seal`) of strings, numbers, None and
     (an event's data as the Run encoded it, for a backend that takes bytes) bytes:
     the collector stops tracking such a tuple the first time it meets it, and never walks it
-    again."""
+    again.
 
-    __slots__ = ("events", "count", "implied")
+    A backend that packs runs (SQLite, packing.py) gets a whole run's events as one text in
+    `packs`; their implied rows name no event (index PACKED)."""
+
+    __slots__ = ("events", "count", "implied", "packs")
 
     def __init__(self) -> None:
         self.events: list[Any] | tuple[Any, ...] = []  # EVENT_WIDTH values per event
-        self.count = 0  # events
+        self.count = 0  # events (in `events`)
         self.implied: list[Any] | tuple[Any, ...] = []  # per implied row: statement name, index of its event, WIDTHS[name] values
+        self.packs: tuple[Any, ...] = ()  # per packed run: run_id, its last seq, its events as one JSON text
 
     def seal(self) -> "Batch":
         """Done adding: the values become tuples (see the class)."""
@@ -73,6 +78,7 @@ class Batch:
         Runs on the writer's thread holding the GIL: one pass, slices of the parts' values."""
         out = cls()
         out.events = tuple(chain.from_iterable(part.events for part in parts))
+        out.packs = tuple(chain.from_iterable(part.packs for part in parts))
         implied: list[Any] = []
         for part in parts:
             offset, values, at = out.count, part.implied, 0
@@ -81,7 +87,8 @@ class Batch:
             else:
                 while at < len(values):
                     end = at + 2 + WIDTHS[values[at]]
-                    implied += (values[at], values[at + 1] + offset)
+                    index = values[at + 1]
+                    implied += (values[at], index if index == PACKED else index + offset)
                     implied += values[at + 2 : end]
                     at = end
             out.count += part.count
@@ -249,19 +256,7 @@ class Implier:
         statement checks that its `tool_call_start` is the run's event 1)."""
         run_id, seq, kind, ts, call = row[0], row[1], row[2], row[3], row[4]
         tool, arguments = self._calls.pop((run_id, call), (None, None))
-        metadata = _get(data, "metadata")
-        duration = _get(metadata, "duration_ms")
-        duration = float(duration) if isinstance(duration, (int, float)) and not isinstance(duration, bool) else None
-        usage = json_text(_get(metadata, "usage"))
-        if kind == "tool_call_result":
-            output = json_text(_get(data, "data"))
-            log = (output[:TOOL_LOG_OUTPUT_CHARS], "success", None)
-            end = ("ok", ts, output, None, usage)
-        else:
-            error = _get(data, "error")
-            code = _get(error, "code")
-            log = (None, "timeout" if code == "timeout" else "error", f"{_message(code)}: {_message(_get(error, 'message'))}")
-            end = ("cancelled" if code == "cancelled" else "error", ts, None, "{}" if error is None else json_text(error), usage)
+        log, end, duration = _call_end(kind, ts, data)
         if arguments is not None:  # run_id, tool_call_id, tool, input, output, status, error_message, duration_ms, created_at
             out.add_implied(index, TOOL_LOG, (run_id, "" if call is None else call, tool or "?", arguments, *log, duration, ts))
         else:  # the call's start is looked up in events (run_id, seq, tool_call_id: twice)
@@ -269,3 +264,38 @@ class Implier:
                                                      *log, duration, ts))
         if not self._close_run(out, run_id, call, end, guarded=True):
             out.add_implied(index, TOOL_END, (*end, run_id, call))
+
+    def whole_tool_run(self, implying: list[Any], index: int, out: Batch) -> bool:
+        """The rows of a whole tool run (Event tuples) whose only implying events are its call's
+        start (event 1) and end, as `imply` makes them from the two (most calls): its row,
+        written finished, and its tool log. False (nothing added) for any other run."""
+        if len(implying) != 2:
+            return False
+        start, end = implying
+        kind, call = end[0], start[4]
+        if start[0] != "tool_call_start" or start[2] != 1 or end[4] != call or (kind != "tool_call_result" and
+                                                                                 kind != "tool_call_error"):
+            return False
+        run_id, data, ts = start[1], start[7], end[3]
+        tool, arguments = _scalar(_get(data, "tool")), json_text(_get(data, "arguments"))
+        log, (status, finished, output, error, usage), duration = _call_end(kind, ts, end[7])
+        out.add_implied(index, RUN_START, (run_id, "tool", tool or "?", status, start[3], finished, arguments, output, error,
+                                           usage, self.pid, self.host))
+        out.add_implied(index, TOOL_LOG, (run_id, "" if call is None else call, tool or "?", arguments, *log, duration, ts))
+        return True
+
+
+def _call_end(kind: str, ts: int, data: Any) -> tuple[Row, Row, float | None]:
+    """What a call's terminal event says: its tool log's (output, status, error_message), the
+    end of its run (status, finished_at, output, error, usage), its duration."""
+    metadata = _get(data, "metadata")
+    duration = _get(metadata, "duration_ms")
+    duration = float(duration) if isinstance(duration, (int, float)) and not isinstance(duration, bool) else None
+    usage = json_text(_get(metadata, "usage"))
+    if kind == "tool_call_result":
+        output = json_text(_get(data, "data"))
+        return (output[:TOOL_LOG_OUTPUT_CHARS], "success", None), ("ok", ts, output, None, usage), duration
+    error = _get(data, "error")
+    code = _get(error, "code")
+    log = (None, "timeout" if code == "timeout" else "error", f"{_message(code)}: {_message(_get(error, 'message'))}")
+    return log, ("cancelled" if code == "cancelled" else "error", ts, None, "{}" if error is None else json_text(error), usage), duration

@@ -21,13 +21,12 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from ..events import Event
 from ..redaction import Redactor
 from .base import (  # noqa: F401 - re-exported: the names this module always had
     FLUSH_INTERVAL_S, HOST, SPILL_EVENTS, STATEMENT_EVENTS, STORED_DEPTH, RunRecord, Store, StoreError, _alive,
 )
 from .base import event_dict, select_events, stored_events
-from .packing import finished_runs, hold_back_starting_runs, pack_events, unpacked, with_packs
+from .packing import HOLD_BACK_MS, pack_run, unpacked, with_packs
 from .rows import EVENT_WIDTH, RUN_START, WIDTHS, Batch
 from .schema import (
     INSERT_EVENT, MIGRATIONS, SQLITE, SQLITE_BULK, SQLITE_RUN_START, SchemaTooNew, implied_statements, migrate,
@@ -57,7 +56,6 @@ _WIDTHS = {**WIDTHS, RUN_START: WIDTHS[RUN_START] + 1}
 # which SQLite stores as NULL (sqlite3_bind_double: a NaN is a NULL), the same value.
 _STATEMENT, _PARAMS = itemgetter(0), itemgetter(1)  # of a side write (Store._side)
 _NULL = float("nan")
-_NOT_NONE = {None: _NULL}.get  # (value, value) → the value, or the NaN for None: C calls only
 _DECODE = bytes.decode
 
 
@@ -87,6 +85,12 @@ def _bindable_events(events: Sequence[Any]) -> list[Any]:
         if None in part:  # (a C loop; tool_call_id is seldom None)
             values[column::EVENT_WIDTH] = [_NULL if value is None else value for value in part]
     return values
+
+
+def _bindable(values: Sequence[Any]) -> list[Any]:
+    """Values with None as the NaN (see _NULL). Not a dict's `get`: that hashes every value,
+    and a run's output and packed events are long new strings (siphash over each byte)."""
+    return [_NULL if value is None else value for value in values]
 
 
 def connect(path: Path) -> sqlite3.Connection:
@@ -142,6 +146,8 @@ class RunStore(Store):
 
     _EVENT_ROWS = "event_rows"  # `events` is a view over it and the runs' packed events (packing.py)
     _DATA_BYTES = True  # an event's encoded data is decoded by the writer (_bindable_events), off the event loop
+    _HOLD_BACK_MS = HOLD_BACK_MS  # a run is kept for its end this long, to be packed whole
+    _pack_run = staticmethod(pack_run)  # a whole run's events in its row (packing.py)
 
     def __init__(self, path: str | Path, *, redactor: Redactor | None = None, redacted_events: bool = False):
         """`redacted_events=True`: the events arrive already redacted by this same redactor
@@ -216,7 +222,7 @@ class RunStore(Store):
                         self._insert_many(db, INSERT_EVENT, _bindable_events(events), EVENT_WIDTH)
                     for name, values in implied:
                         width = _WIDTHS[name]
-                        values = list(map(_NOT_NONE, values, values))  # a new list for each attempt
+                        values = _bindable(values)  # a new list for each attempt
                         bulk = BULK.get(name)
                         if bulk is not None:
                             self._insert_many(db, bulk, values, width)
@@ -233,20 +239,14 @@ class RunStore(Store):
                     raise
                 time.sleep(0.05 * 4**attempt)
 
-    def _hold_back(self, batch: list[Event]) -> tuple[list[Event], list[Event]]:
-        """Runs just started wait in the queue for their end, to be packed whole (packing.py)."""
-        return hold_back_starting_runs(batch, time.time_ns() // 1_000_000)
-
     @staticmethod
     def _packed(rows: Batch) -> tuple[Sequence[Any], list[tuple[str, Sequence[Any]]]]:
-        """The batch's event values left to write as rows, and its implied rows by statement,
-        the runs' rows with their packed events (packing.py)."""
+        """The batch's event rows, and its implied rows by statement, the runs' rows with their
+        packed events (packing.py; None for a run not packed)."""
         implied = rows.implied_flat()
         for at, (name, values) in enumerate(implied):
             if name == RUN_START:
-                events, packs = pack_events(rows.events, finished_runs(values))
-                implied[at] = (name, with_packs(values, packs))
-                return events, implied
+                implied[at] = (name, with_packs(values, rows.packs))
         return rows.events, implied
 
     def _insert_many(self, db: sqlite3.Connection, sql: str, values: list[Any], width: int) -> None:

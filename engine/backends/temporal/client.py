@@ -213,7 +213,7 @@ class _Follower:
             event = Event(row["type"], row["run_id"], row["seq"], row["ts"], row.get("tool_call_id"),
                           row.get("step_id"), row.get("skill"), row["data"])
             self.after = row["seq"]
-            self.run.relay(event, skip=self.store.listener)  # the worker stored it already
+            self.run.relay(event, skip=self.store.receives)  # the worker stored it already
             for listener in self.listeners:
                 try:
                     listener(event)
