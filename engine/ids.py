@@ -1,14 +1,23 @@
-"""Run and call ids: 80 random bits from the OS, without a system call per id.
+"""Run and call ids: 80 bits, random from the OS, without a system call per id.
 
 `secrets.token_hex` asks the OS for randomness on every call (about 1 µs, twice per tool
-call). Here one `os.urandom` read serves 400 ids. The ids stay unpredictable and unique
-across processes; a forked child drops the parent's unread bytes so the two never share ids.
+call). Here one `os.urandom` read serves 400 ids. The ids stay unique across processes; a
+forked child drops the parent's unread bytes so the two never share ids.
+
+A run id starts with the time it was made (44 bits of milliseconds, then 36 random bits:
+the same length and alphabet): the store's indexes keyed by run id (the runs table, tool
+logs, owners, events) then grow at one end. With random ids every run dirtied a random
+page of each such index, written to the WAL at each commit: the SQLite writer's cost per
+call doubled as the file grew (docs/performance.md). Ids made close in time share their
+first digits, so a prefix given to `skillyard runs show` needs a few more of them. Run ids
+are no secret: who may see a run is checked against who started it.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+import time
 
 _ID_BYTES = 10
 _BUFFER_IDS = 400
@@ -35,6 +44,8 @@ class _RandomIds:
                 start = 0
             self._next = start + _ID_BYTES
             chunk = self._buffer[start : start + _ID_BYTES]
+        if prefix == "run":  # time first (see the module's doc)
+            return f"run_{time.time_ns() // 1_000_000:011x}{chunk.hex()[:9]}"
         return f"{prefix}_{chunk.hex()}"
 
 

@@ -45,7 +45,7 @@ def test_runs_show_export_logs_replay_and_prune(recorded: dict) -> None:
     where = ["--dir", str(project)]
     # From now on the project's only model fails if anything calls it: replay must not.
     (project / "config" / "models.yaml").write_text(DEAD_MODELS)
-    plan_prefix = ids["plan"][:10]
+    plan_prefix = ids["plan"][:20]  # its time and a few random digits
     listing, filtered, show, export, logs, replay = run_many([
         ["skillyard", "runs", *where],
         ["skillyard", "runs", *where, "--tool", "report", "--status", "ok", "--since", "1h", "--limit", "2"],

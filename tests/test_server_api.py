@@ -295,7 +295,7 @@ def test_run_history_and_detail(client: httpx.Client) -> None:
     run_id = client.post("/v1/tools/echo/call", json={"name": "History"}).headers["x-run-id"]
     runs = client.get("/v1/runs", params={"tool": "echo", "limit": 5}).json()
     assert runs[0]["id"] == run_id and runs[0]["status"] == "ok" and runs[0]["kind"] == "tool"
-    detail = client.get(f"/v1/runs/{run_id[:12]}").json()  # an unambiguous prefix
+    detail = client.get(f"/v1/runs/{run_id[:20]}").json()  # an unambiguous prefix (its time, a few random digits)
     assert detail["id"] == run_id and detail["output"] == {"name": "History", "count": 1}
     assert detail["tool_calls"][0]["status"] == "success" and detail["live"] is False
     assert client.get("/v1/runs/run_nope").status_code == 404

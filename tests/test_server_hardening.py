@@ -190,7 +190,7 @@ def test_ownership_outlives_the_process(root: Path) -> None:
 def test_events_of_a_run_by_an_id_prefix(server: ServerProcess) -> None:
     run_id = httpx.post(f"{server.url}/v1/tools/echo/call", json={"name": "p"}, headers=ALICE).headers["x-run-id"]
     time.sleep(0.3)  # the run is over; let the hub's memory not be the only source: ask by prefix
-    prefix = run_id[:14]
+    prefix = run_id[:20]
     listed = httpx.get(f"{server.url}/v1/runs/{prefix}/events", headers={**ALICE, "Accept": "application/json"})
     assert listed.status_code == 200 and [e["seq"] for e in listed.json()] == list(range(1, len(listed.json()) + 1))
     assert listed.json() and {e["run_id"] for e in listed.json()} == {run_id}

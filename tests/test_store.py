@@ -289,7 +289,7 @@ def test_replay_reproduces_the_output_without_calling_a_provider(project: Path, 
     assert recorded.ok and CountingMock.calls == 1
 
     store = RunStore(db)
-    run = store.run(recorded.run_id[:12])  # a prefix is enough
+    run = store.run(recorded.run_id[:20])  # a prefix is enough
     assert run is not None and run.output == recorded.data
     provider = ReplayProvider(store.model_exchanges(run.id))
     replayed = Engine(replay_project(Engine.from_dir(project).project, provider)).call_tool_sync(

@@ -113,7 +113,7 @@ def test_the_cli_reads_runs_and_logs_and_changes_tools_through_the_url(project: 
     assert listed.returncode == 0, listed.stderr
     (run,) = json.loads(listed.stdout)
     assert run["name"] == "report" and run["status"] == "ok"
-    shown = cli("skillyard", "runs", "show", run["id"][:10], "--dir", str(project))
+    shown = cli("skillyard", "runs", "show", run["id"][:20], "--dir", str(project))
     assert shown.returncode == 0 and "report" in shown.stdout, shown.stderr
     logs = cli("skillyard", "logs", "--dir", str(project), "--json")
     assert logs.returncode == 0 and json.loads(logs.stdout)[0]["tool"] == "report", logs.stderr
