@@ -181,7 +181,7 @@ MIGRATIONS: list[str] = [
     """
     DROP INDEX IF EXISTS tool_logs_created
     """,
-    # 11: a run that starts and ends within one of the writer's batches (most tool calls) keeps
+    # 11: a run the store gets whole (most tool calls: Store.open_buffer, take_run) keeps
     # its events in its own row, as one JSON array (packing.py): one value written instead of
     # some 15 rows and their index entries, most of what SQLite did per call. The event rows
     # of the other runs go on in `event_rows`, and the view `events` shows both as rows, the
