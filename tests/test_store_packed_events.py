@@ -173,3 +173,14 @@ def test_a_longer_run_is_written_as_it_goes_and_a_flush_holds_nothing_back(tmp_p
         assert store.run("run_older").status == "ok"  # type: ignore[union-attr]
     assert query(tmp_path / "runs.db", "SELECT count(*) FROM event_rows") == [(4,)]
     assert query(tmp_path / "runs.db", "SELECT count(packed_events) FROM runs") == [(0,)]
+
+
+def test_a_run_that_emitted_nothing_costs_the_others_nothing(tmp_path: Path) -> None:
+    with RunStore(tmp_path / "runs.db", redacted_events=True) as store:
+        empty, whole = store.open_buffer(), store.open_buffer()
+        whole.extend(_events("run_whole"))
+        store.take_run(empty)
+        store.take_run(whole)
+        store.flush()
+        assert [e["seq"] for e in store.events("run_whole")] == [1, 2, 3]
+        assert store.write_failures == {} and store.queue_depth == 0

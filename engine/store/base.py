@@ -245,7 +245,6 @@ class Store(BatchRecords):
         self._queue: list[Event] = []  # events that came one by one (`listener`)
         self._live: dict[int, RunEvents] = {}  # the event lists of runs in flight (open_buffer), by id
         self._ended: list[RunEvents] = []  # runs handed over whole at their end (take_run), not yet spilled
-        self._ended_events = 0  # how many events `_ended` holds
         self._lock = threading.Lock()  # taking from the queue (a spill) vs flush()'s count; never per event
         self._taken = 0  # events taken from the queue so far (under _lock)
         self._written = 0  # of those, how many are committed, or failed and reported (writer thread)
@@ -303,6 +302,8 @@ class Store(BatchRecords):
         """The run of `events` (from open_buffer) has ended: the writer takes it whole (an event
         of it arriving later must come by `listener`). Every SPILL_RUNS runs, a spill."""
         self._live.pop(id(events), None)
+        if not events:  # a run that emitted nothing (or whose events were all taken as it went)
+            return
         self._ended.append(events)
         if len(self._ended) >= SPILL_RUNS:
             self._spill(blocking=False)
@@ -539,6 +540,8 @@ class Store(BatchRecords):
         packs: list[Any] = []
         whole_tool_run = self._implier.whole_tool_run
         for events in runs:
+            if not events:  # taken as it went, all of it (a writer's spill meanwhile)
+                continue
             text = self._pack_run(events)
             if text is None:
                 rest += events
