@@ -38,8 +38,9 @@ _DUMPS = orjson.dumps
 
 def pack_run(events: list[Event]) -> str | None:
     """A whole run's events (all of them: seq 1, 2, … n, event 1 opening its row) as one JSON
-    text; None when they are not all here, when one of them has no encoded data (the store's fallback encodes it, as a
-    row) or an id is no valid text. One pass that unpacks each event tuple, one C call to encode."""
+    text; None when they are not all here, when one of them has no encoded data (the store's
+    fallback encodes it, as a row) or an id is no valid text. One pass that unpacks each
+    event tuple, one C call to encode."""
     first = events[0]
     if first[2] != 1 or first[0] not in _OPENS_A_RUN or events[-1][2] != len(events) or not first[1].isascii():
         return None  # its first events went as rows (it ran past HOLD_BACK_MS), some came from elsewhere; no run row; an odd id
