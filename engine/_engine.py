@@ -81,11 +81,16 @@ class Engine:
         from .errors import ConfigError
         from .logging import logger
 
+        from .store import StoreError
+
         try:
             self.reload()
         except ConfigError as exc:
             logger.error("tool settings changed in the store, but the project does not link with them; kept the current one",
                          problems="; ".join(i.message for i in exc.issues[:5]))
+        except StoreError as exc:  # the database went away meanwhile: the next change notice tries again
+            logger.error("tool settings changed in the store, but they could not be read; kept the current ones",
+                         error=str(exc))
 
     def close(self) -> None:
         """Write what the store still has queued and close it."""

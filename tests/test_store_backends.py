@@ -289,3 +289,21 @@ def test_a_bad_store_url_is_a_clear_error_naming_its_place(project: Path, monkey
     done = cli("run-workflow", "report", "--arg", "text=x", "--dir", str(project), "--quiet")
     assert done.returncode == 2 and "SKILLYARD_STORE_URL is 'redis://x', not a store URL" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_settings_change_elsewhere_that_cannot_be_read_keeps_the_current_tools(
+        project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The reload runs on a thread of its own: a store gone meanwhile is a log line, not a traceback."""
+    engine = engine_on(project, f"sqlite:///{tmp_path / 'runs.db'}")
+    try:
+        before = engine.project
+
+        def unreachable() -> Any:
+            raise StoreError("cannot read the run store: the server went away")
+
+        monkeypatch.setattr(engine.store, "tool_settings", unreachable)
+        engine._reload_from_store()  # what the notice's thread runs: it must return
+        assert engine.project is before
+    finally:
+        engine.close()
+    assert "could not be read" in capsys.readouterr().err
