@@ -109,11 +109,11 @@ async def _drive(case: str, requests: int, store: str, root: Path, trace: Any = 
                 if not result.ok:
                     raise SystemExit(f"the call failed: {result.error}")
         else:
-            from engine.cli.serve import _settle_heap
+            from engine.cli.serve import settle_heap
             from engine.server import create_app
 
             call = _asgi_caller(create_app(engine), sse=case == "sse")
-            _settle_heap()  # the collector as `skillyard serve` sets it
+            settle_heap()  # the collector as `skillyard serve` sets it
     for _ in range(WARMUP):
         await call()
     if trace is not None:

@@ -1,4 +1,4 @@
-"""`skillyard serve` sets the garbage collector for a long-running service (cli/serve.py, _settle_heap).
+"""`skillyard serve` sets the garbage collector for a long-running service (cli/serve.py, settle_heap).
 
 Checked in a fresh interpreter (the setting is process-wide): the start-up heap is frozen and
 the youngest generation is collected every SERVICE_GC_THRESHOLD allocations; the older
@@ -23,9 +23,9 @@ def _in_fresh_python(code: str) -> str:
 def test_serve_freezes_the_start_up_heap_and_collects_the_young_less_often() -> None:
     out = _in_fresh_python(
         "import gc\n"
-        "from engine.cli.serve import SERVICE_GC_THRESHOLD, _settle_heap\n"
+        "from engine.cli.serve import SERVICE_GC_THRESHOLD, settle_heap\n"
         "before = gc.get_threshold()\n"
-        "_settle_heap()\n"
+        "settle_heap()\n"
         "print(gc.get_threshold() == (SERVICE_GC_THRESHOLD, *before[1:]), gc.get_freeze_count() > 1000,"
         " SERVICE_GC_THRESHOLD > before[0])\n"
     )

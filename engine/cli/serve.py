@@ -14,7 +14,7 @@ from typing import Any, Sequence
 from ..errors import ConfigError, UsageError
 
 EXIT_OK, EXIT_USAGE = 0, 2
-SERVICE_GC_THRESHOLD = 10_000  # allocations between two collections of the youngest generation (see _settle_heap)
+SERVICE_GC_THRESHOLD = 10_000  # allocations between two collections of the youngest generation (see settle_heap)
 
 
 def add_serve_parsers(commands: Any) -> None:
@@ -124,7 +124,7 @@ def cmd_serve(ns: argparse.Namespace) -> int:
         if engine.store is None:
             _say("skillyard: the run store is off — run history and replay cover this process's recent runs only")
         level = engine.project.settings.logging.level
-        _settle_heap()
+        settle_heap()
         uvicorn.run(app, host=ns.host, port=ns.port, log_level=level, access_log=ns.access_log,
                     timeout_graceful_shutdown=3, server_header=False)
     finally:
@@ -132,7 +132,7 @@ def cmd_serve(ns: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _settle_heap() -> None:
+def settle_heap() -> None:
     """Set the garbage collector for a long-running service. Its heap is mostly what it loaded
     at start (project, schemas, templates, modules): frozen, full collections no longer walk
     it. A request's objects, and the recent runs the hub keeps, live a few hundred requests at

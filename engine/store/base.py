@@ -228,7 +228,8 @@ class Store(BatchRecords):
     notifications. `RunStore` (SQLite) and `PostgresStore` are its backends."""
 
     listener: Callable[[Event], None]
-    """The engine calls this for every event (see `_make_listener`)."""
+    """Takes events one by one (see `_make_listener`): a store used by hand, a Temporal worker,
+    an event after its run's end. An Engine's runs come whole instead (`open_buffer`)."""
     where: str
     """The store as users name it in messages (a file, or a URL without its password)."""
     # Dialect pieces of the shared queries (SQLite's; PostgreSQL overrides them)

@@ -26,12 +26,11 @@ from typing import Any, Sequence
 import orjson
 
 from ..events import Event
-from .rows import RUN_START, WIDTHS
+from .rows import RUN_OPENING_TYPES, RUN_START, WIDTHS
 
 HOLD_BACK_MS = 200  # a run in flight this long is no longer kept for its end: its events are written as they come
 
 _RUN_WIDTH = WIDTHS[RUN_START]
-_OPENS_A_RUN = ("tool_call_start", "agent_start")  # an event 1 that writes the run's row (rows.Implier): the pack goes in it
 _FRAGMENT = orjson.Fragment
 _DUMPS = orjson.dumps
 
@@ -42,7 +41,7 @@ def pack_run(events: list[Event]) -> str | None:
     fallback encodes it, as a row) or an id is no valid text. One pass that unpacks each
     event tuple, one C call to encode."""
     first = events[0]
-    if first[2] != 1 or first[0] not in _OPENS_A_RUN or events[-1][2] != len(events) or not first[1].isascii():
+    if first[2] != 1 or first[0] not in RUN_OPENING_TYPES or events[-1][2] != len(events) or not first[1].isascii():
         return None  # its first events went as rows (it ran past HOLD_BACK_MS), some came from elsewhere; no run row; an odd id
     try:
         return _DUMPS([(seq, kind, ts, call, step, skill, _FRAGMENT(data))

@@ -23,6 +23,7 @@ from typing import Any, Iterator
 
 import orjson
 
+RUN_OPENING_TYPES = ("tool_call_start", "agent_start")  # an event 1 of these types writes its run's row (Implier)
 IMPLYING_TYPES = frozenset({"tool_call_start", "agent_start", "agent_done", "tool_call_result", "tool_call_error",
                             "model_exchange"})
 TOOL_LOG_OUTPUT_CHARS = 10_000
@@ -173,6 +174,7 @@ def _get(value: Any, key: str) -> Any:
 # Where a run's end (status, finished_at, output, error, usage) goes in a RUN_START row:
 # (run_id, kind, name, status, started_at, finished_at, input, output, error, usage, pid, host)
 _RUN_END_COLUMNS = (3, 5, 7, 8, 9)
+_RUNNING: Row = ("running", None, None, None, None)  # the end of a run not ended yet
 
 _AGENT = "\x00agent"  # what opened an agent run, in Implier._opened (no call id looks like it)
 
@@ -195,12 +197,10 @@ class Implier:
             tool, arguments = _get(data, "tool"), json_text(_get(data, "arguments"))
             self._remember(run_id, call, _scalar(tool), arguments)
             if seq == 1:
-                self._open_run(index, out, run_id, call, (run_id, "tool", _scalar(tool) or "?", "running", ts, None,
-                                                          arguments, None, None, None, self.pid, self.host))
+                self._open_run(index, out, run_id, call, self._run_row(run_id, "tool", _scalar(tool), ts, arguments))
         elif kind == "agent_start":
-            self._open_run(index, out, run_id, _AGENT, (run_id, "agent", _scalar(_get(data, "model")) or "?", "running", ts,
-                                                        None, json_text(_get(data, "input")), None, None, None, self.pid,
-                                                        self.host))
+            self._open_run(index, out, run_id, _AGENT,
+                           self._run_row(run_id, "agent", _scalar(_get(data, "model")), ts, json_text(_get(data, "input"))))
         elif kind == "agent_done":
             stop = _get(data, "stop_reason")
             status = "ok" if stop == "answer" else "cancelled" if stop == "cancelled" else "error"
@@ -217,6 +217,12 @@ class Implier:
             ))
         elif kind == "tool_call_result" or kind == "tool_call_error":
             self._end_call(index, row, data, out)
+
+    def _run_row(self, run_id: str, kind: str, name: str | None, started: int, input: str, end: Row = _RUNNING) -> Row:
+        """A RUN_START row: the run as it starts (`end`: _RUNNING), or already ended (`end` as
+        _RUN_END_COLUMNS orders it)."""
+        status, finished, output, error, usage = end
+        return (run_id, kind, name or "?", status, started, finished, input, output, error, usage, self.pid, self.host)
 
     def _open_run(self, index: int, out: Batch, run_id: str, call: str | None, params: Row) -> None:
         """The row that opens a run (RUN_START), noted so that an end in the same batch can finish it."""
@@ -278,9 +284,8 @@ class Implier:
             return False
         run_id, data, ts = start[1], start[7], end[3]
         tool, arguments = _scalar(_get(data, "tool")), json_text(_get(data, "arguments"))
-        log, (status, finished, output, error, usage), duration = _call_end(kind, ts, end[7])
-        out.add_implied(index, RUN_START, (run_id, "tool", tool or "?", status, start[3], finished, arguments, output, error,
-                                           usage, self.pid, self.host))
+        log, ended, duration = _call_end(kind, ts, end[7])
+        out.add_implied(index, RUN_START, self._run_row(run_id, "tool", tool, start[3], arguments, ended))
         out.add_implied(index, TOOL_LOG, (run_id, "" if call is None else call, tool or "?", arguments, *log, duration, ts))
         return True
 
