@@ -6,7 +6,7 @@ import asyncio
 import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, AsyncIterator, Collection, Literal
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Collection, Literal
 
 from .errors import UsageError
 from .errors import AgentSetupError
@@ -38,8 +38,11 @@ class Engine:
         self._listeners: list[Listener] = []
         self.runs: dict[str, Run] = {}  # the live runs, by id: any front door may answer or cancel them
         self.store = store
+        # listeners that take each run whole: at a run's open they give it a listener of its own
+        self._openers: dict[Listener, Callable[[Run], SyncListener]] = {}
         if store is not None:
             self._listeners.append(store.listener)
+            self._openers[store.listener] = store.for_run
         self._records_wanted = wants_records(self._listeners)  # kept in step by subscribe()
         self.backend: "Backend | None" = None  # where calls execute (engine/backends); None: in this process
 
@@ -149,13 +152,19 @@ class Engine:
         """Remove a store-created tool (YAML tools are read-only here). Raises ToolAdminError."""
         self.admin.delete(name)
 
-    def subscribe(self, listener: Listener) -> Any:
-        """Receive the events of every call; returns a function that unsubscribes."""
+    def subscribe(self, listener: Listener, *, for_run: Callable[[Run], SyncListener] | None = None) -> Any:
+        """Receive the events of every call; returns a function that unsubscribes.
+
+        `for_run(run)`, if given, is called as each run opens and returns the listener for that
+        run's events (a list's `append` costs no Python call per event); `listener` gets the rest."""
         self._listeners.append(listener)
+        if for_run is not None:
+            self._openers[listener] = for_run
         self._records_wanted = wants_records(self._listeners)
 
         def unsubscribe() -> None:
             self._listeners.remove(listener)
+            self._openers.pop(listener, None)
             self._records_wanted = wants_records(self._listeners)
 
         return unsubscribe
@@ -228,27 +237,18 @@ class Engine:
         records = self._records_wanted or (on_event is not None and wants_records((on_event,)))
         run = Run(run_id, inline, self._project.redactor.for_run(), kind, name, principal, approver, approval_timeout,
                   records)
-        if self.store is not None and self.store.listener in inline:
-            self._store_whole(run, inline)
+        if self._openers:
+            self._open_whole(run, inline)
         run.attach(asyncio.current_task())
         self.runs[run_id] = run
         return run, queued
 
-    def _store_whole(self, run: Run, listeners: list[SyncListener]) -> None:
-        """The store gets the run's events in a list of the run's own, and the list at the
-        run's end (Store.open_buffer): no Python call per event, and one value per run for
-        the writer. An event after the end goes to the store's listener."""
-        store = self.store
-        assert store is not None
-        at = listeners.index(store.listener)
-        events = store.open_buffer()
-        listeners[at] = events.append
-
-        def ended(_: Run) -> None:
-            listeners[at] = store.listener
-            store.take_run(events)
-
-        run.on_end(ended)
+    def _open_whole(self, run: Run, listeners: list[SyncListener]) -> None:
+        """Each listener that takes runs whole (the store, the server's hub) gives this run a
+        listener of its own (see `subscribe`)."""
+        for listener, for_run in self._openers.items():
+            if listener in listeners:
+                listeners[listeners.index(listener)] = for_run(run)
 
     def end_run(self, run: Run, status: Any, result: Any = None, error: dict[str, Any] | None = None) -> None:
         """Record the run's end and forget it as live."""

@@ -18,6 +18,7 @@ front door that did not start a run can still answer or cancel it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import time
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Literal, Protocol
@@ -176,6 +177,13 @@ class Run:
                     listener(event)
                 except Exception as exc:  # noqa: BLE001 - as emit: a listener's bug must not hurt the run
                     report_listener_failure(listener, event.type, exc)
+
+    def redirect(self, listener: SyncListener, to: SyncListener) -> None:
+        """Deliver this run's later events to `to` instead of `listener` (one that takes a run
+        whole hands it back at its end, or changes how it takes it); no-op if it is not here."""
+        listeners = self._listeners
+        with contextlib.suppress(ValueError):
+            listeners[listeners.index(listener)] = to
 
     def number_after(self, seq: int) -> None:
         """The run's next event follows `seq` (events up to it were numbered elsewhere)."""

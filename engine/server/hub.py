@@ -7,6 +7,11 @@ their SSE frames encoded once, when a follower first asks), so a follower can st
 
 `RunHub` subscribes to the engine once, so it sees every run the engine executes — started
 over HTTP, over MCP at `/mcp`, or by Python code in the same process — from its first event.
+It takes each run whole (`Engine.subscribe`'s `for_run`): as the run opens, the Run is given
+its LiveRun's list's `append` as its listener, so recording an event costs no Python call;
+a follower about to wait swaps that for `LiveRun._arrive`, which also wakes it (from any
+thread). Events come in the order the Run numbered them, except that a worker thread's may
+overtake another: readers take them through `LiveRun._settled`, which checks the order.
 Finished runs stay a while (the newest `keep_finished`) so a client that reconnects right
 after the end still resumes from memory; older ones are served from the run store.
 """
@@ -16,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import operator
 import threading
 import time
 from collections import OrderedDict
@@ -32,6 +38,7 @@ RunKind = Literal["tool", "agent"]
 
 
 _get_ident = threading.get_ident
+_SEQ = operator.attrgetter("seq")
 
 
 def _now_ms() -> int:
@@ -41,22 +48,27 @@ def _now_ms() -> int:
 class LiveRun:
     """One run's events in memory, and who is waiting for more. State comes from its Run."""
 
-    __slots__ = ("run_id", "kind", "name", "principal", "run", "records", "_dicts", "_frames", "_held", "started_at",
-                 "finished_at", "status", "error", "_result", "task", "background", "_changed")
+    __slots__ = ("run_id", "kind", "name", "principal", "run", "records", "_dicts", "_frames", "_in_order", "_ordered",
+                 "_hub", "_waking", "started_at", "finished_at", "status", "error", "_result", "task", "background",
+                 "_changed")
 
     def __init__(self, run_id: str, kind: RunKind | None, name: str, *, principal: str | None = None):
         self.run_id = run_id
         self.kind = kind
         self.name = name
         self.principal = principal  # the key name that started it; None: not started over HTTP (admins only)
-        self.run: "Run | None" = None  # attached at its first event
-        # The run's events as the Run made them (redacted, data encoded once): contiguous,
-        # records[i].seq == i + 1. Their dicts and SSE frames are built when first asked for
-        # (a follower, a replay): most calls are answered with their result and nobody asks.
+        self.run: "Run | None" = None  # attached when it opens
+        # The run's events as the Run made them (redacted, data encoded once), as they came: the
+        # Run's listener for the hub is this list's `append` (no Python call per event). Their
+        # dicts and SSE frames are built when first asked for (a follower, a replay): most calls
+        # are answered with their result and nobody asks.
         self.records: list[Event] = []
         self._dicts: list[dict[str, Any]] = []
         self._frames: list[bytes] = []
-        self._held: dict[int, Event] = {}  # arrived early (off-thread emits), waiting for the gap
+        self._in_order = 0  # records[:_in_order] are seq 1.._in_order (checked)
+        self._ordered: list[Event] | None = None  # when some came out of order: them sorted, up to a gap
+        self._hub: "RunHub | None" = None
+        self._waking = False  # the Run delivers to `_arrive` (a follower may wait), not to records.append
         self.started_at = _now_ms()
         self.finished_at: int | None = None
         self.status = "running"
@@ -64,7 +76,7 @@ class LiveRun:
         self._result: Any = None  # the Run's result (a ToolResult, an agent's answer): `result` is its dict
         self.task: asyncio.Task[Any] | None = None  # set for runs this server started
         self.background = False
-        self._changed: asyncio.Event | None = None  # made only when a follower waits: most events find none
+        self._changed: asyncio.Event | None = None  # made only when a follower waits
 
     @property
     def done(self) -> bool:
@@ -72,23 +84,44 @@ class LiveRun:
 
     @property
     def last_seq(self) -> int:
-        return len(self.records)
+        return len(self._settled())
 
     @property
     def events(self) -> list[dict[str, Any]]:
         """Every event so far as its dict (`Event.to_dict()`), each built once."""
-        dicts = self._dicts
-        if len(dicts) < len(self.records):
-            dicts.extend(map(Event.to_dict, self.records[len(dicts):]))
+        dicts, settled = self._dicts, self._settled()
+        if len(dicts) < len(settled):
+            dicts.extend(map(Event.to_dict, settled[len(dicts):]))
         return dicts
 
     @property
     def frames(self) -> list[bytes]:
         """Every event so far as its SSE frame, each encoded once (around the Run's encoded data)."""
-        frames = self._frames
-        if len(frames) < len(self.records):
-            frames.extend(map(event_frame, self.records[len(frames):]))
+        frames, settled = self._frames, self._settled()
+        if len(frames) < len(settled):
+            frames.extend(map(event_frame, settled[len(frames):]))
         return frames
+
+    def _settled(self) -> list[Event]:
+        """The events to give out: seq 1, 2, … up to the first still on its way.
+
+        Events come as the Run numbered them, except that one emitted by a worker thread (a
+        threaded skill reporting progress) can overtake another, or be numbered and not yet
+        here: checked in C over the new ones; when that happens, the run's events are sorted
+        (a copy) from then on."""
+        records = self.records
+        if self._ordered is None:
+            count = len(records)  # an off-thread append may land after this: checked next time
+            checked = self._in_order
+            if checked == count:
+                return records[:count] if count != len(records) else records
+            if list(map(_SEQ, records[checked:count])) == list(range(checked + 1, count + 1)):
+                self._in_order = count
+                return records[:count] if count != len(records) else records
+        ordered = sorted({event.seq: event for event in records[:]}.values(), key=_SEQ)
+        gap = next((at for at, event in enumerate(ordered) if event.seq != at + 1), len(ordered))
+        self._ordered = ordered[:gap]
+        return self._ordered
 
     @property
     def result(self) -> Any:
@@ -99,20 +132,23 @@ class LiveRun:
     def pending_approvals(self) -> list[str]:
         return self.run.pending_approvals if self.run is not None and not self.done else []
 
-    def add(self, event: Event) -> None:
-        """Add one event of the run (as its Run made it)."""
-        records = self.records
-        seq = event.seq
-        if seq != len(records) + 1:
-            if seq > len(records):
-                self._held[seq] = event
-            return
-        records.append(event)
-        if self._held:
-            while (nxt := self._held.pop(len(records) + 1, None)) is not None:
-                records.append(nxt)
-        if self._changed is not None:  # someone waits (most events find nobody)
-            self._notify()
+    def attach(self, run: "Run", hub: "RunHub") -> None:
+        """Its Run (state, end) and its hub (a follower's wake-up comes through it)."""
+        self.run, self.kind, self.name, self._hub = run, run.kind, run.name, hub
+        self.principal = self.principal or run.principal
+
+    def _arrive(self, event: Event) -> None:
+        """The Run's listener while a follower may wait: the event, and a wake-up on the loop."""
+        self.records.append(event)
+        if self._changed is not None and self._hub is not None:
+            self._hub.wake(self)
+
+    def _wake_followers(self) -> None:
+        """From now on, an event wakes whoever waits (until now the Run appended it, silently)."""
+        if not self._waking:
+            self._waking = True
+            if self.run is not None:  # (not open yet: RunHub.for_run gives it `_arrive` then)
+                self.run.redirect(self.records.append, self._arrive)
 
     def _notify(self) -> None:
         changed, self._changed = self._changed, None
@@ -135,13 +171,14 @@ class LiveRun:
         index = max(0, after)
         while True:
             done = self.done
+            seen = len(self.records)
             if as_frames:  # every frame that is ready, in one write: far fewer sends under load
                 frames = self.frames
                 end = len(frames)
                 if index < end:
                     chunk = frames[index] if end - index == 1 else b"".join(frames[index:end])
                     index = end
-                    if done and not self._held:
+                    if done and index == seen:  # (an event still on its way is not waited for)
                         yield Final(chunk)  # the run's last event: end the response in the same write
                         return
                     yield chunk
@@ -155,6 +192,9 @@ class LiveRun:
             changed = self._changed
             if changed is None:
                 changed = self._changed = asyncio.Event()
+                self._wake_followers()
+                if len(self.records) != seen:  # one came from a worker thread meanwhile
+                    continue
             if heartbeat is None:
                 await changed.wait()
                 continue
@@ -213,7 +253,7 @@ class RunHub:
             return
         self._loop = asyncio.get_running_loop()
         self._thread = threading.get_ident()
-        self._unsubscribe = self.engine.subscribe(self.listener)
+        self._unsubscribe = self.engine.subscribe(self.listener, for_run=self.for_run)
 
     async def detach(self) -> None:
         """Stop observing; cancel the runs this server started and wait for them."""
@@ -229,40 +269,47 @@ class RunHub:
 
     # ─── recording ───────────────────────────────────────────────────────────────
 
+    def for_run(self, run: "Run") -> Callable[[Event], None]:
+        """The listener of one run's events, given as the run opens (Engine.subscribe): its
+        LiveRun's `records.append`, no Python call per event. A follower that waits makes the
+        Run deliver to `LiveRun._arrive` instead, which wakes it."""
+        if _get_ident() != self._thread:
+            return self._opened_elsewhere(run)
+        live = self.runs.get(run.run_id)
+        if live is None:  # not started here (MCP, Python code in this process)
+            live = self._add(LiveRun(run.run_id, run.kind, run.name))
+        live.attach(run, self)
+        run.on_end(functools.partial(self._run_ended, live))
+        return live._arrive if live._waking else live.records.append
+
+    def _opened_elsewhere(self, run: "Run") -> Callable[[Event], None]:
+        """A run opened by another thread's loop: its LiveRun, events and end are taken on this
+        loop, in the order they came (call_soon_threadsafe keeps it)."""
+        loop = self._loop
+        assert loop is not None
+        live = LiveRun(run.run_id, run.kind, run.name)
+        live.attach(run, self)
+        loop.call_soon_threadsafe(self._add, live)
+        run.on_end(lambda run: loop.call_soon_threadsafe(self._run_ended, live, run))
+        return self.listener
+
     @record_sink  # the Run encodes each event's data as it is emitted: a frame built later is built around it
     def listener(self, event: Event) -> None:
-        """The engine's listener: O(1) work per event in the loop thread. The common case — the
-        next event of a run already known, in the loop's thread — is handled here, inline."""
-        if _get_ident() != self._thread:
-            if self._loop is not None:
-                self._loop.call_soon_threadsafe(self._record, event)  # a skill emitting from a worker thread
-                return
-        else:
-            live = self.runs.get(event.run_id)
-            if live is not None and live.run is not None and not live._held and event.seq == len(live.records) + 1:
-                live.records.append(event)
-                if live._changed is not None:
-                    live._notify()
-                return
-        self._record(event)
+        """The listener of runs opened by another thread's loop: each event is taken on this loop."""
+        assert self._loop is not None
+        self._loop.call_soon_threadsafe(self._record, event)
 
     def _record(self, event: Event) -> None:
         live = self.runs.get(event.run_id)
-        if live is None:
-            if event.seq != 1:  # began before we subscribed: we could never give its whole stream
-                return
-            live = self._add(LiveRun(event.run_id, None, "?"))
-        if live.run is None:
-            self._attach_run(live)
-        live.add(event)  # the Run redacted it already: one code path, before any listener
+        if live is not None:
+            live._arrive(event)
 
-    def _attach_run(self, live: LiveRun) -> None:
-        run = self.engine.runs.get(live.run_id)
-        if run is None:
-            return
-        live.run, live.kind, live.name = run, run.kind, run.name
-        live.principal = live.principal or run.principal
-        run.on_end(functools.partial(self._run_ended, live))
+    def wake(self, live: LiveRun) -> None:
+        """Wake the followers of `live`, from any thread."""
+        if _get_ident() == self._thread:
+            live._notify()
+        elif self._loop is not None:
+            self._loop.call_soon_threadsafe(live._notify)
 
     def _run_ended(self, live: LiveRun, run: "Run") -> None:
         live.finish(run)

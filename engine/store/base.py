@@ -46,7 +46,7 @@ from collections import deque
 from dataclasses import dataclass
 from itertools import chain, compress, repeat
 from queue import SimpleQueue
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 import orjson
 
@@ -59,6 +59,9 @@ from .batches import BatchRecords
 from .rows import EVENT_WIDTH, IMPLYING_TYPES, PACKED, Batch, Implier, json_text
 from .schema import EVENTS_CHANNEL, TOOL_SETTINGS_CHANNEL
 from .tool_settings import DELETE_SETTING, SELECT_SETTINGS, UPSERT_SETTING, ToolSetting, setting_params, setting_from_row
+
+if TYPE_CHECKING:
+    from ..run import Run
 
 FLUSH_INTERVAL_S = 0.05  # the writer wakes this often: what was queued by then is committed
 SPILL_EVENTS = 256  # the listener spills the queue at this length (~550 objects: no collection is set off)
@@ -298,6 +301,19 @@ class Store(BatchRecords):
         events = RunEvents(self, time.time_ns() // 1_000_000)
         self._live[id(events)] = events
         return events
+
+    def for_run(self, run: "Run") -> Callable[[Event], None]:
+        """The listener of one run's events (Engine.subscribe's `for_run`): a list of its own's
+        `append` (`open_buffer`), handed back at the run's end (`take_run`); an event after
+        the end comes by `listener`."""
+        events = self.open_buffer()
+
+        def ended(run: "Run") -> None:
+            run.redirect(events.append, self.listener)
+            self.take_run(events)
+
+        run.on_end(ended)
+        return events.append
 
     def take_run(self, events: RunEvents) -> None:
         """The run of `events` (from open_buffer) has ended: the writer takes it whole (an event
