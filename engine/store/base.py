@@ -1,6 +1,6 @@
 """What every run store shares, whatever its database: the listener, the writer thread, reads.
 
-The Engine gives each run a list of its own (`open_buffer`): the Run's listener for the
+The Engine gives each run a list of its own (`for_run`, `open_buffer`): the Run's listener for the
 store is that list's `append`, a C call, and at the run's end the list is handed back whole
 (`take_run`). Events fed one by one (`Store.listener`: a store used by hand, a Temporal
 worker, an event after its run's end) are appended to a queue.
@@ -303,9 +303,9 @@ class Store(BatchRecords):
         return events
 
     def for_run(self, run: "Run") -> Callable[[Event], None]:
-        """The listener of one run's events (Engine.subscribe's `for_run`): a list of its own's
-        `append` (`open_buffer`), handed back at the run's end (`take_run`); an event after
-        the end comes by `listener`."""
+        """The listener of one run's events (Engine.subscribe's `for_run`): the `append` of a
+        list of the run's own (`open_buffer`), handed over at the run's end (`take_run`); an
+        event after the end comes by `listener`."""
         events = self.open_buffer()
 
         def ended(run: "Run") -> None:
