@@ -12,7 +12,9 @@ cancelled through replica B:
   through Temporal instead (a signal to an agent run's workflow, a cancel of the execution),
   so it can be answered and cancelled after the replica that started it died.
 
-With the SQLite store (one process) the same code runs: notices are delivered in-process.
+With the SQLite store (one process) the same code runs: control notices are delivered
+in-process; event notices would only tell of this process's own runs, which its hub follows,
+so a follower of another process's run reads the store every POLL_S.
 """
 
 from __future__ import annotations
@@ -50,7 +52,9 @@ class Replicas:
         if store is None or self._loop is not None:
             return
         self._loop = asyncio.get_running_loop()
-        self._stops = [store.listen(EVENTS_CHANNEL, self._heard_events), store.listen(CONTROL_CHANNEL, self._heard_control)]
+        self._stops = [store.listen(CONTROL_CHANNEL, self._heard_control)]
+        if store.notices_cross_processes:  # in-process ones (SQLite) tell of this process's runs: the hub follows those
+            self._stops.append(store.listen(EVENTS_CHANNEL, self._heard_events))
 
     def stop(self) -> None:
         for stop in self._stops:

@@ -331,6 +331,12 @@ class Store(BatchRecords):
         return listener is self.listener or (isinstance(owner, RunEvents) and owner.store is self)
 
     @property
+    def notices_cross_processes(self) -> bool:
+        """Whether other processes sharing this store hear its notices (PostgreSQL's NOTIFY).
+        False: they are delivered in this process only (SQLite)."""
+        return not self._LOCAL_EVENTS_NOTICE
+
+    @property
     def queue_depth(self) -> int:
         """Events recorded and not yet committed (or reported lost) by the writer.
 
