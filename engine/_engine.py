@@ -40,10 +40,9 @@ class Engine:
         self.store = store
         # listeners that take each run whole: at a run's open they give it a listener of its own
         self._openers: dict[Listener, Callable[[Run], SyncListener]] = {}
+        self._records_wanted = False  # whether a listener is a record sink: kept in step by subscribe()
         if store is not None:
-            self._listeners.append(store.listener)
-            self._openers[store.listener] = store.for_run
-        self._records_wanted = wants_records(self._listeners)  # kept in step by subscribe()
+            self.subscribe(store.listener, for_run=store.for_run)
         self.backend: "Backend | None" = None  # where calls execute (engine/backends); None: in this process
 
     @classmethod

@@ -110,15 +110,13 @@ class LiveRun:
         here: checked in C over the new ones; when that happens, the run's events are sorted
         (a copy) from then on."""
         records = self.records
+        count = len(records)  # an off-thread append may land after this: checked next time
         if self._ordered is None:
-            count = len(records)  # an off-thread append may land after this: checked next time
             checked = self._in_order
-            if checked == count:
-                return records[:count] if count != len(records) else records
-            if list(map(_SEQ, records[checked:count])) == list(range(checked + 1, count + 1)):
+            if checked == count or list(map(_SEQ, records[checked:count])) == list(range(checked + 1, count + 1)):
                 self._in_order = count
-                return records[:count] if count != len(records) else records
-        ordered = sorted({event.seq: event for event in records[:]}.values(), key=_SEQ)
+                return records if count == len(records) else records[:count]
+        ordered = sorted({event.seq: event for event in records[:count]}.values(), key=_SEQ)
         gap = next((at for at, event in enumerate(ordered) if event.seq != at + 1), len(ordered))
         self._ordered = ordered[:gap]
         return self._ordered
