@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Coroutine, Liter
 
 from ..events import Event, record_sink
 from ..logging import logger
-from .sse import Final, event_frame
+from .sse import Final, event_frames
 
 if TYPE_CHECKING:
     from ..run import Approver, Run
@@ -99,7 +99,7 @@ class LiveRun:
         """Every event so far as its SSE frame, each encoded once (around the Run's encoded data)."""
         frames, settled = self._frames, self._settled()
         if len(frames) < len(settled):
-            frames.extend(map(event_frame, settled[len(frames):]))
+            frames.extend(event_frames(settled[len(frames):]))
         return frames
 
     def _settled(self) -> list[Event]:

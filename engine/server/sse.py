@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Mapping
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Mapping, Sequence
 
 import orjson
 from starlette.responses import Response
@@ -60,6 +60,63 @@ def event_frame(event: "Event") -> bytes:
     if body is None:  # no fast encoding: the escaped fallback of `frame`
         return frame(event.to_dict())
     return b"id: %d\nevent: %s\ndata: %s\n\n" % (event.seq, event.type.encode(), body)
+
+
+# `event_frames` writes a frame as `event_frame` does (the event JSON of `Event.json` around the
+# data its Run encoded), joining pieces: the envelope's strings are encoded once and kept —
+# per type and per (step, skill) for as long as the process runs (a project has few), the run
+# and call ids for one batch of a run's events.
+_NUMBERS = tuple(b"%d" % number for number in range(1024))  # seq: most runs have fewer events
+_TYPES: dict[str, bytes] = {}  # type → its frame from `event:` to `"run_id":`
+_STEPS: dict[tuple[str | None, str | None], bytes] = {(None, None): b""}  # (step, skill) → ',"step_id":…,"skill":…'
+_MAX_KEPT = 4096
+
+
+def event_frames(events: "Sequence[Event]") -> list[bytes]:
+    """The SSE frames of events, the bytes `event_frame` makes, at less than half its cost:
+    one join of ready pieces per event, instead of a dict per event for orjson to walk. An
+    event without encoded data, or with a string orjson refuses (a lone surrogate), takes
+    `event_frame`."""
+    frames: list[bytes] = []
+    append = frames.append
+    numbers, types, steps = _NUMBERS, _TYPES, _STEPS
+    run_of = call_of = object()
+    run_json = call_json = b""
+    for event in events:
+        kind, run_id, seq, ts, call, step, skill, _, _, data = event
+        try:
+            if run_id is not run_of:
+                run_of, run_json = run_id, orjson.dumps(run_id)
+            if call is not call_of:
+                call_of, call_json = call, b"" if call is None else b',"tool_call_id":' + orjson.dumps(call)
+            head = types.get(kind) or _type_piece(kind)
+            ids = steps.get((step, skill))
+            if ids is None:
+                ids = _step_piece(step, skill)
+            number = numbers[seq] if seq < 1024 else b"%d" % seq
+            append(b"".join((b"id: ", number, head, run_json, b',"seq":', number, b',"ts":', b"%d" % ts, call_json, ids,
+                             b',"data":', data, b"}\n\n")))
+        except (TypeError, UnicodeEncodeError, orjson.JSONEncodeError):  # no encoded data (None), a lone surrogate…
+            run_of = call_of = object()
+            append(event_frame(event))
+    return frames
+
+
+def _type_piece(kind: str) -> bytes:
+    if len(_TYPES) > _MAX_KEPT:
+        _TYPES.clear()
+    piece = _TYPES[kind] = b'\nevent: %s\ndata: {"type":%s,"run_id":' % (kind.encode(), orjson.dumps(kind))
+    return piece
+
+
+def _step_piece(step: str | None, skill: str | None) -> bytes:
+    if len(_STEPS) > _MAX_KEPT:
+        _STEPS.clear()
+        _STEPS[(None, None)] = b""
+    piece = b"".join(name + orjson.dumps(value) for name, value in ((b',"step_id":', step), (b',"skill":', skill))
+                     if value is not None)
+    _STEPS[(step, skill)] = piece
+    return piece
 
 
 def wants_event_stream(accept: str | None) -> bool:
