@@ -1,8 +1,9 @@
 """Server-sent events: the frame format and a response that notices a client leaving.
 
 Every frame is one engine event: `id:` is its `seq`, `event:` its `type`, `data:` the event
-JSON (`Event.to_dict()`, one line; for a live event, `Event.json()`: built around the data
-its Run encoded once). A browser's `EventSource` or any SSE client resumes a
+JSON (`Event.to_dict()`, one line; for a live event, `Event.json()` — written by
+`event_frames` from pieces kept per type, step and run — around the data its Run encoded
+once). A browser's `EventSource` or any SSE client resumes a
 stream by sending the last `id:` it saw as `Last-Event-ID`.
 
 `EventStreamResponse` listens for the client's disconnect *while* it waits for the next
