@@ -331,12 +331,6 @@ class Store(BatchRecords):
         return listener is self.listener or (isinstance(owner, RunEvents) and owner.store is self)
 
     @property
-    def notices_cross_processes(self) -> bool:
-        """Whether other processes sharing this store hear its notices (PostgreSQL's NOTIFY).
-        False: they are delivered in this process only (SQLite)."""
-        return not self._LOCAL_EVENTS_NOTICE
-
-    @property
     def queue_depth(self) -> int:
         """Events recorded and not yet committed (or reported lost) by the writer.
 
@@ -623,7 +617,7 @@ class Store(BatchRecords):
                     self._failed = exc
                     self._count_failure("write", count, f"{type(exc).__name__}: {exc}")
                 else:
-                    if self._listeners.get(EVENTS_CHANNEL) and self._LOCAL_EVENTS_NOTICE:
+                    if self._listeners.get(EVENTS_CHANNEL) and not self.notices_cross_processes:
                         self._notice_events(rows)
             if self._unreachable is not None:
                 logger.info("run store: the database is back", store=self.where)
@@ -731,7 +725,9 @@ class Store(BatchRecords):
     # ─── the backend's part ───────────────────────────────────────────────────────────
     # Queries use `?` placeholders; a backend translates them if it needs to.
 
-    _LOCAL_EVENTS_NOTICE = True  # False: the database itself notifies EVENTS_CHANNEL (postgres)
+    # Whether other processes sharing this store hear its notices (PostgreSQL's NOTIFY, sent by
+    # the database itself for EVENTS_CHANNEL). False: the writer delivers them in this process only.
+    notices_cross_processes = False
     _EVENT_ROWS = "events"  # the table of event rows (SQLite: `event_rows`, and runs' packed events)
     # True: an event row's data may stay the bytes the Run encoded (UTF-8 JSON), and the
     # backend's writer makes them text; False: the rows hold text only

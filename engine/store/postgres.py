@@ -102,7 +102,7 @@ class PostgresStore(Store):
 
     _NEWEST = "r.started_at DESC, r.id DESC"
     _PREFIX = 'r.id COLLATE "C" >= ? AND r.id COLLATE "C" < ?'  # byte order, whatever the database's collation
-    _LOCAL_EVENTS_NOTICE = False  # INSERT_EVENTS notifies through the database
+    notices_cross_processes = True  # INSERT_EVENTS notifies through the database
 
     def __init__(self, url: str, *, redactor: Redactor | None = None, redacted_events: bool = False):
         self.url = url
