@@ -69,7 +69,7 @@ def event_frame(event: "Event") -> bytes:
 # and call ids for one batch of a run's events.
 _NUMBERS = tuple(b"%d" % number for number in range(1024))  # seq: most runs have fewer events
 _TYPES: dict[str, bytes] = {}  # type → its frame from `event:` to `"run_id":`
-_STEPS: dict[tuple[str | None, str | None], bytes] = {(None, None): b""}  # (step, skill) → ',"step_id":…,"skill":…'
+_STEPS: dict[tuple[str | None, str | None], bytes] = {}  # (step, skill) → ',"step_id":…,"skill":…'
 _MAX_KEPT = 4096
 
 
@@ -113,7 +113,6 @@ def _type_piece(kind: str) -> bytes:
 def _step_piece(step: str | None, skill: str | None) -> bytes:
     if len(_STEPS) > _MAX_KEPT:
         _STEPS.clear()
-        _STEPS[(None, None)] = b""
     piece = b"".join(name + orjson.dumps(value) for name, value in ((b',"step_id":', step), (b',"skill":', skill))
                      if value is not None)
     _STEPS[(step, skill)] = piece
