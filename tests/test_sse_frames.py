@@ -56,6 +56,7 @@ def test_odd_events_come_out_as_event_frame_writes_them(run_events: list[Event])
         second._replace(data_json=None),  # no encoded data
         second._replace(seq=5000),  # beyond the numbers kept written
         step_event._replace(step_id='a "quoted"\nstep', skill="é-skill"),  # strings that need escaping
+        step_event._replace(step_id="100% done", skill="%s%d%%"),  # no placeholder of the kept format
         step_event._replace(step_id=None),
         step_event._replace(skill=None),
         second._replace(tool_call_id=None),
@@ -70,4 +71,4 @@ def test_the_kept_pieces_stay_bounded(run_events: list[Event], monkeypatch: pyte
     monkeypatch.setattr(sse, "_MAX_KEPT", 4)
     many = [event._replace(step_id=f"step{at}", skill=f"skill{at}") for at, event in enumerate(run_events * 3)]
     assert event_frames(many) == [event_frame(event) for event in many]
-    assert len(sse._STEPS) <= 6 and len(sse._TYPES) <= 6
+    assert len(sse._PIECES) <= 6

@@ -64,25 +64,26 @@ def event_frame(event: "Event") -> bytes:
 
 
 # `event_frames` writes a frame as `event_frame` does (the event JSON of `Event.json` around the
-# data its Run encoded), joining pieces: the envelope's strings are encoded once and kept —
-# per type and per (step, skill) for as long as the process runs (a project has few), the run
-# and call ids for one batch of a run's events.
-_NUMBERS = tuple(b"%d" % number for number in range(1024))  # seq: most runs have fewer events
-_TYPES: dict[str, bytes] = {}  # type → its frame from `event:` to `"run_id":`
-_STEPS: dict[tuple[str | None, str | None], bytes] = {}  # (step, skill) → ',"step_id":…,"skill":…'
+# data its Run encoded), joining ready pieces: the envelope's strings are encoded once and
+# kept — per (type, step, skill) for as long as the process runs (a project has few), per seq
+# below 1024, the run and call ids and the time for a batch of a run's events. (A `%` format
+# per event costs several times a join: bench.request_cost.)
+_IDS = tuple(b"id: %d" % seq for seq in range(1024))  # most runs have fewer events
+_SEQS = tuple(b',"seq":%d,"ts":' % seq for seq in range(1024))
+_PIECES: dict[tuple[str, str | None, str | None], tuple[bytes, bytes]] = {}  # (type, step, skill) → (head, tail)
 _MAX_KEPT = 4096
+_END = b"}\n\n"
 
 
 def event_frames(events: "Sequence[Event]") -> list[bytes]:
     """The SSE frames of events, the bytes `event_frame` makes: one join of ready pieces per
-    event instead of a dict per event for orjson to walk (a call's 15 frames: about 69,000
-    instructions fewer). An event without encoded data, or with a string orjson refuses (a
-    lone surrogate), takes `event_frame`."""
+    event instead of a dict per event for orjson to walk. An event without encoded data, or
+    with a string orjson refuses (a lone surrogate), takes `event_frame`."""
     frames: list[bytes] = []
     append = frames.append
-    numbers, types, steps = _NUMBERS, _TYPES, _STEPS
-    run_of = call_of = object()
-    run_json = call_json = b""
+    ids, seqs, pieces, end = _IDS, _SEQS, _PIECES, _END
+    run_of = call_of = ts_of = object()
+    run_json = call_json = ts_text = b""
     for event in events:
         kind, run_id, seq, ts, call, step, skill, _, _, data = event
         try:
@@ -90,33 +91,30 @@ def event_frames(events: "Sequence[Event]") -> list[bytes]:
                 run_of, run_json = run_id, orjson.dumps(run_id)
             if call is not call_of:
                 call_of, call_json = call, b"" if call is None else b',"tool_call_id":' + orjson.dumps(call)
-            head = types.get(kind) or _type_piece(kind)
-            ids = steps.get((step, skill))
-            if ids is None:
-                ids = _step_piece(step, skill)
-            number = numbers[seq] if seq < 1024 else b"%d" % seq
-            append(b"".join((b"id: ", number, head, run_json, b',"seq":', number, b',"ts":', b"%d" % ts, call_json, ids,
-                             b',"data":', data, b"}\n\n")))
+            if ts != ts_of:  # a run's events share a few milliseconds
+                ts_of, ts_text = ts, b"%d" % ts
+            head, tail = pieces.get((kind, step, skill)) or _pieces(kind, step, skill)
+            if seq < 1024:
+                append(b"".join((ids[seq], head, run_json, seqs[seq], ts_text, call_json, tail, data, end)))
+            else:
+                append(b"".join((b"id: %d" % seq, head, run_json, b',"seq":%d,"ts":' % seq, ts_text, call_json, tail,
+                                 data, end)))
         except (TypeError, UnicodeEncodeError, orjson.JSONEncodeError):  # no encoded data (None), a lone surrogate…
             run_of = call_of = object()
             append(event_frame(event))
     return frames
 
 
-def _type_piece(kind: str) -> bytes:
-    if len(_TYPES) > _MAX_KEPT:
-        _TYPES.clear()
-    piece = _TYPES[kind] = b'\nevent: %s\ndata: {"type":%s,"run_id":' % (kind.encode(), orjson.dumps(kind))
-    return piece
-
-
-def _step_piece(step: str | None, skill: str | None) -> bytes:
-    if len(_STEPS) > _MAX_KEPT:
-        _STEPS.clear()
-    piece = b"".join(name + orjson.dumps(value) for name, value in ((b',"step_id":', step), (b',"skill":', skill))
+def _pieces(kind: str, step: str | None, skill: str | None) -> tuple[bytes, bytes]:
+    """The frame's parts around the run id (head) and before the data (tail) for an event of
+    this type, step and skill."""
+    if len(_PIECES) > _MAX_KEPT:
+        _PIECES.clear()
+    head = b'\nevent: %s\ndata: {"type":%s,"run_id":' % (kind.encode(), orjson.dumps(kind))
+    names = b"".join(name + orjson.dumps(value) for name, value in ((b',"step_id":', step), (b',"skill":', skill))
                      if value is not None)
-    _STEPS[(step, skill)] = piece
-    return piece
+    found = _PIECES[(kind, step, skill)] = head, names + b',"data":'
+    return found
 
 
 def wants_event_stream(accept: str | None) -> bool:
