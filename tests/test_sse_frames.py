@@ -56,7 +56,7 @@ def test_odd_events_come_out_as_event_frame_writes_them(run_events: list[Event])
         second._replace(data_json=None),  # no encoded data
         second._replace(seq=5000),  # beyond the numbers kept written
         step_event._replace(step_id='a "quoted"\nstep', skill="é-skill"),  # strings that need escaping
-        step_event._replace(step_id="100% done", skill="%s%d%%"),  # no placeholder of the kept format
+        step_event._replace(step_id="100% done", skill="%s%d%%"),  # names holding `%`
         step_event._replace(step_id=None),
         step_event._replace(skill=None),
         second._replace(tool_call_id=None),
