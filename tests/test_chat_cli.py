@@ -88,6 +88,25 @@ def test_chat_answers_on_stdout_with_the_timeline_on_stderr(project: Path, serve
     assert json.loads(server.bodies[1]["messages"][-1]["content"].split("\n", 1)[1]) == {"name": "Ada", "count": 1}
 
 
+def test_the_timeline_starts_its_lines_after_the_streamed_text(project: Path, server: FakeServer) -> None:
+    """One terminal shows stdout and stderr: a model's text (thinking before a tool call, then
+    the answer) ends its line before the timeline's next one, and stdout alone is the same."""
+    script = (WIRE.reply("Let me look Ada up.", [call("call_1", "echo", {"name": "Ada"})], split_at=4),
+              WIRE.reply("Hello Ada, welcome aboard!", split_at=5))
+    server.script(*script)
+    env = {**os.environ, KEY_VAR: "sk-from-env"}
+    merged = subprocess.run([*skillyard(), "chat", "Greet Ada", "--model", "gpt", "--dir", str(project)],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=env, cwd=project, timeout=30)
+    assert merged.returncode == 0, merged.stdout
+    lines = merged.stdout.splitlines()
+    assert "Let me look Ada up." in lines and "Hello Ada, welcome aboard!" in lines, merged.stdout
+    assert any(line.startswith("■ answer after 2 model call(s)") for line in lines), merged.stdout
+    server.script(*script)
+    done = chat(project, "Greet Ada", "--model", "gpt")
+    assert done.stdout == "Let me look Ada up.\nHello Ada, welcome aboard!\n"
+
+
 def test_missing_env_var_is_a_clear_error(project: Path, server: FakeServer) -> None:
     done = chat(project, "Greet Ada", "--model", "gpt", key=None)
     assert done.returncode == 1

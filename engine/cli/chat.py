@@ -114,10 +114,12 @@ def run_chat(ns: argparse.Namespace) -> int:
             sys.stdout.flush()
             streamed.append(event.data["text"])
             printed_text = True
-        elif event.type == "model_call_start":
-            streamed.clear()
-            if printed_text:
-                sys.stdout.write("\n")
+        else:
+            if event.type == "model_call_start":
+                streamed.clear()
+            if printed_text:  # a model call's text is whole once anything else happens: end its line
+                sys.stdout.write("\n")  # before the timeline's next line (one terminal shows both)
+                sys.stdout.flush()
                 printed_text = False
         if timeline is not None:
             timeline(event)
