@@ -20,7 +20,7 @@ _STOP_WORDS = frozenset(
 def count_words(input: dict[str, Any], ctx: SkillContext) -> dict[str, Any]:
     text: str = input["text"]
     words = _WORD.findall(text)
-    ctx.progress(f"{len(words):,} words tokenised", words=len(words))
+    ctx.progress(f"{len(words):,} word{'' if len(words) == 1 else 's'} tokenised", words=len(words))
     counts = Counter(w.lower() for w in words if w.lower() not in _STOP_WORDS and len(w) > 2)
     keywords = [{"word": word, "count": count} for word, count in counts.most_common(input["topN"])]
     sentences = len(_SENTENCE_END.findall(text)) or (1 if words else 0)
