@@ -39,14 +39,17 @@ def project(tmp_path: Path, server: FakeServer) -> Path:
     return write_project(tmp_path / "project", {"mock": {"provider": "mock"}, "gpt": entry}, default="mock")
 
 
-def chat(project: Path, *args: str, key: str | None = "sk-from-env", stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+def chat(project: Path, *args: str, key: str | None = "sk-from-env", stdin: str | None = None,
+         merged: bool = False) -> subprocess.CompletedProcess[str]:
+    """`merged`: stderr goes into stdout, in the order written (as one terminal shows both)."""
     env = {k: v for k, v in os.environ.items() if k != KEY_VAR}
     if key is not None:
         env[KEY_VAR] = key
     return subprocess.run(
         [*skillyard(), "chat", *args, "--dir", str(project)],
         input=stdin, stdin=None if stdin is not None else subprocess.DEVNULL,
-        capture_output=True, text=True, env=env, cwd=project, timeout=30,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT if merged else subprocess.PIPE,
+        text=True, env=env, cwd=project, timeout=30,
     )
 
 
@@ -94,10 +97,7 @@ def test_the_timeline_starts_its_lines_after_the_streamed_text(project: Path, se
     script = (WIRE.reply("Let me look Ada up.", [call("call_1", "echo", {"name": "Ada"})], split_at=4),
               WIRE.reply("Hello Ada, welcome aboard!", split_at=5))
     server.script(*script)
-    env = {**os.environ, KEY_VAR: "sk-from-env"}
-    merged = subprocess.run([*skillyard(), "chat", "Greet Ada", "--model", "gpt", "--dir", str(project)],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env=env, cwd=project, timeout=30)
+    merged = chat(project, "Greet Ada", "--model", "gpt", merged=True)
     assert merged.returncode == 0, merged.stdout
     lines = merged.stdout.splitlines()
     assert "Let me look Ada up." in lines and "Hello Ada, welcome aboard!" in lines, merged.stdout

@@ -95,10 +95,10 @@ def event_frames(events: "Sequence[Event]") -> list[bytes]:
                 ts_of, ts_text = ts, b"%d" % ts
             head, tail = pieces.get((kind, step, skill)) or _pieces(kind, step, skill)
             if seq < 1024:
-                append(b"".join((ids[seq], head, run_json, seqs[seq], ts_text, call_json, tail, data, end)))
+                id_text, seq_text = ids[seq], seqs[seq]
             else:
-                append(b"".join((b"id: %d" % seq, head, run_json, b',"seq":%d,"ts":' % seq, ts_text, call_json, tail,
-                                 data, end)))
+                id_text, seq_text = b"id: %d" % seq, b',"seq":%d,"ts":' % seq
+            append(b"".join((id_text, head, run_json, seq_text, ts_text, call_json, tail, data, end)))
         except (TypeError, UnicodeEncodeError, orjson.JSONEncodeError):  # no encoded data (None), a lone surrogate…
             run_of = call_of = object()
             append(event_frame(event))
