@@ -1,5 +1,7 @@
-"""A streamed call announces itself before its tool runs (issue 13, time to first event): its
-SSE answer's first chunk is the `tool_call_start` frame alone, the rest follows with the end.
+"""A streamed call on a crowded server announces itself before its tool runs (issue 13, time to
+first event): its SSE answer's first chunk is the `tool_call_start` frame alone, the rest
+follows with the end. On a server with few calls live it does not: a call that never waits
+is answered in one body, a call that waits streams what it emitted up to its first wait.
 A real `skillyard serve --no-store` on a loopback port, read through raw sockets to see the chunks."""
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import pytest
 
 pytest.importorskip("fastapi")
 
+from engine.server.routes.tools import ANNOUNCE_WHEN_LIVE  # noqa: E402
 from test_server_helpers import CALLER_KEY, KEYS_ENV, ServerProcess, parse_sse, running_server, write_project  # noqa: E402
 
 
@@ -50,12 +53,16 @@ class ChunkReader:
 
     def chunk(self) -> bytes:
         size = int(self._until(b"\r\n"), 16)
-        while len(self.buffer) < size + 2:
+        chunk = self.exactly(size + 2)
+        return chunk[:size]
+
+    def exactly(self, size: int) -> bytes:
+        while len(self.buffer) < size:
             data = self.sock.recv(65536)
-            assert data
+            assert data, "the server closed the connection early"
             self.buffer += data
-        chunk, self.buffer = self.buffer[:size], self.buffer[size + 2:]
-        return chunk
+        data, self.buffer = self.buffer[:size], self.buffer[size:]
+        return data
 
 
 def _open(server: ServerProcess, tool: str, arguments: dict[str, object]) -> socket.socket:
@@ -71,37 +78,45 @@ def _read_all(reader: ChunkReader) -> list[bytes]:
     return chunks
 
 
-def test_the_first_chunk_is_the_start_alone_then_the_rest(server: ServerProcess) -> None:
+def _check_whole(frames: list[dict[str, object]], run_id: str, name: str) -> None:
+    assert [int(frame["id"]) for frame in frames] == list(range(1, len(frames) + 1))  # type: ignore[call-overload]
+    assert frames[-1]["event"] == "tool_call_result" and frames[-1]["data"]["data"]["data"] == {"name": name, "count": 1}  # type: ignore[index]
+    assert all(frame["data"]["run_id"] == run_id for frame in frames)  # type: ignore[index]
+
+
+def test_on_an_idle_server_a_call_that_never_waits_is_one_body(server: ServerProcess) -> None:
     with _open(server, "echo", {"name": "Ada"}) as sock:
         reader = ChunkReader(sock)
         head = reader.head()
-        assert head["transfer-encoding"] == "chunked" and "content-length" not in head
-        assert head["content-type"].startswith("text/event-stream") and head["x-run-id"].startswith("run_")
-        chunks = _read_all(reader)
-    first = parse_sse(chunks[0].decode())
-    assert [frame["event"] for frame in first] == ["tool_call_start"]
-    frames = parse_sse(b"".join(chunks).decode())
-    assert [int(frame["id"]) for frame in frames] == list(range(1, len(frames) + 1))
-    assert frames[-1]["event"] == "tool_call_result" and frames[-1]["data"]["data"]["data"] == {"name": "Ada", "count": 1}
-    assert all(frame["data"]["run_id"] == head["x-run-id"] for frame in frames)
+        assert "transfer-encoding" not in head and head["content-type"].startswith("text/event-stream")
+        frames = parse_sse(reader.exactly(int(head["content-length"])).decode())
+    assert frames[0]["event"] == "tool_call_start"
+    _check_whole(frames, head["x-run-id"], "Ada")
 
 
-def test_a_burst_of_streamed_calls_each_announced_and_whole(server: ServerProcess) -> None:
-    socks = [_open(server, "echo", {"name": f"n{index}"}) for index in range(30)]
+def test_on_a_crowded_server_each_call_is_announced_then_whole(server: ServerProcess) -> None:
+    """With ANNOUNCE_WHEN_LIVE slow runs live, every streamed call's first chunk is its start alone."""
+    slow = [_open(server, "slow", {"seconds": 3.0}) for _ in range(ANNOUNCE_WHEN_LIVE)]
+    socks: list[socket.socket] = []
     try:
-        for index, sock in enumerate(socks):
+        for sock in slow:  # each slow run is live once its answer has begun
             reader = ChunkReader(sock)
             reader.head()
+            reader.chunk()
+        socks = [_open(server, "echo", {"name": f"n{index}"}) for index in range(30)]
+        for index, sock in enumerate(socks):
+            reader = ChunkReader(sock)
+            head = reader.head()
+            assert head["transfer-encoding"] == "chunked" and "content-length" not in head
             chunks = _read_all(reader)
             assert [f["event"] for f in parse_sse(chunks[0].decode())] == ["tool_call_start"]
-            frames = parse_sse(b"".join(chunks).decode())
-            assert frames[-1]["event"] == "tool_call_result" and frames[-1]["data"]["data"]["data"]["name"] == f"n{index}"
+            _check_whole(parse_sse(b"".join(chunks).decode()), head["x-run-id"], f"n{index}")
     finally:
-        for sock in socks:
+        for sock in slow + socks:
             sock.close()
 
 
-def test_a_waiting_tool_is_announced_at_once_and_followed_live(server: ServerProcess) -> None:
+def test_a_waiting_tool_streams_its_start_at_once_and_is_followed_live(server: ServerProcess) -> None:
     started = time.monotonic()
     with _open(server, "slow", {"seconds": 1.0}) as sock:
         reader = ChunkReader(sock)
@@ -109,7 +124,8 @@ def test_a_waiting_tool_is_announced_at_once_and_followed_live(server: ServerPro
         first = reader.chunk()
         announced = time.monotonic() - started
         rest = _read_all(reader)
-    assert [f["event"] for f in parse_sse(first.decode())] == ["tool_call_start"]
+    events = [f["event"] for f in parse_sse(first.decode())]
+    assert events[0] == "tool_call_start" and "tool_call_result" not in events
     assert announced < 0.9  # the tool sleeps 1 s
     frames = parse_sse(first.decode() + b"".join(rest).decode())
     assert frames[-1]["event"] == "tool_call_result" and len(rest) > 1  # progress arrived live, chunk by chunk

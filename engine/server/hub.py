@@ -408,5 +408,10 @@ class RunHub:
         live.task.cancel()
         return True
 
+    @property
+    def started_live(self) -> int:
+        """Live runs this server started (the running total its caps check)."""
+        return self._started_total
+
     def live_count(self) -> int:
         return sum(1 for run in self.runs.values() if not run.done)
