@@ -12,8 +12,9 @@ its LiveRun's list's `append` as its listener, so recording an event costs no Py
 a follower about to wait swaps that for `LiveRun._arrive`, which also wakes it (from any
 thread). Events come in the order the Run numbered them, except that a worker thread's may
 overtake another: readers take them through `LiveRun._settled`, which checks the order.
-Finished runs stay a while (the newest `keep_finished`) so a client that reconnects right
-after the end still resumes from memory; older ones are served from the run store.
+Finished runs stay a while (the newest `keep_finished`: create_app keeps few when there is a
+run store) so a client that reconnects right after the end still resumes from memory; older
+ones are served from the run store.
 """
 
 from __future__ import annotations
