@@ -150,10 +150,10 @@ _NO_FRAMEWORK_TELEMETRY: Any = {"tracing": False, "metrics": False, "logs": Fals
 # Finished runs kept in memory (the newest): without a store they are the only history there
 # is. With one, every read of a run flushes the store first, so memory only saves a replay's
 # trip to the database. And the runs kept cost every call, by their number rather than their
-# size (dropping each kept run's Run object changed nothing): young collections walk them, and
-# most likely a new run's objects are built in the memory the oldest kept one gives back, out
-# of the processor's caches by then. bench.service at once, SQLite, 10 connections: keeping
-# 256, JSON 0.52 and SSE 0.50; 16, 0.58 and 0.53 (docs/operations.md, "Throughput").
+# size (dropping each kept run's Run object changed nothing), perhaps because a new run's
+# objects are built in the memory the oldest kept one gives back, out of the processor's caches
+# by then (not pinned down). bench.service at once, SQLite, 10 connections: keeping 256, JSON
+# 0.52 and SSE 0.50; 16, 0.58 and 0.53 (docs/operations.md, "Throughput").
 KEEP_FINISHED = 256
 KEEP_FINISHED_WITH_STORE = 16
 
