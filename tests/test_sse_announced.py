@@ -89,6 +89,7 @@ def test_on_an_idle_server_a_call_that_never_waits_is_one_body(server: ServerPro
         reader = ChunkReader(sock)
         head = reader.head()
         assert "transfer-encoding" not in head and head["content-type"].startswith("text/event-stream")
+        assert head["x-run-id"].startswith("run_")
         frames = parse_sse(reader.exactly(int(head["content-length"])).decode())
     assert frames[0]["event"] == "tool_call_start"
     _check_whole(frames, head["x-run-id"], "Ada")

@@ -68,8 +68,8 @@ def create_app(
 ) -> FastAPI:
     """The service around `engine`, ready for uvicorn or to mount in another ASGI app.
 
-    `keep_finished`: how many finished runs stay in memory for a replay; None: KEEP_FINISHED,
-    or KEEP_FINISHED_WITH_STORE when the engine has a run store (which answers for the others).
+    `keep_finished`: how many finished runs stay in memory for a replay; None: the hub's
+    KEEP_FINISHED, or KEEP_FINISHED_WITH_STORE when the engine has a run store.
 
     `api_keys`: None reads `SKILLYARD_API_KEYS` (and the project's `server.api_keys`); or give
     `"alice:admin:KEY,bob:caller:KEY2"`, a list, a mapping, or an `ApiKeys`. With no keys at
@@ -147,21 +147,8 @@ def create_app(
 _NO_FRAMEWORK_TELEMETRY: Any = {"tracing": False, "metrics": False, "logs": False, "auto_configure": False}
 
 
-# Finished runs kept in memory (the newest): without a store they are the only history there
-# is. With one, every read of a run flushes the store first, so memory only saves a replay's
-# trip to the database. And the runs kept cost every call, by their number rather than their
-# size (dropping each kept run's Run object changed nothing), perhaps because a new run's
-# objects are built in the memory the oldest kept one gives back, out of the processor's caches
-# by then (not pinned down). bench.service at once, SQLite, 10 connections: keeping 256, JSON
-# 0.52 and SSE 0.50; 16, 0.58 and 0.53 (docs/operations.md, "Throughput").
-KEEP_FINISHED = 256
-KEEP_FINISHED_WITH_STORE = 16
-
-
 def _hub(engine: Engine, keep_finished: int | None, approval_timeout: float) -> RunHub:
     server = engine.project.settings.server
-    if keep_finished is None:
-        keep_finished = KEEP_FINISHED if engine.store is None else KEEP_FINISHED_WITH_STORE
     return RunHub(engine, keep_finished=keep_finished, approval_timeout=approval_timeout,
                   max_live=server.max_live_runs, max_live_per_principal=server.max_live_runs_per_key)
 

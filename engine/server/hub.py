@@ -12,8 +12,7 @@ its LiveRun's list's `append` as its listener, so recording an event costs no Py
 a follower about to wait swaps that for `LiveRun._arrive`, which also wakes it (from any
 thread). Events come in the order the Run numbered them, except that a worker thread's may
 overtake another: readers take them through `LiveRun._settled`, which checks the order.
-Finished runs stay a while (the newest `keep_finished`: create_app keeps few when there is a
-run store) so a client that reconnects right after the end still resumes from memory; older
+Finished runs stay a while (the newest `keep_finished`: few when there is a run store) so a client that reconnects right after the end still resumes from memory; older
 ones are served from the run store.
 """
 
@@ -40,6 +39,17 @@ RunKind = Literal["tool", "agent"]
 
 _get_ident = threading.get_ident
 _SEQ = operator.attrgetter("seq")
+
+
+# Finished runs kept in memory (the newest): without a store they are the only history there
+# is. With one, every read of a run flushes the store first, so memory only saves a replay's
+# trip to the database. And the runs kept cost every call, by their number rather than their
+# size (dropping each kept run's Run object changed nothing), perhaps because a new run's
+# objects are built in the memory the oldest kept one gives back, out of the processor's caches
+# by then (not pinned down). bench.service at once, SQLite, 10 connections: keeping 256, JSON
+# 0.52 and SSE 0.50; 16, 0.58 and 0.53 (docs/operations.md, "Throughput").
+KEEP_FINISHED = 256
+KEEP_FINISHED_WITH_STORE = 16
 
 
 def _now_ms() -> int:
@@ -228,10 +238,13 @@ class TooManyRuns(Exception):
 
 class RunHub:
     def __init__(
-        self, engine: Any, *, keep_finished: int = 256, approval_timeout: float = 600.0,
+        self, engine: Any, *, keep_finished: int | None = None, approval_timeout: float = 600.0,
         max_live: int | None = None, max_live_per_principal: int | None = None,
     ):
+        """`keep_finished` None: KEEP_FINISHED, or KEEP_FINISHED_WITH_STORE if `engine` has a store."""
         self.engine = engine
+        if keep_finished is None:
+            keep_finished = KEEP_FINISHED if engine.store is None else KEEP_FINISHED_WITH_STORE
         self.keep_finished = keep_finished
         self.approval_timeout = approval_timeout
         self.max_live = max_live
