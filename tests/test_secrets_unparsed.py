@@ -6,7 +6,7 @@ event (SSE) carried a password the caller or the model wrote into it. It is now 
 `[unparsed arguments: N chars]`, whatever its form: a missing brace, a string without its
 closing quote, single quotes, a key spelled with an escape, a form body, or valid JSON refused
 for a lone surrogate. Both doors are planted: the HTTP call route, and a model's tool call in
-the agent loop.
+the agent loop; and a store fed such text by hand keeps none of it either.
 """
 
 from __future__ import annotations
@@ -21,7 +21,9 @@ import pytest
 
 from engine import Engine
 from engine.cli.main import main
+from engine.events import Event
 from engine.server import create_app
+from engine.store import open_store
 from test_secrets_support import leaks, plant, sink_files, write
 from test_server_helpers import parse_sse
 
@@ -138,3 +140,19 @@ def test_unparsed_tool_arguments_of_a_model_reach_no_sink(tmp_path: Path, capsys
     assert any('"tool_call_start"' in record for record in records)
     export = exported(root, run["id"], capsys)
     assert leaks(secret, [sse, json.dumps(run), export, *records, *held], sink_files(root)) == []
+
+
+def test_a_store_fed_unparsed_argument_text_by_hand_keeps_none_of_it(tmp_path: Path) -> None:
+    secret = plant("unparsed-store")
+    text = FORMS["open_string"].replace("P", secret)
+    placeholder = "[unparsed arguments: 12 chars]"  # what an engine already wrote stays as it is
+    with open_store(tmp_path / "runs.db") as store:
+        for run_id, arguments in (("run_raw", text), ("run_shown", placeholder), ("run_json", '{"password": "%s"}' % secret)):
+            store.listener(Event("tool_call_start", run_id, 1, 1_001, "call_1", data={"tool": "t", "arguments": arguments}))
+            store.listener(Event("tool_call_error", run_id, 2, 1_002, "call_1", data={"ok": False, "error": {"code": "invalid_arguments"}}))
+        store.flush()
+        runs = {run_id: store.run(run_id) for run_id in ("run_raw", "run_shown", "run_json")}
+        held = [path.read_bytes() for path in sink_files(tmp_path)]
+    assert runs["run_raw"].input == f"[unparsed arguments: {len(text)} chars]"
+    assert runs["run_shown"].input == placeholder and runs["run_json"].input == {"password": "[REDACTED]"}
+    assert leaks(secret, held, sink_files(tmp_path)) == []
