@@ -323,7 +323,7 @@ class _Loop:
                 result = finished.get(call.id)
                 if result is not None:
                     self.result.tool_results.append(result)
-                observation = self._observation(call, result, self.project.redactor, self.limits.max_result_chars) if result is not None else (
+                observation = self._observation(call, result) if result is not None else (
                     f"[{call.name} failed: cancelled] The call was cancelled before it finished.")
                 failed = result is None or not result.ok
                 self.messages.append(ChatMessage("tool", observation, tool_call_id=call.id, name=call.name, is_error=failed))
@@ -337,19 +337,23 @@ class _Loop:
             else:
                 self.corrections.pop(call.name, None)
 
-    @staticmethod
-    def _observation(call: ToolCall, result: ToolResult, redactor: Redactor, max_chars: int = 20_000) -> str:
+    def _observation(self, call: ToolCall, result: ToolResult) -> str:
         """What the model reads back: sensitive values in the result never reach it.
 
-        Data that renders its own model text (a fetch result) is rebuilt from the redacted copy,
-        so a fetched `{"token": …}` reads `[REDACTED]` to the model as it does in events.
+        The data goes through the run's own scrubber, as its events do: values under sensitive
+        keys are replaced, and so is every secret the run knows wherever it shows up (a fetched
+        `"note": "see <the password>"` beside `"password": …`). Data that renders its own model
+        text (a fetch result) is rebuilt from the redacted copy; the text as a whole (an error's
+        details too) has the run's known secrets hidden before it is cut to size.
         """
         if result.error is not None and result.error.code == "confirmation_denied":
             return f"The user declined the call of {call.name}. Do not call it again unless the user asks."
-        redacted = redactor.redact(result.data)
-        if redacted is not result.data:
-            result = dataclasses.replace(result, data=_same_kind(result.data, redacted))
-        return capped(result.model_text(), max_chars)
+        scrub = self.events.scrubber
+        data = result.data
+        redacted = scrub(data) if scrub is not None else self.project.redactor.redact(data)
+        if redacted is not data:
+            result = dataclasses.replace(result, data=_same_kind(data, redacted))
+        return capped(self.events.scrub_text(result.model_text()), self.limits.max_result_chars)
 
 
 def capped(text: str, max_chars: int) -> str:

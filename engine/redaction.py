@@ -7,6 +7,9 @@ Three rules, applied to every event (in `Run.emit`) and every log line:
   query parameters (`?api_key=…`, `&token=…`) and a userinfo password are replaced;
 - the values found by the two rules above, and the configured keys the engine knows (model
   API keys, service keys), are replaced wherever they appear later in the run's text.
+
+Arguments sent as text that is not accepted JSON have no keys to go by: they are not shown at
+all (`unparsed_arguments`), only their length.
 """
 
 from __future__ import annotations
@@ -234,6 +237,22 @@ class Redactor:
 
 
 _NO_SECRETS: frozenset[str] = frozenset()
+
+
+def unparsed_arguments(text: str | bytes) -> str:
+    """What a sink shows of argument text no JSON reader accepted: its length, never its content.
+
+    Not a scrubber: text that does not parse has no keys to trust (a truncated string, a key
+    written `"pass\\u0077ord"` or `password: …` without quotes), so no rule could tell its
+    secrets apart; the call's error event says what was wrong and where (line and column).
+    A placeholder given again is returned as it is (a store fed events the engine redacted).
+    """
+    if isinstance(text, str) and _UNPARSED.fullmatch(text):
+        return text
+    return f"[unparsed arguments: {len(text)} chars]"
+
+
+_UNPARSED = re.compile(r"\[unparsed arguments: \d+ chars\]")
 
 
 def _secrets_regex(secrets: Iterable[str]) -> re.Pattern[str]:

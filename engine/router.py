@@ -17,10 +17,10 @@ from .deadlines import deadline
 from .errors import StepFailure
 from .logging import logger
 from .project import LinkedTool
-from .redaction import Redactor
+from .redaction import Redactor, unparsed_arguments
 from .result import ToolError, ToolResult
 from .timing import PLAIN_TYPES, elapsed_ms, perf_counter_ns
-from .untrusted import Problem, arguments_problem, find_problem, loads, replace_lone_surrogates, text_may_hide_problem
+from .untrusted import Problem, arguments_problem, find_problem, loads, text_may_hide_problem
 
 if TYPE_CHECKING:
     from .project import Project
@@ -66,7 +66,7 @@ async def route_call(
     project = run.project
     problem: str | Problem | None = None
     if isinstance(arguments, (str, bytes)):
-        arguments, problem = _decode_json(arguments)  # listeners (and redaction) see the object, not the text
+        arguments, problem = _decode_json(arguments)  # listeners (and redaction) see the object, never the text
     elif arguments is not None:
         problem = arguments_problem(arguments)  # C speed unless something is odd
         if problem is not None:  # too deep, a lone surrogate…: no listener could take it
@@ -119,16 +119,17 @@ async def route_call(
 
 
 def _decode_json(text: str | bytes) -> tuple[Any, str | Problem | None]:
-    """Model-written argument text → (value, None), or (the text, what is wrong with it).
+    """Model-written argument text → (value, None), or (a placeholder, what is wrong with it).
 
     The text is checked at C speed (`text_may_hide_problem`); the decoded value is walked only
-    when the text could hide too deep nesting or a lone surrogate.
+    when the text could hide too deep nesting or a lone surrogate. Text that is not accepted is
+    never shown (`unparsed_arguments`): without parsed keys, redaction could not find its secrets.
     """
     if isinstance(text, bytes):
         try:  # as json.loads reads bytes (UTF-8/16/32); 'surrogatepass' lets the check below name the place
             text = text.decode(json.detect_encoding(text), "surrogatepass")
         except UnicodeDecodeError as exc:
-            return text.decode("utf-8", "replace"), f"{exc.reason} at byte {exc.start}"
+            return unparsed_arguments(text), f"{exc.reason} at byte {exc.start}"
     if not text.strip():
         return {}, None
     problem: str | Problem | None
@@ -143,7 +144,7 @@ def _decode_json(text: str | bytes) -> tuple[Any, str | Problem | None]:
             problem = "arguments must be a JSON object, not null"
         elif not text_may_hide_problem(text) or (problem := find_problem(value)) is None:
             return value, None
-    return replace_lone_surrogates(text), problem  # the text as listeners see it: no lone surrogate
+    return unparsed_arguments(text), problem
 
 
 def _parse_arguments(arguments: Any, problem: str | Problem | None, tool: LinkedTool, valid: bool) -> dict[str, Any]:

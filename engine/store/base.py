@@ -53,7 +53,7 @@ import orjson
 from ..errors import SkillyardError
 from ..events import RUN_ENDING_EVENTS, Event, record_sink
 from ..logging import logger
-from ..redaction import Redactor, RunScrubber
+from ..redaction import Redactor, RunScrubber, unparsed_arguments
 from ..untrusted import find_problem, scrub_surrogates
 from .batches import BatchRecords
 from .rows import EVENT_WIDTH, IMPLYING_TYPES, PACKED, Batch, Implier, json_text
@@ -714,9 +714,11 @@ class Store(BatchRecords):
         data = event.data
         if event.type == "tool_call_start":
             arguments = data.get("arguments")
-            if isinstance(arguments, (str, bytes)):  # a model's raw JSON text: redact what it says
-                with contextlib.suppress(ValueError):
+            if isinstance(arguments, (str, bytes)):  # a model's raw JSON text: redact what it says, or show none
+                try:
                     data = {**data, "arguments": json.loads(arguments)}
+                except ValueError:
+                    data = {**data, "arguments": unparsed_arguments(arguments)}
         scrub = self._scrubbers.get(event.run_id)
         if scrub is None:
             scrub = self._scrubbers[event.run_id] = self.redactor.for_run()
