@@ -96,7 +96,7 @@ async def _drive(case: str, requests: int, store: str, root: Path, trace: Any = 
     else:
         from engine import Engine
         from engine.logging import configure_logging
-        from engine.link import load_project
+        from engine.link.linker import load_project
 
         project = load_project(root, isolate_broken_tools=True)
         engine = Engine.from_project(project, store=store == "sqlite")

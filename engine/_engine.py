@@ -8,20 +8,19 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Collection, Literal
 
-from .errors import UsageError
-from .errors import AgentSetupError
-from .events import TERMINAL_TOOL_EVENTS, Event, Listener, QueuedListener, SyncListener, prepare_listeners, stream_run, wants_records
-from .ids import new_id
-from .link import load_project
-from .project import Project
-from .redaction import enter_run, leave_run
-from .result import ToolResult
-from .router import route_in_run
-from .run import Approver, Run, RunKind
+from .errors import AgentSetupError, UsageError
+from .link.linker import load_project
+from .runtime.events import TERMINAL_TOOL_EVENTS, Event, Listener, QueuedListener, SyncListener, prepare_listeners, stream_run, wants_records
+from .runtime.ids import new_id
+from .runtime.project import Project
+from .runtime.result import ToolResult
+from .runtime.router import route_in_run
+from .runtime.run import Approver, Run, RunKind
+from .safety.redaction import enter_run, leave_run
 
 if TYPE_CHECKING:
-    from .agent import Agent, AgentLimits
     from .backends import Backend
+    from .runtime.agent import Agent, AgentLimits
     from .store import Store
     from .tool_admin import ToolAdmin
 
@@ -270,7 +269,7 @@ class Engine:
         Raises AgentSetupError (a UsageError with `code` and `field`) for a model, tool or
         tool_choice the project does not have: every front door gets the same check.
         """
-        from .agent import Agent, AgentLimits
+        from .runtime.agent import Agent, AgentLimits
 
         project = self._project
         model = model or project.default_model

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigError, ToolAdminError
-from .executors.base import known_tool_types, tool_type
+from .runtime.contracts import known_tool_types, tool_type
 from .spec.models import TOOL_NAME_RE
 from .store.tool_settings import ToolSetting
 

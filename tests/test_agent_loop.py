@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from engine import Engine
-from engine.agent import AgentLimits
+from engine.runtime.agent import AgentLimits
 from engine.providers.base import ModelRequest, ModelResponse, ToolCall, register_provider
 from engine.spec.models import ModelSpec
 from fake_llm_servers import write_project

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from engine.batch.dataset import load_cases
-from engine.batch.expect import compile_checks
+from engine.link.expect import compile_checks
 from engine.batch.report import compare, json_diff
 from engine.errors import UsageError
 

@@ -21,8 +21,8 @@ import pytest
 
 import engine
 from engine import ConfigError, Engine
-from engine.agent import AgentLimits
-from engine.pricing import format_usd, priced
+from engine.runtime.agent import AgentLimits
+from engine.providers.pricing import format_usd, priced
 from engine.providers.base import Usage
 from engine.spec.models import PricesSpec
 from engine.store import open_store

@@ -20,7 +20,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
-from engine.context import RunContext
+from engine.runtime.context import RunContext
 from engine.errors import StepFailure
 
 

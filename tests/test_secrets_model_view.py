@@ -17,7 +17,7 @@ from typing import Any, Iterator
 import pytest
 
 from engine import Engine
-from engine.redaction import REDACTED
+from engine.safety.redaction import REDACTED
 from test_fetch_support import LoopbackServer, send, serving
 from test_secrets_support import leaks, plant, sink_files, write
 

@@ -19,7 +19,7 @@ from typing import Any, Iterator
 import pytest
 
 from engine import Engine
-from engine.agent import AgentLimits
+from engine.runtime.agent import AgentLimits
 from engine.logging import configure_logging
 from engine.providers.base import ChatMessage, ModelRequest, ProviderError, provider_factory
 from engine.spec.models import ModelSpec

@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 from engine import Engine
-from engine.events import Event
-from engine.link import load_project
-from engine.redaction import REDACTED
+from engine.runtime.events import Event
+from engine.link.linker import load_project
+from engine.safety.redaction import REDACTED
 from engine.store import StoreError, open_store
 from engine.store.schema import MIGRATIONS
 from engine.store.tool_settings import ToolSetting

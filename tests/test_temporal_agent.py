@@ -152,7 +152,7 @@ def test_the_limits_hold_across_a_worker_crash(setup: Setup, server: FakeServer,
 EMBEDDED = textwrap.dedent("""
     import asyncio, json, sys
     from engine import Engine
-    from engine.agent import AgentLimits
+    from engine.runtime.agent import AgentLimits
     from engine.backends import attach_backend
     from engine.backends.temporal.agent_client import agent_for
 

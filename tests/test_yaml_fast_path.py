@@ -15,7 +15,7 @@ import pytest
 
 from engine.spec import yaml_source
 from engine.spec.yaml_source import SourceMap, YamlLoadError, _Builder, _events, _fast_build, _SLOW, load_yaml_text
-from engine.templating import BUILTIN_NAMES, ENV, TemplateProblem, check_template
+from engine.lang.templating import BUILTIN_NAMES, ENV, TemplateProblem, check_template
 
 PLAIN_DOCUMENTS = [
     "",
@@ -309,7 +309,7 @@ tools:
 
 
 def test_tool_argument_checks_replayed_from_the_workflow_walk_match_a_fresh_walk(tmp_path: Path) -> None:
-    from engine import link
+    from engine.link import linker as link
     from engine.errors import IssueCollector
     from engine.spec.loader import load_specs
 

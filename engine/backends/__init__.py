@@ -14,7 +14,7 @@ from ..errors import UsageError
 
 if TYPE_CHECKING:
     from .._engine import Engine
-    from ..project import Project
+    from ..runtime.project import Project
 
 BACKENDS = ("local", "temporal")
 

@@ -12,16 +12,16 @@ import sys
 from typing import Any
 
 from ..batch.dataset import load_cases
-from ..batch.expect import compile_checks
 from ..batch.judge import check_judge
 from ..batch.progress import Progress
 from ..batch.recording import BatchRecording
-from ..batch.reuse import ReuseTally, recorded_answers, reusing_project
 from ..batch.report import compare, summary_lines
+from ..batch.reuse import ReuseTally, recorded_answers, reusing_project
 from ..batch.runner import BatchCase, BatchRun, ResultsFile, read_results, run_batch
 from ..errors import ConfigError, UsageError
-from .arguments import positive_int
+from ..link.expect import compile_checks
 from ..logging import configure_logging
+from .arguments import positive_int
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 

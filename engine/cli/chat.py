@@ -13,11 +13,11 @@ import asyncio
 import sys
 from typing import Any
 
-from ..agent import AgentLimits
 from ..errors import AgentSetupError, ConfigError, UsageError
-from ..events import Event, record_sink
 from ..logging import configure_logging
-from ..untrusted import replace_lone_surrogates
+from ..runtime.agent import AgentLimits
+from ..runtime.events import Event, record_sink
+from ..safety.untrusted import replace_lone_surrogates
 from .approval import terminal_approver
 from .mock_note import MockNote
 from .timeline import Timeline

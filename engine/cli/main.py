@@ -14,14 +14,14 @@ from typing import Any, Callable, Sequence
 
 from .._engine import Engine
 from ..errors import ConfigError, UsageError
-from ..events import Event, record_sink
-from ..link import check_project, load_project
+from ..link.linker import check_project, load_project
 from ..logging import configure_logging
-from ..result import ToolResult
+from ..runtime.events import Event, record_sink
+from ..runtime.result import ToolResult
+from ..safety.untrusted import replace_lone_surrogates
 from ..store import StoreError
-from ..untrusted import replace_lone_surrogates
-from .arguments import build_arguments
 from .approval import terminal_approver
+from .arguments import build_arguments
 from .error_view import add_error_arguments, show_error
 from .mock_note import MockNote
 from .timeline import Timeline, error_hints

@@ -44,7 +44,7 @@ def add_tools_parser(commands: Any, on_config_error: Any) -> None:
 
 def _open(ns: argparse.Namespace, *, create_store: bool) -> Engine:
     """With the store when it exists (listing) or always (changes, which live in it)."""
-    from ..link import load_project
+    from ..link.linker import load_project
 
     project = load_project(ns.dir)
     try:

@@ -35,7 +35,7 @@ def add_worker_parser(commands: Any) -> None:
 
 def cmd_worker(ns: argparse.Namespace) -> int:
     from ..backends.temporal.config import require_sdk, require_shared_store
-    from ..link import load_project
+    from ..link.linker import load_project
     from ..logging import configure_logging
     from ..store import StoreError, open_store, store_url
     from .main import _report_config

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal, Protocol
 
+from ..safety.untrusted import scrub_surrogates
 from ..spec.models import ModelSpec
-from ..untrusted import scrub_surrogates
 
 
 @dataclass(frozen=True, slots=True)

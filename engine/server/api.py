@@ -14,8 +14,8 @@ import orjson
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
+from ..safety.untrusted import scrub_surrogates
 from ..store import StoreError
-from ..untrusted import scrub_surrogates
 
 T = TypeVar("T")
 

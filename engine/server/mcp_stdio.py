@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
-from ..untrusted import MAX_DEPTH, nesting_problem
+from ..safety.untrusted import MAX_DEPTH, nesting_problem
 
 if TYPE_CHECKING:
     from .._engine import Engine

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Mapping
 from urllib.parse import urlsplit, urlunsplit
 
-from ..redaction import Redactor
+from ..safety.redaction import Redactor
 from .base import Store, StoreError
 
 ENV_URL = "SKILLYARD_STORE_URL"

@@ -30,7 +30,7 @@ from psycopg import sql as pgsql
 from psycopg_pool import ConnectionPool
 
 from ..logging import logger
-from ..redaction import Redactor
+from ..safety.redaction import Redactor
 from .base import HOST, RETRY_MAX_S, Store, StoreError, StoreUnavailable, _alive
 from .open import display_url
 from .rows import Batch

@@ -21,7 +21,7 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from ..redaction import Redactor
+from ..safety.redaction import Redactor
 from .base import (  # noqa: F401 - re-exported: the names this module always had
     FLUSH_INTERVAL_S, HOST, SPILL_EVENTS, STATEMENT_EVENTS, STORED_DEPTH, RunRecord, Store, StoreError, _alive,
 )

@@ -21,17 +21,17 @@ from typing import TYPE_CHECKING, Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from ...context import RunContext, SkillContext
-from ...deadlines import deadline
-from ...events import Event
 from ...executors.workflow import _invalid_output, _step_failure
-from ...run import Run
-from ...timing import PLAIN_TYPES, elapsed_ms, perf_counter_ns
+from ...runtime.context import RunContext, SkillContext
+from ...runtime.deadlines import deadline
+from ...runtime.events import Event
+from ...runtime.run import Run
+from ...runtime.timing import PLAIN_TYPES, elapsed_ms, perf_counter_ns
 from .protocol import RECORD_ACTIVITY, REVISION_MISMATCH, STEP_ACTIVITY, mismatch_message
 from .served import served
 
 if TYPE_CHECKING:
-    from ...redaction import RunScrubber
+    from ...safety.redaction import RunScrubber
     from ...store import Store
 
 SCRUBBERS_KEPT = 1024  # runs whose redaction state a worker keeps (a run's steps usually come to one worker)

@@ -23,9 +23,9 @@ from temporalio import activity
 
 from ...errors import StepFailure
 from ...providers.base import ProviderError, clean_response
-from ...router import route_in_run
-from ...run import Run
-from ...untrusted import replace_lone_surrogates
+from ...runtime.router import route_in_run
+from ...runtime.run import Run
+from ...safety.untrusted import replace_lone_surrogates
 from .activities import _check_revision, _heartbeat
 from .agent_protocol import MODEL_ACTIVITY, TOOL_ACTIVITY, request_in, response_out, result_out
 

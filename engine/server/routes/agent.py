@@ -58,7 +58,7 @@ def router(service: Service) -> APIRouter:
         responses={200: {"content": SSE_DOC, "description": "The event stream"}, **error_responses(413, 422, 429)},
     )
     async def agent(request: Request, body: AgentRequest = Body(...), principal: Principal = Depends(current_principal)) -> Any:
-        from ...agent import AgentLimits, as_messages
+        from ...runtime.agent import AgentLimits, as_messages
 
         run_id = new_id("run")
         run_limits = _limits(body, AgentLimits.from_settings(engine.project.settings.agent))

@@ -16,21 +16,22 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from pydantic import ValidationError
 
-from .batch.expect import ExpectationError, compile_checks
-from .errors import ConfigError, ConfigIssue, IssueCollector, Location
-from .executors.base import ToolType, known_tool_types, tool_type
-from .executors.workflow import WorkflowExecutor
-from .link_closure import problems_by_tool, project_wide
-from .mapping import MappingSyntaxError, compile_mapping, iter_references, parse_value
-from .project import LinkedTool, Project, ToolPolicy
-from .providers.base import known_providers, provider_factory
-from .schema import CompiledSchema, SchemaReader, schema_problem_details
-from .schema_keywords import warn_unknown_keywords
-from .skills import PromptSkill, PythonSkill, Skill, TemplateSkill
-from .skills.python import signature_problem
-from .skills.tool import ToolSkill
-from .spec.loader import Entry, LoadedSpecs, load_specs, report_pydantic_error
-from .spec.models import (
+from ..errors import ConfigError, ConfigIssue, IssueCollector, Location
+from ..executors.workflow import WorkflowExecutor
+from ..lang.mapping import MappingSyntaxError, compile_mapping, iter_references, parse_value
+from ..lang.schema import CompiledSchema, SchemaReader, schema_problem_details
+from ..lang.schema_keywords import warn_unknown_keywords
+from ..lang.templating import ENV as TEMPLATE_ENV
+from ..lang.templating import check_template
+from ..providers.base import known_providers, provider_factory
+from ..runtime.contracts import Skill, ToolType, known_tool_types, tool_type
+from ..runtime.project import LinkedTool, Project, ToolPolicy
+from ..skills.prompt import PromptSkill
+from ..skills.python import PythonSkill, signature_problem
+from ..skills.template import TemplateSkill
+from ..skills.tool import ToolSkill
+from ..spec.loader import Entry, LoadedSpecs, load_specs, report_pydantic_error
+from ..spec.models import (
     ModelSpec,
     PromptSkillSpec,
     PythonSkillSpec,
@@ -38,13 +39,13 @@ from .spec.models import (
     ToolSkillSpec,
     ToolSpec,
 )
-from .spec.yaml_source import YamlPath
-from .templating import ENV as TEMPLATE_ENV
-from .templating import check_template
+from ..spec.yaml_source import YamlPath
+from .closure import problems_by_tool, project_wide
+from .expect import ExpectationError, compile_checks
 from .workflow_link import DataFlow, Site, WorkflowLink, leaves, workflow_order
 
 if TYPE_CHECKING:
-    from .store.tool_settings import ToolSetting
+    from ..store.tool_settings import ToolSetting
 
 EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}
 _PYTHON_TARGET = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
@@ -82,7 +83,7 @@ def _publish_warnings(project: Project, warnings: list[ConfigIssue]) -> None:
     """Load warnings (the project still runs): logged once each, and kept as `project.warnings`."""
     project.warnings = list(dict.fromkeys(warnings))  # type: ignore[attr-defined]
     if project.warnings:
-        from .logging import logger
+        from ..logging import logger
 
         for warning in project.warnings:
             logger.warning(f"config warning: {warning}")

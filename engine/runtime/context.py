@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .providers.base import ModelRequest, ModelResponse, Usage
+from ..providers.base import ModelRequest, ModelResponse, Usage
 
 NO_USAGE = Usage()
 
 if TYPE_CHECKING:
-    from .run import Run
     from .project import Project
+    from .run import Run
 
 
 class RunContext:

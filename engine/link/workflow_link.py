@@ -14,19 +14,19 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .conditions import Condition, ConditionSyntaxError, check_types
-from .executors.workflow import LinkedStep, WorkflowExecutor
-from .mapping import (
+from ..executors.workflow import LinkedStep, WorkflowExecutor
+from ..executors.workflow_nodes import ForEach, Parallel, Step, SubWorkflow
+from ..lang.conditions import Condition, ConditionSyntaxError, check_types
+from ..lang.mapping import (
     Fallback, MappingSyntaxError, Reference, compile_mapping, compile_reference, format_path, is_reference, parse_value,
 )
-from .schema import SchemaReader, describe_types_article, literal_types, types_fit
-from .spec.loader import Entry
-from .spec.models import ParallelSpec, StepSpec, WorkflowSpec
-from .spec.yaml_source import YamlPath
-from .workflow_nodes import ForEach, Parallel, Step, SubWorkflow
+from ..lang.schema import SchemaReader, describe_types_article, literal_types, types_fit
+from ..spec.loader import Entry
+from ..spec.models import ParallelSpec, StepSpec, WorkflowSpec
+from ..spec.yaml_source import YamlPath
 
 if TYPE_CHECKING:
-    from .link import _Linker
+    from .linker import _Linker
 
 _MAX_RETRIES = 10  # RetrySpec.times allows 0..10; `retry: N` is its short form
 Site = tuple[Reference, Any, YamlPath, int, bool]  # a `$toolArgs` reference: (ref, target, path, position, required)

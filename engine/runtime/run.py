@@ -27,12 +27,12 @@ import orjson
 
 from .events import Event, EventType, SyncListener, encode_data, new_event, report_listener_failure, wants_records
 
-from .redaction import scrub_text
+from ..safety.redaction import scrub_text
 
 if TYPE_CHECKING:
+    from ..safety.redaction import RunScrubber, TextStream
     from .events import Listener, QueuedListener
     from .project import LinkedTool, Project
-    from .redaction import RunScrubber, TextStream
     from .result import ToolResult
 
 RunKind = Literal["tool", "agent"]

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import ConfigIssue
-from .spec.loader import LoadedSpecs
+from ..errors import ConfigIssue
+from ..spec.loader import LoadedSpecs
 from .workflow_link import leaves
 
 _KINDS = ("tools", "skills", "workflows", "models")

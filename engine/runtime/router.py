@@ -11,16 +11,16 @@ import asyncio
 import json
 from typing import TYPE_CHECKING, Any, Awaitable, Collection
 
+from ..errors import StepFailure
+from ..logging import logger
+from ..safety.redaction import Redactor, unparsed_arguments
+from ..safety.untrusted import Problem, arguments_problem, find_problem, loads, text_may_hide_problem
 from .context import NO_USAGE, RunContext
-from .ids import new_id
 from .deadlines import deadline
-from .errors import StepFailure
-from .logging import logger
+from .ids import new_id
 from .project import LinkedTool
-from .redaction import Redactor, unparsed_arguments
 from .result import ToolError, ToolResult
 from .timing import PLAIN_TYPES, elapsed_ms, perf_counter_ns
-from .untrusted import Problem, arguments_problem, find_problem, loads, text_may_hide_problem
 
 if TYPE_CHECKING:
     from .project import Project

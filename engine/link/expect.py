@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
 from ..errors import UsageError
-from ..result import ToolResult
-from ..schema import CompiledSchema, schema_problem_details
+from ..lang.schema import CompiledSchema, schema_problem_details
+from ..runtime.result import ToolResult
 
 OPERATORS = ("equals", "contains", "matches", "approx", "schema", "error", "judge")
 _OPTIONS = {"path", "tolerance"}

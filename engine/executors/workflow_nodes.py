@@ -19,12 +19,12 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .conditions import Condition
-from .context import RunContext
-from .errors import StepFailure
-from .executors.workflow import LinkedStep, WorkflowExecutor, call_step
-from .mapping import INDEX, ITEM, MISSING, MappingError, Resolver
-from .timing import elapsed_ms, perf_counter_ns
+from ..errors import StepFailure
+from ..lang.conditions import Condition
+from ..lang.mapping import INDEX, ITEM, MISSING, MappingError, Resolver
+from ..runtime.context import RunContext
+from ..runtime.timing import elapsed_ms, perf_counter_ns
+from .workflow import LinkedStep, WorkflowExecutor, call_step
 
 _SKIPPED: Any = object()  # an item left out of a forEach output
 

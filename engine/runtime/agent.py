@@ -16,16 +16,16 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, AsyncIterator, Collection, Literal
 
-from .errors import StepFailure
+from ..errors import StepFailure
+from ..logging import logger
+from ..providers.base import ChatMessage, ModelRequest, ModelResponse, ProviderError, ToolCall, Usage, clean_response
+from ..providers.pricing import priced_response
+from ..safety.redaction import Redactor, enter_run, leave_run
+from ..safety.untrusted import replace_lone_surrogates
 from .events import Event, Listener, stream_run
 from .ids import new_id
-from .logging import logger
-from .pricing import priced_response
-from .providers.base import ChatMessage, ModelRequest, ModelResponse, ProviderError, ToolCall, Usage, clean_response
-from .redaction import Redactor, enter_run, leave_run
 from .result import ToolResult
 from .router import route_in_run
-from .untrusted import replace_lone_surrogates
 
 if TYPE_CHECKING:
     from .run import Approver, Run, RunOpener
