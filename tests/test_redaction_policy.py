@@ -7,7 +7,8 @@ from pathlib import Path
 
 from engine import Engine
 from engine.runtime.agent import AgentLimits
-from engine.providers.base import ModelResponse, ToolCall, register_provider
+from engine.providers.base import ModelResponse, ToolCall
+from engine.providers.registry import register_provider
 from engine.safety.redaction import REDACTED
 
 TOOLS = """

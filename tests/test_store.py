@@ -20,7 +20,7 @@ import pytest
 
 from engine import Engine
 from engine.runtime.events import Event
-from engine.providers.base import register_provider
+from engine.providers.registry import register_provider
 from engine.providers.mock import MockProvider
 from engine.safety.redaction import REDACTED, Redactor
 from engine.store import RunStore, StoreError

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..errors import ConfigIssue
 from ..spec.loader import LoadedSpecs
-from .workflow_link import leaves
+from .data_flow import leaves
 
 _KINDS = ("tools", "skills", "workflows", "models")
 

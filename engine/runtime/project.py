@@ -16,7 +16,8 @@ from typing import Any, Iterable, Literal
 
 from ..errors import ConfigIssue, StepFailure
 from ..lang.schema import CompiledSchema
-from ..providers.base import Provider, ProviderError, provider_factory
+from ..providers.base import Provider, ProviderError
+from ..providers.registry import provider_factory
 from ..safety.redaction import Redactor
 from ..spec.models import EngineSettings, ModelSpec
 from .contracts import Skill, ToolExecutor
