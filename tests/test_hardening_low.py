@@ -102,6 +102,21 @@ def test_admin_reload_answers_a_deep_condition_with_its_line_not_a_500(
         engine.close()
 
 
+@pytest.mark.parametrize("text, limited", [
+    ("not " * 65 + "true", True),
+    ("len(" * 65 + "$toolArgs.tags" + ")" * 65 + " > 0", True),
+    ("$toolArgs.n in " + "[" * 65 + "]" * 65, True),
+    ("not " * 3_000 + "true", True),
+    ("$toolArgs.n == " + "1" * 5_000, False),  # more digits than int() reads
+], ids=["not", "len", "list", "not-3000", "long-number"])
+def test_conditions_too_deep_or_too_long_are_syntax_errors(text: str, limited: bool) -> None:
+    from engine.conditions import Condition, ConditionSyntaxError
+
+    with pytest.raises(ConditionSyntaxError) as caught:
+        Condition(text)
+    assert ("nested more than 64 levels deep" if limited else "too long to read") in str(caught.value)
+
+
 # ─── item 8: a deep dataset line ─────────────────────────────────────────────────────────
 
 
@@ -134,13 +149,20 @@ def test_a_dataset_line_within_the_case_limit_runs(tmp_path: Path, capsys: pytes
     assert code == 0, capsys.readouterr().err[-2000:]
 
 
-def test_a_number_too_long_for_python_is_a_usage_error_at_its_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    data = tmp_path / "long.jsonl"
-    data.write_text('{"text": "a"}\n{"text": ' + "1" * 5_000 + "}\n")
+@pytest.mark.parametrize("name, text, line", [
+    ("long.jsonl", '{"text": "a"}\n{"text": ' + "1" * 5_000 + "}\n", 2),
+    ("long.yaml", "- text: a\n- text: " + "1" * 5_000 + "\n", 2),
+    ("long.csv", 'text,expect\na,\nb,"{""equals"": ' + "1" * 5_000 + '}"\n', 3),
+], ids=["jsonl", "yaml", "csv-expect"])
+def test_a_number_too_long_for_python_is_a_usage_error_at_its_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, text: str, line: int
+) -> None:
+    data = tmp_path / name
+    data.write_text(text)
     assert main(["batch", "measure", "--data", str(data), "--dir", str(BATCH_PROJECT), "--no-store",
                  "--out", str(tmp_path / "out.jsonl")]) == 2
     err = capsys.readouterr().err
-    assert f"{data}:2: a number has more digits" in err and "Traceback" not in err, err[-2000:]
+    assert f"{data}:{line}: a number has more digits" in err and "Traceback" not in err, err[-2000:]
 
 
 # ─── item 9: lone surrogates in an agent request ─────────────────────────────────────────
