@@ -162,6 +162,7 @@ class RunStore(Store):
         self.where = str(self.path)
         self._write: sqlite3.Connection | None = None
         self._lease: str | None = None  # this process's row in `processes`, once the writer wrote it
+        self._beat_failed = False  # the last heartbeat failed (logged once, not every HEARTBEAT_S)
         self._next_heartbeat = 0.0
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -294,9 +295,11 @@ class RunStore(Store):
                     db.execute("ROLLBACK")
                 raise
         except sqlite3.Error as exc:
-            logger.error("run store: heartbeat failed", store=self.where, error=str(exc))
+            if not self._beat_failed:
+                logger.error("run store: heartbeat failed", store=self.where, error=str(exc))
+            self._beat_failed = True
             return
-        self._lease = f"{HOST}:{pid}"
+        self._lease, self._beat_failed = f"{HOST}:{pid}", False
         if reaped:
             logger.warning("run store: interrupted the runs of a process that stopped", store=self.where, runs=reaped)
 
