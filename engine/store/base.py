@@ -71,6 +71,11 @@ STORED_DEPTH = 200  # data nested deeper is not stored (orjson writes 255 levels
 MAX_PENDING_EVENTS = 100_000  # kept while the database cannot be reached; older ones are dropped and counted
 RETRY_MAX_S = 2.0  # the longest wait between two attempts to reach a database that is down
 HOST = socket.gethostname()
+# Leases: each process writing to a store says it is alive this often (its writer thread);
+# a process silent for PROCESS_TIMEOUT_MS is gone, and its unfinished runs are interrupted.
+HEARTBEAT_S = 2.0
+PROCESS_TIMEOUT_MS = 8_000
+PROCESS_FORGOTTEN_MS = 3_600_000  # rows of processes gone this long are deleted
 _RUN_SELECT = (  # a run and who started it (run_owners: only runs started by a service's caller have one)
     "SELECT r.id, r.kind, r.name, r.status, r.started_at, r.finished_at, r.input, r.output, r.error, r.usage, "
     "r.parent_run_id, o.principal FROM runs AS r LEFT JOIN run_owners AS o ON o.run_id = r.id"
@@ -933,6 +938,8 @@ def _run(row: Iterable[Any]) -> RunRecord:
 
 
 def _alive(pid: int) -> bool:
+    """Whether a process with this pid exists here. A killed process not yet reaped by its
+    parent (a zombie) still does: see RunStore._mark_interrupted for the heartbeat that tells."""
     if pid == os.getpid():
         return True
     try:
