@@ -142,12 +142,16 @@ async def _served(app: Any) -> AsyncIterator[httpx.AsyncClient]:
             yield client
 
 
-async def _until_live(hub: Any, count: int) -> None:
+async def _until_live(hub: Any, count: int, *, counted: bool = False) -> None:
+    """Until `count` runs are live (any door's: `live_count`), or hold a place under the caps."""
+    def live() -> int:
+        return hub.started_live if counted else hub.live_count()  # type: ignore[no-any-return]
+
     for _ in range(500):
-        if hub.started_live == count:
+        if live() == count:
             return
         await asyncio.sleep(0.01)
-    raise AssertionError(f"{hub.started_live} runs live, not {count}")
+    raise AssertionError(f"{live()} runs live, not {count}")
 
 
 def test_http_and_mcp_calls_of_one_key_share_the_caps(app: Any) -> None:
@@ -174,14 +178,14 @@ def test_http_and_mcp_calls_of_one_key_share_the_caps(app: Any) -> None:
                 message = _refused(await asyncio.wait_for(bob.mcp_call(), WAIT_S))
                 assert "server.max_live_runs)" in message
                 assert (await asyncio.wait_for(bob.http_call(), WAIT_S)).status_code == 429
-                assert hub.started_live == TOTAL, "a refused call holds no place"
+                assert hub.started_live == hub.live_count() == TOTAL, "a refused call holds no place"
             finally:
                 gate().set()
             http_answer, *mcp_answers = await asyncio.wait_for(asyncio.gather(*running), WAIT_S)
             assert http_answer.status_code == 200 and http_answer.json()["data"] == "released"
             for answer in mcp_answers:
                 assert answer["result"]["isError"] is False and answer["result"]["content"][0]["text"] == "released"
-            await _until_live(hub, 0)
+            await _until_live(hub, 0, counted=True)
             # the runs have ended: every place is free again, through either door
             again = await asyncio.wait_for(asyncio.gather(*(alice.mcp_call() for _ in range(PER_KEY))), WAIT_S)
             assert all("result" in answer and answer["result"]["isError"] is False for answer in again), again
@@ -201,12 +205,47 @@ def test_a_cancelled_mcp_call_gives_its_place_back(app: Any) -> None:
             try:
                 for _ in range(PER_KEY + 1):  # more than the cap, one after the other
                     call = asyncio.ensure_future(alice.mcp_call())
-                    await _until_live(hub, 1)
+                    await _until_live(hub, 1, counted=True)
                     await alice._post({"jsonrpc": "2.0", "method": "notifications/cancelled",
                                        "params": {"requestId": alice.next_id, "reason": "test"}})
-                    await _until_live(hub, 0)
+                    await _until_live(hub, 0, counted=True)
                     call.cancel()
             finally:
                 gate().set()
+
+    asyncio.run(main())
+
+
+def test_the_sdk_client_at_2026_07_28_gets_the_error(app: Any) -> None:
+    """Self-contained 2026-07-28 requests (no session) are counted too; the official client
+    raises the error with its code and data."""
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared.exceptions import MCPError
+
+    hub = app.state.hub
+
+    async def call() -> Any:
+        async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), headers={"Authorization": f"Bearer {KEY_A}"},
+                                      timeout=30) as http:
+            async with Client(streamable_http_client("http://127.0.0.1:8000/mcp", http_client=http),
+                              mode="2026-07-28") as client:
+                try:
+                    return await client.call_tool("hold", {})
+                except MCPError as exc:  # (out of the client's task group it would be wrapped in a group)
+                    return exc
+
+    async def main() -> None:
+        async with _served(app):
+            running = [asyncio.ensure_future(call()) for _ in range(PER_KEY)]
+            try:
+                await _until_live(hub, PER_KEY)
+                refused = await asyncio.wait_for(call(), WAIT_S)
+                assert isinstance(refused, MCPError), f"the call was not refused: {refused}"
+                assert refused.code == -32000 and refused.error.data["code"] == "too_many_runs"
+            finally:
+                gate().set()
+            assert [r.is_error for r in await asyncio.wait_for(asyncio.gather(*running), WAIT_S)] == [False] * PER_KEY
 
     asyncio.run(main())
