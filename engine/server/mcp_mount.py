@@ -11,15 +11,18 @@ from starlette.types import Receive, Scope, Send
 from .._engine import Engine
 from .access import PRINCIPAL_KEY
 from .auth import LOCAL
+from .hub import RunHub
 
 
 class LazyMCP:
     """`/mcp`: the MCP SDK is imported (in a worker thread: it takes seconds) and its session
-    manager started on the first MCP request, so a service nobody reaches over MCP pays nothing."""
+    manager started on the first MCP request, so a service nobody reaches over MCP pays nothing.
+    Its calls count against `hub`'s live-run caps, as the service's own calls do."""
 
-    def __init__(self, engine: Engine, *, loopback_only: bool):
+    def __init__(self, engine: Engine, *, loopback_only: bool, hub: RunHub | None = None):
         self.engine = engine
         self.loopback_only = loopback_only
+        self.hub = hub
         self._app: Any = None
         self._lock = asyncio.Lock()
         self._stop = asyncio.Event()
@@ -38,7 +41,7 @@ class LazyMCP:
         from . import mcp_server
 
         await asyncio.to_thread(mcp_server.preload)
-        app, manager = mcp_server.streamable_http_app(self.engine, loopback_only=self.loopback_only)
+        app, manager = mcp_server.streamable_http_app(self.engine, loopback_only=self.loopback_only, hub=self.hub)
         started = asyncio.Event()
 
         async def run() -> None:
