@@ -39,7 +39,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from .._engine import Engine
 from ..logging import logger
 from ..store import StoreError
-from .access import Access
+from .access import Access, optional_principal
 from .api import ApiError, ErrorResponse
 from .auth import ApiKeys, load_api_keys
 from .direct import DirectRoute
@@ -200,16 +200,24 @@ def _health(app: FastAPI, service: Service) -> None:
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    @app.get("/readyz", tags=["health"], summary="Ready to run tools", responses={503: {"model": ErrorResponse}})
-    async def readyz() -> Any:
+    @app.get("/readyz", tags=["health"], summary="Ready to run tools",
+             description="`status` for anyone (a load balancer); the figures too for an admin key (or no keys at all).",
+             responses={503: {"model": ErrorResponse}})
+    async def readyz(request: Request) -> Any:
+        principal = optional_principal(request)
+        figures = principal is not None and principal.is_admin  # the operator's view, like /metrics
         project = engine.project
         if engine.store is not None:
             try:
                 await asyncio.to_thread(engine.store.flush, 5.0)
             except StoreError as exc:
-                return ApiError(503, "store_unavailable", str(exc)).response()
+                why = str(exc) if figures else "the run store cannot be written; an admin key sees why"
+                return ApiError(503, "store_unavailable", why).response()
+        status = "degraded" if project.broken else "ready"  # degraded: some tools cannot run (GET /v1/admin/problems)
+        if not figures:
+            return {"status": status}
         return {
-            "status": "degraded" if project.broken else "ready",  # degraded: some tools cannot run (GET /v1/admin/problems)
+            "status": status,
             "tools": sum(1 for t in project.tools.values() if t.enabled),
             "broken_tools": len(project.broken),
             "live_runs": hub.live_count(),
