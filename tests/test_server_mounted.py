@@ -16,6 +16,7 @@ import contextlib
 import json
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -205,3 +206,40 @@ def test_a_route_that_finds_no_principal_refuses_instead_of_acting_as_admin(engi
         assert {t["name"]: t["enabled"] for t in tools}["echo"] is True  # nothing was changed
 
     asyncio.run(go())
+
+
+def test_the_page_works_mounted_in_chromium(tmp_path: Path) -> None:
+    """The web page at `/skillyard/` of a real uvicorn serving the app mounted: its files and
+    every API call resolve under the prefix, with the key from the page's box."""
+    pytest.importorskip("uvicorn")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    from test_server_docs_assets import KEYS as ADMIN_ONLY, _embedded_server
+    from test_web_ui import ARGS, CHROMIUM
+
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
+    key = ADMIN_ONLY.rsplit(":", 1)[1]
+    with _embedded_server(tmp_path) as base, sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        try:
+            page = browser.new_page()
+            answered: list[tuple[int, str]] = []
+            errors: list[str] = []
+            page.on("response", lambda response: answered.append((response.status, urlsplit(response.url).path)))
+            page.on("pageerror", lambda error: errors.append(str(error)))
+            page.add_init_script(f"localStorage.setItem('skillyard.apiKey', {json.dumps(key)})")
+            page.goto(f"{base}/skillyard")  # redirected to /skillyard/
+            page.wait_for_selector("body[data-ready=true]", timeout=20000)
+            page.wait_for_selector("#tool-list li[data-tool=echo]", timeout=10000)
+            badge = page.inner_text("#role-badge")
+            page.click("#tool-list li[data-tool=echo]")
+            page.fill("[name=name]", "Ada")
+            page.click("#run-tool")
+            page.wait_for_selector("#tool-timeline[data-last-type=tool_call_result]", timeout=10000)
+            result = page.inner_text("#tool-result")
+        finally:
+            browser.close()
+    assert badge == "admin" and "Ada" in result and not errors, (badge, errors)
+    assert answered[0] == (307, "/skillyard"), answered
+    assert all(path.startswith("/skillyard/") and status < 400 for status, path in answered[1:]), answered
+    assert {"/skillyard/static/app.css", "/skillyard/v1/whoami", "/skillyard/v1/tools/echo/call"} <= {p for _, p in answered}
