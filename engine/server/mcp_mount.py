@@ -9,8 +9,8 @@ from typing import Any
 from starlette.types import Receive, Scope, Send
 
 from .._engine import Engine
-from .access import PRINCIPAL_KEY
-from .auth import LOCAL
+from .access import PRINCIPAL_KEY, send_unauthorized
+from .auth import Principal
 from .hub import RunHub
 
 
@@ -29,13 +29,15 @@ class LazyMCP:
         self._task: asyncio.Task[None] | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        principal: Principal | None = scope.get(PRINCIPAL_KEY)
+        if principal is None:  # `Access` let no one in here: nobody, never the admin `local`
+            await send_unauthorized(send)
+            return
         if self._app is None:
             async with self._lock:
                 if self._app is None:
                     await self._start()
-        if scope["type"] == "http":
-            scope = {**scope, "user": _session_owner(scope)}
-        await self._app(scope, receive, send)
+        await self._app({**scope, "user": _session_owner(principal)}, receive, send)
 
     async def _start(self) -> None:
         from . import mcp_server
@@ -64,11 +66,10 @@ class LazyMCP:
                 await asyncio.wait_for(self._task, 5)
 
 
-def _session_owner(scope: Scope) -> Any:
+def _session_owner(principal: Principal) -> Any:
     """Who opens an MCP session, as the SDK compares it: the principal (key name) that `Access`
     put in the scope, so a session answers 404 to requests of any other principal."""
     from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
     from mcp.server.auth.provider import AccessToken
 
-    principal = scope.get(PRINCIPAL_KEY, LOCAL)
     return AuthenticatedUser(AccessToken(token="-", client_id=f"principal:{principal.name}", scopes=[]))
