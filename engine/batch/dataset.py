@@ -28,7 +28,7 @@ class Case:
 
     id: str
     arguments: dict[str, Any]
-    expect: Any  # as written (a mapping or a list of mappings); compiled by expect.py
+    expect: Any  # as written (a mapping or a list of mappings); compiled by engine/link/expect.py
     where: str  # file:line, for error messages
 
 

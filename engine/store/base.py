@@ -851,7 +851,7 @@ class Store(BatchRecords):
         ]
         return self._transaction([*statements, (f"DELETE FROM runs WHERE id IN ({old})", (cutoff,))])[-1]
 
-    # ─── tool settings (layered over the YAML: overlay.py) ───────────────────────────────
+    # ─── tool settings (layered over the YAML: link/overlay.py) ───────────────────────────────
 
     def tool_settings(self) -> dict[str, ToolSetting]:
         """Every stored tool setting, by tool name."""

@@ -51,7 +51,7 @@ class Activities:
     async def run_step(self, task: dict[str, Any]) -> dict[str, Any]:
         here = _check_revision(task["revision"])
         if task.get("record"):  # the workflow's events before this step (numbered, so a retry rewrites nothing)
-            await self._write(task["run_id"], task.get("arguments"), task["record"])
+            await self.write_rows(task["run_id"], task.get("arguments"), task["record"])
         step = here.project.tools[task["tool"]].executor.steps[task["step"]]
         events: list[list[Any]] = []
         run = Run(task["run_id"], [lambda e: events.append([e.type, e.ts, e.step_id, e.skill, e.data])])
@@ -71,10 +71,10 @@ class Activities:
 
     @activity.defn(name=RECORD_ACTIVITY)
     async def record_events(self, batch: dict[str, Any]) -> int:
-        await self._write(batch["run_id"], batch.get("arguments"), batch["events"])
+        await self.write_rows(batch["run_id"], batch.get("arguments"), batch["events"])
         return len(batch["events"])
 
-    async def _write(self, run_id: str, arguments: Any, rows: list[list[Any]]) -> None:
+    async def write_rows(self, run_id: str, arguments: Any, rows: list[list[Any]]) -> None:
         """Numbered events into the store, committed before returning (a StoreError fails the
         attempt, and Temporal tries again)."""
         scrub = self._scrubber(run_id, arguments)

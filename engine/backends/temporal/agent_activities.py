@@ -100,4 +100,4 @@ class AgentActivities:
     async def _record(self, task: dict[str, Any]) -> None:
         """The workflow's events before this activity (numbered: a retry rewrites nothing)."""
         if task.get("record"):
-            await self.activities._write(task["run_id"], None, task["record"])
+            await self.activities.write_rows(task["run_id"], None, task["record"])
