@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Protocol
 
+from ..errors import ProviderError  # noqa: F401 - part of the provider seam (defined with the error tree)
 from ..safety.untrusted import scrub_surrogates
 
 
@@ -98,14 +99,6 @@ def without_key(message: str, key: str | None) -> str:
     if key and len(key) >= 4 and key in message:
         return message.replace(key, "[REDACTED]")
     return message
-
-
-class ProviderError(Exception):
-    """A model call failed (network, auth, rate limit…). `retryable` tells the caller."""
-
-    def __init__(self, message: str, *, retryable: bool = False):
-        super().__init__(message)
-        self.retryable = retryable
 
 
 class Provider(Protocol):

@@ -27,6 +27,7 @@ import time
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Coroutine, Literal
 
+from ..errors import SkillyardError
 from ..logging import logger
 from ..runtime.events import Event, record_sink
 from .sse import Final, event_frames
@@ -228,7 +229,7 @@ class LiveRun:
         }
 
 
-class TooManyRuns(Exception):
+class TooManyRuns(SkillyardError):
     """The service, or one key, has as many live runs as it may: retry when one has ended."""
 
     def __init__(self, message: str):

@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 
 import yaml
 
-from ..errors import ConfigIssue, Location
+from ..errors import ConfigIssue, Location, YamlLoadError
 
 MAX_FILE_BYTES = 4 * 1024 * 1024
 MAX_DEPTH = 64
@@ -259,12 +259,6 @@ def format_path(path: YamlPath) -> str:
         else:
             out += ("." if out else "") + str(part)
     return out
-
-
-class YamlLoadError(Exception):
-    def __init__(self, issue: ConfigIssue):
-        super().__init__(str(issue))
-        self.issue = issue
 
 
 def load_yaml_file(path: Path, display_name: str) -> tuple[Any, SourceMap]:

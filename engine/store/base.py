@@ -98,7 +98,7 @@ class AmbiguousRunId(StoreError):
         super().__init__(f"run id prefix {prefix!r} matches several runs ({self.counted}: {listed}); give more of the id")
 
 
-class StoreUnavailable(Exception):
+class StoreUnavailable(SkillyardError):
     """Raised by a backend's `_write_rows` when its database cannot be reached: the batch is kept."""
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urljoin
 
+from ...errors import SkillyardError
 from ...safety.untrusted import MAX_DEPTH, find_problem, loads, replace_lone_surrogates, scrub_surrogates, text_may_hide_problem
 
 # ─── content encodings ──────────────────────────────────────────────────────────────────
@@ -25,8 +26,8 @@ from ...safety.untrusted import MAX_DEPTH, find_problem, loads, replace_lone_sur
 ACCEPT_ENCODING = "gzip, deflate"
 
 
-class UnsupportedEncoding(Exception):
-    pass
+class UnsupportedEncoding(SkillyardError):
+    """A Content-Encoding this fetch cannot undo."""
 
 
 class BoundedDecoder:
