@@ -16,6 +16,8 @@ def _defined_exceptions() -> dict[str, type[BaseException]]:
     """Every exception class defined in a module of engine/ (all of them imported)."""
     found: dict[str, type[BaseException]] = {}
     for info in pkgutil.walk_packages(engine.__path__, "engine."):
+        if info.name.endswith(".__main__"):  # runs a command when imported
+            continue
         module = importlib.import_module(info.name)
         for name, value in vars(module).items():
             if inspect.isclass(value) and issubclass(value, BaseException) and value.__module__ == module.__name__:
