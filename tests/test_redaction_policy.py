@@ -6,9 +6,9 @@ import asyncio
 from pathlib import Path
 
 from engine import Engine
-from engine.runtime.agent import AgentLimits
 from engine.providers.base import ModelResponse, ToolCall
 from engine.providers.registry import register_provider
+from engine.runtime.agent import AgentLimits
 from engine.safety.redaction import REDACTED
 
 TOOLS = """

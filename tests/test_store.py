@@ -19,13 +19,13 @@ from pathlib import Path
 import pytest
 
 from engine import Engine
-from engine.runtime.events import Event
-from engine.providers.registry import register_provider
+from engine.batch.replay import REPLAY_MODEL, ReplayProvider, replay_project
 from engine.providers.mock import MockProvider
+from engine.providers.registry import register_provider
+from engine.runtime.events import Event
 from engine.safety.redaction import REDACTED, Redactor
 from engine.store import RunStore, StoreError
 from engine.store import sqlite as store_sqlite
-from engine.batch.replay import REPLAY_MODEL, ReplayProvider, replay_project
 from engine.store.schema import MIGRATIONS
 from test_store_support import SECRETS, assert_gap_free, make_read_only, query, write_project
 

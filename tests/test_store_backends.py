@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from engine import Engine
-from engine.runtime.events import Event
 from engine.link.linker import load_project
+from engine.runtime.events import Event
 from engine.safety.redaction import REDACTED
 from engine.store import StoreError, open_store
 from engine.store.schema import MIGRATIONS

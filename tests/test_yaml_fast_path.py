@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
+from engine.lang.templating import BUILTIN_NAMES, ENV, TemplateProblem, check_template
 from engine.spec import yaml_source
 from engine.spec.yaml_builder import Builder, events
 from engine.spec.yaml_source import SourceMap, YamlLoadError, _fast_build, _SLOW, load_yaml_text
-from engine.lang.templating import BUILTIN_NAMES, ENV, TemplateProblem, check_template
 
 PLAIN_DOCUMENTS = [
     "",
@@ -310,8 +310,8 @@ tools:
 
 
 def test_tool_argument_checks_replayed_from_the_workflow_walk_match_a_fresh_walk(tmp_path: Path) -> None:
-    from engine.link import linker as link
     from engine.errors import IssueCollector
+    from engine.link import linker as link
     from engine.spec.loader import load_specs
 
     for name, text in _FLOW_PROJECT.items():
