@@ -115,7 +115,10 @@ def _tokens(text: str) -> list[tuple[str, Any, int]]:
         if kind == "string":
             value = json.loads(value) if value.startswith('"') else value[1:-1]
         elif kind == "number":
-            value = json.loads(value)
+            try:
+                value = json.loads(value)
+            except ValueError:  # more digits than Python converts (4,300)
+                raise ConditionSyntaxError(f"a number of {len(value):,} characters is too long to read", pos) from None
         if kind != "space":
             out.append((kind or "", value, pos))
         pos = match.end()
@@ -126,11 +129,26 @@ def _tokens(text: str) -> list[tuple[str, Any, int]]:
 # ─── parser ─────────────────────────────────────────────────────────────────────────────
 
 
+MAX_NESTING = 64  # levels of ( ), not, len( ) / exists( ) and [ ]: as deep as JSON data may nest (untrusted.MAX_DEPTH)
+
+
 class _Parser:
+    """Recursive descent, with the nesting bounded: a condition 3,000 levels deep is a load error
+    at its line, not a RecursionError (here, or in the tree walks that follow at load)."""
+
     def __init__(self, text: str):
         self.text = text
         self.tokens = _tokens(text)
         self.at = 0
+        self.depth = 0
+
+    def nest(self, pos: int) -> None:
+        """One level deeper (call `self.depth -= 1` on the way out); refused past MAX_NESTING."""
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            raise ConditionSyntaxError(
+                f"nested more than {MAX_NESTING} levels deep (parentheses, not, len()/exists(), lists); "
+                "write it flatter, e.g. as a chain of and / or", pos)
 
     def peek(self, value: Any = None, kind: str | None = None) -> bool:
         tkind, tvalue, _ = self.tokens[self.at]
@@ -173,7 +191,10 @@ class _Parser:
     def not_expr(self) -> Node:
         if self.peek("not"):
             _, _, pos = self.take()
-            return Not(self.not_expr(), pos)
+            self.nest(pos)
+            node = Not(self.not_expr(), pos)
+            self.depth -= 1
+            return node
         return self.comparison()
 
     def comparison(self) -> Node:
@@ -203,17 +224,24 @@ class _Parser:
             return Lit({"true": True, "false": False, "null": None}[value], pos)
         if kind == "word" and value in ("len", "exists"):
             self.expect("(")
+            self.nest(pos)
             arg = self.or_expr()
             self.expect(")")
+            self.depth -= 1
             if value == "exists" and not isinstance(arg, Ref):
                 raise ConditionSyntaxError("exists() takes a reference, as in exists($steps.x.output)", pos)
             return Call(value, arg, pos)
         if kind == "op" and value == "(":
+            self.nest(pos)
             node = self.or_expr()
             self.expect(")")
+            self.depth -= 1
             return node
         if kind == "op" and value == "[":
-            return Lit(self.array_literal(), pos)
+            self.nest(pos)
+            items = self.array_literal()
+            self.depth -= 1
+            return Lit(items, pos)
         shown = "the end of the condition" if kind == "end" else repr(value)
         raise ConditionSyntaxError(f"expected a value but found {shown}", pos)
 

@@ -47,7 +47,8 @@ def run_status(client: httpx.Client, run_id: str, want: str, timeout: float = 10
 
 def test_health_ready_and_the_documented_paths(server: ServerProcess) -> None:
     assert httpx.get(f"{server.url}/healthz").json() == {"status": "ok"}
-    ready = httpx.get(f"{server.url}/readyz").json()
+    assert httpx.get(f"{server.url}/readyz").json() == {"status": "ready"}  # the figures are for an admin key
+    ready = httpx.get(f"{server.url}/readyz", headers=ADMIN).json()
     assert ready["status"] == "ready" and ready["tools"] == 4 and ready["store"] is True and ready["auth"] is True
     spec = httpx.get(f"{server.url}/openapi.json").json()
     paths = spec["paths"]

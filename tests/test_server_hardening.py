@@ -278,6 +278,6 @@ def test_a_result_with_a_lone_surrogate_is_answered_recorded_and_counted(server:
     streamed = httpx.post(f"{server.url}/v1/tools/oddText/call", json={}, headers={**ALICE, "Accept": "text/event-stream"})
     assert parse_sse(streamed.text)[-1]["event"] == "tool_call_result"
     assert httpx.get(f"{server.url}/v1/runs/{run_id}", headers=ALICE).json()["status"] == "ok"
-    ready = httpx.get(f"{server.url}/readyz").json()
+    ready = httpx.get(f"{server.url}/readyz", headers=ADMIN).json()
     assert ready["store_write_failures"].get("lone_surrogate", 0) >= 1
     assert "Traceback" not in server.log.read_text()

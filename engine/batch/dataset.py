@@ -11,8 +11,14 @@ from typing import Any, Iterator
 import yaml
 
 from ..errors import UsageError
+from ..untrusted import MAX_DEPTH
 
 MAX_DATA_BYTES = 256 << 20  # a dataset larger than this is a mistake, not a batch
+# Deep enough for a case that checks the router refuses arguments nested past MAX_DEPTH (64),
+# far below the depth where reading (or later writing) a case would overflow Python's stack.
+MAX_CASE_DEPTH = 4 * MAX_DEPTH
+_LONG_NUMBER = "a number has more digits than Python reads (4,300); write it as a string"
+_TOO_DEEP = f"nested more than {MAX_CASE_DEPTH} levels deep; a case (its arguments and expect) may nest at most {MAX_CASE_DEPTH}"
 _CASE_KEYS = frozenset({"id", "arguments", "expect"})
 
 
@@ -67,11 +73,50 @@ def _json_lines(file: Path, text: str) -> Iterator[Case]:
         if not line.strip():
             continue
         try:
-            value = json.loads(line)
-        except ValueError as exc:
+            value = _json(line)
+        except _Unreadable as exc:
+            raise UsageError(f"{file}:{number}: {exc}") from None
+        except json.JSONDecodeError as exc:
             raise UsageError(f"{file}:{number}: not JSON ({exc.msg} at column {exc.colno}); "
                              "each line must be one JSON object") from None
         yield _case(value, f"{file}:{number}", str(number))
+
+
+class _Unreadable(ValueError):
+    """JSON text that parses but cannot be a case: nested past MAX_CASE_DEPTH, a huge number."""
+
+
+class _TooDeep(_Unreadable):
+    """Nested past MAX_CASE_DEPTH."""
+
+
+def _json(text: str) -> Any:
+    """`json.loads`, refusing nesting past MAX_CASE_DEPTH (_Unreadable) rather than overflowing the
+    stack, here or wherever the case is read later. The walk runs only when the text holds more
+    brackets than the limit (counted at C speed). json.JSONDecodeError for text that is not JSON."""
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise _TooDeep(_TOO_DEEP) from None
+    except json.JSONDecodeError:
+        raise
+    except ValueError:  # int() refuses more than 4,300 digits
+        raise _Unreadable(_LONG_NUMBER) from None
+    if len(text) > MAX_CASE_DEPTH and text.count("[") + text.count("{") > MAX_CASE_DEPTH and _too_deep(value):
+        raise _TooDeep(_TOO_DEEP)
+    return value
+
+
+def _too_deep(value: Any) -> bool:
+    """Whether `value` nests lists and objects more than MAX_CASE_DEPTH levels (iteratively)."""
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            if depth >= MAX_CASE_DEPTH:
+                return True
+            stack.extend((sub, depth + 1) for sub in (item.values() if isinstance(item, dict) else item))
+    return False
 
 
 def _document(file: Path, text: str) -> Iterator[Case]:
@@ -79,6 +124,12 @@ def _document(file: Path, text: str) -> Iterator[Case]:
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
+    except RecursionError:  # PyYAML's composer recurses: a few hundred levels overflow it
+        raise UsageError(f"{file}:{_deep_yaml_line(text)}: {_TOO_DEEP}") from None
+    except ValueError as exc:  # int() of more than 4,300 digits, a date that does not exist
+        line = _long_number_line(text)
+        raise UsageError(f"{file}:{line}: {_LONG_NUMBER}" if line else
+                         f"{file}: a value cannot be read ({exc}); quote it to keep it as text") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{file}:{mark.line + 1}" if mark is not None else str(file)
@@ -90,7 +141,30 @@ def _document(file: Path, text: str) -> Iterator[Case]:
         raise UsageError(f"{file}: expected a list of cases (or `cases:` holding one), found {type(data).__name__}")
     for position, (item, item_node) in enumerate(zip(data, node.value), 1):
         line = item_node.start_mark.line + 1
+        if _too_deep(item):
+            raise UsageError(f"{file}:{line}: {_TOO_DEEP}")
         yield _case(item, f"{file}:{line}", str(position))
+
+
+def _deep_yaml_line(text: str) -> int:
+    """The line where the YAML text first nests past MAX_CASE_DEPTH (its parser is iterative)."""
+    depth = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+            depth += 1
+            if depth > MAX_CASE_DEPTH:
+                return int(event.start_mark.line) + 1
+        elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+            depth -= 1
+    return 1  # pragma: no cover - only called when the composer overflowed
+
+
+def _long_number_line(text: str) -> int | None:
+    """The line of the first plain scalar too long for int() (the constructor does not say)."""
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.ScalarEvent) and event.style is None and len(event.value) > 4300:
+            return int(event.start_mark.line) + 1
+    return None
 
 
 def _csv_rows(file: Path, text: str, string_fields: frozenset[str]) -> Iterator[Case]:
@@ -104,25 +178,29 @@ def _csv_rows(file: Path, text: str, string_fields: frozenset[str]) -> Iterator[
             raise UsageError(f"{where}: more cells than columns; quote cells that contain commas")
         case_id = row.pop("id", None) if "id" not in string_fields else None
         expect_text = row.pop("expect", None) if "expect" not in string_fields else None
-        arguments = {key: _cell(value, key in string_fields) for key, value in row.items() if value != ""}
+        arguments = {key: _cell(value, key in string_fields, where) for key, value in row.items() if value != ""}
         expect = _parse_expect_cell(expect_text, where) if expect_text else None
         yield Case(str(case_id or number - 1), arguments, expect, where)
 
 
-def _cell(text: str, keep_text: bool) -> Any:
+def _cell(text: str, keep_text: bool, where: str) -> Any:
     """A CSV cell: JSON when it looks like JSON (objects, arrays, numbers, true/false/null)."""
     if keep_text:
         return text
     try:
-        return json.loads(text)
-    except ValueError:
+        return _json(text)
+    except _TooDeep as exc:
+        raise UsageError(f"{where}: {exc}") from None
+    except ValueError:  # not JSON, or a number too long to read: text
         return text
 
 
 def _parse_expect_cell(text: str, where: str) -> Any:
     try:
-        return json.loads(text)
-    except ValueError as exc:
+        return _json(text)
+    except _Unreadable as exc:
+        raise UsageError(f"{where}: {exc}") from None
+    except json.JSONDecodeError as exc:
         raise UsageError(f"{where}: the expect cell is not JSON ({exc.msg}); write e.g. "
                          '{"path": "/stats/words", "equals": 15}') from None
 

@@ -7,12 +7,19 @@
    `Origin`, if any, must be loopback. (An app embedded under `uvicorn.run(host="0.0.0.0")`
    would otherwise serve the network as admin: a `Host` header is whatever the client says.)
 2. `/v1/*`, `/mcp` and `/metrics` need a key; `/v1/admin/*` and `/metrics` an admin key. The
-   principal is put in the scope for the routes (`current_principal`).
+   principal is put in the scope for the routes (`current_principal`). `/readyz` takes a key
+   if one is sent (its figures are for admins) and never refuses.
 3. Every request body is capped while it streams in: a `Content-Length` over the cap is
    refused at once, and a chunked body is cut off with 413 as soon as it passes the cap.
 
 All three happen before a route reads a byte of the body, so an unauthenticated client
 cannot make the server buffer anything.
+
+Paths are judged as the router matches them: without the root path (`get_route_path`), so
+the app mounted under a prefix (`parent.mount("/skillyard", app)`) or served with
+`uvicorn --root-path /api` guards exactly the routes it guards at `/`. And a route that finds
+no principal in the scope refuses with 401: `LOCAL` (the admin of a server without keys) is
+put there by `Access` only, never assumed from a missing entry.
 """
 
 from __future__ import annotations
@@ -23,14 +30,18 @@ from typing import Any
 
 from fastapi import Request
 from starlette.exceptions import HTTPException
+from starlette.routing import get_route_path  # the router's own rule: the path without the root path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from .api import ApiError
 from .auth import LOCAL, ApiKeys, Principal, host_header_name, is_loopback_host, loopback_origin, presented_key
 
 PRINCIPAL_KEY = "skillyard.principal"
 HEADERS_KEY = "skillyard.headers"  # {name: first value}, bytes, set by Access
 _PROTECTED = ("/v1/", "/mcp", "/metrics")
 _ADMIN_ONLY = ("/v1/admin/", "/metrics")
+_KEY_OPTIONAL = "/readyz"  # public, with more for a key (the route decides what)
+KEY_REQUIRED = "an API key is required: send `Authorization: Bearer KEY` or `X-API-Key: KEY`"
 
 
 class BodyTooLarge(HTTPException):
@@ -42,14 +53,28 @@ class BodyTooLarge(HTTPException):
 
 
 def request_principal(request: Request) -> Principal:
-    """Who made this request (set by `Access`)."""
-    return request.scope.get(PRINCIPAL_KEY, LOCAL)  # type: ignore[no-any-return]
+    """Who made this request (set by `Access`); 401 when `Access` set no one. Never a default:
+    a request that reached a route without passing `Access`'s check is nobody, not an admin."""
+    principal: Principal | None = request.scope.get(PRINCIPAL_KEY)
+    if principal is None:
+        raise ApiError(401, "unauthorized", KEY_REQUIRED)
+    return principal
 
 
 async def current_principal(request: Request) -> Principal:
-    """The route dependency: who made this request. `async`: FastAPI runs a plain `def`
-    dependency in its thread pool, a thread hand-off per request."""
-    return request.scope.get(PRINCIPAL_KEY, LOCAL)  # type: ignore[no-any-return]
+    """The route dependency: who made this request (401 when no one). `async`: FastAPI runs a
+    plain `def` dependency in its thread pool, a thread hand-off per request."""
+    return request_principal(request)
+
+
+def optional_principal(request: Request) -> Principal | None:
+    """Who made this request, or None, on a public route that shows more to a valid key."""
+    return request.scope.get(PRINCIPAL_KEY)  # type: ignore[no-any-return]
+
+
+async def send_unauthorized(send: Send) -> None:
+    """401 with the usual body, for an ASGI endpoint (no exception handlers) that found no principal."""
+    await _send_error(send, 401, "unauthorized", KEY_REQUIRED, {"WWW-Authenticate": "Bearer"})
 
 
 class Access:
@@ -84,22 +109,23 @@ class Access:
 
     def _refusal(self, scope: Scope, headers: dict[bytes, bytes]) -> tuple[int, str, str, dict[str, str]] | None:
         """(status, code, message, headers) when the request may not go further."""
-        path: str = scope.get("path", "")
         if not self.keys:
             client = scope.get("client")
             refusal = _loopback_verdict(str(client[0]) if client else None, headers.get(b"host"), headers.get(b"origin"))
             if refusal is None:
                 scope[PRINCIPAL_KEY] = LOCAL
             return refusal
-        if not path.startswith(_PROTECTED):
+        path = get_route_path(scope)  # as the router will match it: mounted or not, the same routes are guarded
+        protected = path.startswith(_PROTECTED)
+        if not protected and path != _KEY_OPTIONAL:
             return None
         key = presented_key({name: value.decode("latin-1") for name, value in (
             ("authorization", headers.get(b"authorization")), ("x-api-key", headers.get(b"x-api-key"))) if value is not None})
         principal = self.keys.principal_of(key)
         if principal is None:
-            message = "the API key is not valid" if key else (
-                "an API key is required: send `Authorization: Bearer KEY` or `X-API-Key: KEY`")
-            return 401, "unauthorized", message, {"WWW-Authenticate": "Bearer"}
+            if not protected:
+                return None
+            return 401, "unauthorized", "the API key is not valid" if key else KEY_REQUIRED, {"WWW-Authenticate": "Bearer"}
         if path.startswith(_ADMIN_ONLY) and not principal.is_admin:
             return 403, "forbidden", "this needs an API key with the admin role", {}
         scope[PRINCIPAL_KEY] = principal

@@ -14,7 +14,7 @@ import orjson
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
-from ..store import StoreError
+from ..store import AmbiguousRunId, StoreError
 from ..untrusted import scrub_surrogates
 
 T = TypeVar("T")
@@ -85,10 +85,14 @@ def json_body(value: Any) -> bytes:
 
 
 async def store_call(read: Callable[[], T], *, ambiguous: bool = False) -> T:
-    """Run a store read in a thread; a store that fails is 503, an ambiguous id prefix 409."""
+    """Run a store read in a thread; a store that fails is 503, an ambiguous id prefix 409
+    (how many runs it matches, never which: their ids are not the caller's to learn)."""
     try:
         return await asyncio.to_thread(read)
+    except AmbiguousRunId as exc:
+        if not ambiguous:
+            raise ApiError(503, "store_unavailable", "a run id lookup matched several runs") from None
+        raise ApiError(409, "ambiguous_run_id", f"run id prefix {exc.prefix!r} matches {exc.counted} runs; "
+                       "give more of the id", matches=exc.count) from None
     except StoreError as exc:
-        if ambiguous and "matches several runs" in str(exc):
-            raise ApiError(409, "ambiguous_run_id", str(exc)) from None
         raise ApiError(503, "store_unavailable", str(exc)) from None

@@ -27,19 +27,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import html
 from pathlib import Path
 from typing import Any, AsyncIterator
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, JSONResponse
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .._engine import Engine
 from ..logging import logger
 from ..store import StoreError
-from .access import Access
+from .access import Access, optional_principal
 from .api import ApiError, ErrorResponse
 from .auth import ApiKeys, load_api_keys
 from .direct import DirectRoute
@@ -107,7 +108,7 @@ def create_app(
         version=_version(),
         description="Call the tools of a skillyard project over HTTP; follow runs as server-sent events.",
         lifespan=lifespan,
-        docs_url="/docs",
+        docs_url=None,  # `_docs`: Swagger UI from the package's own files
         redoc_url=None,
         telemetry=_NO_FRAMEWORK_TELEMETRY,
     )
@@ -127,6 +128,7 @@ def create_app(
         return FileResponse(STATIC_DIR / "index.html", headers=_PAGE_HEADERS)
 
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    _docs(app)
     _document_security(app)
     def first_request() -> None:  # no-ops after the first: covers apps mounted without their lifespan
         service.hub.attach()
@@ -200,16 +202,24 @@ def _health(app: FastAPI, service: Service) -> None:
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    @app.get("/readyz", tags=["health"], summary="Ready to run tools", responses={503: {"model": ErrorResponse}})
-    async def readyz() -> Any:
+    @app.get("/readyz", tags=["health"], summary="Ready to run tools",
+             description="`status` for anyone (a load balancer); the figures too for an admin key (or no keys at all).",
+             responses={503: {"model": ErrorResponse}})
+    async def readyz(request: Request) -> Any:
+        principal = optional_principal(request)
+        figures = principal is not None and principal.is_admin  # the operator's view, like /metrics
         project = engine.project
         if engine.store is not None:
             try:
                 await asyncio.to_thread(engine.store.flush, 5.0)
             except StoreError as exc:
-                return ApiError(503, "store_unavailable", str(exc)).response()
+                why = str(exc) if figures else "the run store cannot be written; an admin key sees why"
+                return ApiError(503, "store_unavailable", why).response()
+        status = "degraded" if project.broken else "ready"  # degraded: some tools cannot run (GET /v1/admin/problems)
+        if not figures:
+            return {"status": status}
         return {
-            "status": "degraded" if project.broken else "ready",  # degraded: some tools cannot run (GET /v1/admin/problems)
+            "status": status,
             "tools": sum(1 for t in project.tools.values() if t.enabled),
             "broken_tools": len(project.broken),
             "live_runs": hub.live_count(),
@@ -228,6 +238,45 @@ _PAGE_HEADERS = {
 }
 
 
+def _docs(app: FastAPI) -> None:
+    """`/docs`: Swagger UI from the package's own files (static/swagger/, swagger-ui-dist), so
+    the page on the origin whose localStorage holds the API key loads nothing from another host
+    and works offline. Started by static/docs.js rather than an inline script, so its CSP allows
+    scripts from this origin only. Every URL carries the root path (mounted, or --root-path)."""
+    title = html.escape(app.title)
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs(request: Request) -> HTMLResponse:
+        root = html.escape(request.scope.get("root_path", "").rstrip("/"), quote=True)
+        return HTMLResponse(_DOCS_PAGE.format(root=root, title=title), headers=_DOCS_HEADERS)
+
+
+_DOCS_PAGE = """<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{title} API</title>
+<link rel="stylesheet" href="{root}/static/swagger/swagger-ui.css">
+<link rel="icon" type="image/png" href="{root}/static/swagger/favicon-32x32.png">
+</head>
+<body>
+<div id="swagger-ui" data-openapi-url="{root}/openapi.json"></div>
+<script src="{root}/static/swagger/swagger-ui-bundle.js"></script>
+<script src="{root}/static/docs.js"></script>
+</body>
+</html>
+"""
+
+# Swagger UI sets styles from script and its CSS draws icons as data: images; it fetches only
+# /openapi.json and, on "Try it out", the API itself.
+_DOCS_HEADERS = {
+    **_PAGE_HEADERS,
+    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; "
+    "script-src 'self'; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+}
+
+
 def _document_security(app: FastAPI) -> None:
     """Declare the two ways to present a key in /openapi.json, for every /v1 operation. (The
     check itself is the `Access` middleware: it runs before any body is read.)"""
@@ -235,7 +284,10 @@ def _document_security(app: FastAPI) -> None:
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+            # servers: the root path FastAPI's /openapi.json route adds when the app is mounted or
+            # served under --root-path, so /docs "Try it out" calls the API under its prefix.
+            schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes,
+                                 servers=app.servers or None)
             schema.setdefault("components", {})["securitySchemes"] = {
                 "HTTPBearer": {"type": "http", "scheme": "bearer", "description": "Authorization: Bearer <API key>"},
                 "APIKeyHeader": {"type": "apiKey", "in": "header", "name": "X-API-Key", "description": "The API key"},

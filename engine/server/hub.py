@@ -354,11 +354,7 @@ class RunHub:
         no wrapper coroutine per call) as a task that outlives the request.
 
         Raises TooManyRuns when the service or `principal` is at its cap of live runs."""
-        started = self._started_live
-        mine = started.get(principal, 0)
-        self._check_capacity(mine)
-        started[principal] = mine + 1
-        self._started_total += 1
+        self.reserve(principal)
         live = self.runs[run_id] = LiveRun(run_id, kind, name, principal=principal)
         store = self.engine.store
         if store is not None and principal is not None:
@@ -367,6 +363,23 @@ class RunHub:
         live.task = task = asyncio.get_running_loop().create_task(work(), name=f"skillyard-run-{run_id}")
         task.add_done_callback(functools.partial(self._ended, live))
         return live
+
+    def reserve(self, principal: str | None) -> None:
+        """Count one more live run of `principal` against the caps (TooManyRuns when at one);
+        `release` it when the run ends. `start` does both; a front door that runs calls
+        itself (`/mcp`) calls them around each call."""
+        mine = self._started_live.get(principal, 0)
+        self._check_capacity(mine)
+        self._started_live[principal] = mine + 1
+        self._started_total += 1
+
+    def release(self, principal: str | None) -> None:
+        self._started_total -= 1
+        left = self._started_live.get(principal, 1) - 1
+        if left:
+            self._started_live[principal] = left
+        else:
+            self._started_live.pop(principal, None)
 
     def _check_capacity(self, mine: int) -> None:
         """`mine`: the live runs of the principal asking for one more."""
@@ -378,12 +391,7 @@ class RunHub:
                               "retry when one has ended")
 
     def _ended(self, live: LiveRun, task: "asyncio.Task[Any]") -> None:
-        self._started_total -= 1
-        left = self._started_live.get(live.principal, 1) - 1
-        if left:
-            self._started_live[live.principal] = left
-        else:
-            self._started_live.pop(live.principal, None)
+        self.release(live.principal)
         if task.cancelled():
             live.finish(live.run if live.run is not None and live.run.done else None, status="cancelled",
                         error={"code": "cancelled", "message": "the run was cancelled"})

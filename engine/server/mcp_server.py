@@ -11,6 +11,12 @@
   2026-07-28 says (tools § Error Handling: unknown tools are protocol errors).
 - A cancelled request (`notifications/cancelled`, or a closed response stream at 2026-07-28)
   cancels the running call: the router records it as `cancelled`.
+- On `/mcp` of the HTTP service each call counts against the service's live-run caps
+  (`server.max_live_runs`, `server.max_live_runs_per_key`, by the caller's key name), the
+  same count as `POST /v1/tools/{name}/call`: a call over a cap is a JSON-RPC error
+  -32000 whose message starts `too_many_runs:` and whose data is
+  `{"code": "too_many_runs", "message": …}`. `skillyard mcp` (stdio) has no caps: its one
+  client is the local user who started the process, and it loads only that process.
 - Tools with `confirm: true` ask the client through elicitation. A client that declines is
   a denial (`confirmation_denied`); a client that cannot be asked (no elicitation capability,
   or no back channel for server requests) fails the call with `approval_unavailable`, not a
@@ -21,15 +27,18 @@ Nothing is written to stdout except protocol messages: the engine logs to stderr
 
 from __future__ import annotations
 
+import contextlib
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from ..errors import StepFailure
 
 if TYPE_CHECKING:
     from .._engine import Engine
+    from .hub import RunHub
 
 SERVER_NAME = "skillyard"
+TOO_MANY_RUNS = -32000  # JSON-RPC's implementation-defined server error range
 
 
 def _version() -> str:
@@ -41,10 +50,13 @@ def _version() -> str:
         return "0"
 
 
-def build_mcp_server(engine: "Engine", *, approve_all: bool = False) -> Any:
-    """A low-level `mcp.server.Server` whose tools are the engine's enabled tools."""
+def build_mcp_server(engine: "Engine", *, approve_all: bool = False, hub: "RunHub | None" = None) -> Any:
+    """A low-level `mcp.server.Server` whose tools are the engine's enabled tools; with `hub`
+    (the HTTP service's), each call holds a place under its live-run caps while it runs."""
     import mcp_types as types
     from mcp.server import Server
+
+    counted = _caps(hub) if hub is not None else _uncounted
 
     async def list_tools(ctx: Any, params: Any) -> Any:
         return types.ListToolsResult(
@@ -75,7 +87,8 @@ def build_mcp_server(engine: "Engine", *, approve_all: bool = False) -> Any:
                 return True
             return await _elicit_approval(ctx, tool.name, args)
 
-        result = await engine.call_tool(params.name, params.arguments or {}, on_event=on_event, approve=approve)
+        with counted(ctx):
+            result = await engine.call_tool(params.name, params.arguments or {}, on_event=on_event, approve=approve)
         if not result.ok and result.error is not None and result.error.code == "unknown_tool":
             raise _unknown_tool(params.name, result.error.details.get("available_tools") or [])
         if result.ok:
@@ -95,6 +108,38 @@ def build_mcp_server(engine: "Engine", *, approve_all: bool = False) -> Any:
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
+
+
+@contextlib.contextmanager
+def _uncounted(ctx: Any) -> Iterator[None]:
+    yield
+
+
+def _caps(hub: "RunHub") -> Callable[[Any], contextlib.AbstractContextManager[None]]:
+    """A call's place under the hub's live-run caps, counted for the key name of the HTTP
+    request that carries it (`Access` put it in the scope); over a cap, the JSON-RPC error."""
+    from .access import request_principal
+    from .hub import TooManyRuns
+
+    @contextlib.contextmanager
+    def counted(ctx: Any) -> Iterator[None]:
+        principal = request_principal(ctx.request).name
+        try:
+            hub.reserve(principal)
+        except TooManyRuns as exc:
+            raise _too_many_runs(exc.message) from None
+        try:
+            yield
+        finally:
+            hub.release(principal)
+
+    return counted
+
+
+def _too_many_runs(message: str) -> Exception:
+    from mcp.shared.exceptions import MCPError
+
+    return MCPError(TOO_MANY_RUNS, f"too_many_runs: {message}", {"code": "too_many_runs", "message": message})
 
 
 APPROVAL_UNAVAILABLE = "approval needed: this client cannot answer elicitation"
@@ -155,10 +200,10 @@ SESSION_IDLE_SECONDS = 600  # a stateful /mcp session nobody used for this long 
 MAX_SESSIONS = 1000
 
 
-def streamable_http_app(engine: "Engine", *, loopback_only: bool) -> tuple[Any, Any]:
+def streamable_http_app(engine: "Engine", *, loopback_only: bool, hub: "RunHub | None" = None) -> tuple[Any, Any]:
     """(ASGI app, session manager) for MCP over streamable HTTP; run `manager.run()` in the
     host application's lifespan. With `loopback_only`, the SDK's DNS-rebinding protection
-    accepts loopback Host/Origin headers only.
+    accepts loopback Host/Origin headers only; with `hub`, calls count against its caps.
 
     Stateful (an `Mcp-Session-Id` per initialized client) so that what the handshake-era
     protocol (2025-11-25 and before) sends on a later POST reaches the call it is about: a
@@ -174,6 +219,6 @@ def streamable_http_app(engine: "Engine", *, loopback_only: bool) -> tuple[Any, 
             allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*", "127.0.0.1", "localhost", "[::1]"],
             allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
         )
-    manager = StreamableHTTPSessionManager(app=build_mcp_server(engine), stateless=False, security_settings=security,
+    manager = StreamableHTTPSessionManager(app=build_mcp_server(engine, hub=hub), stateless=False, security_settings=security,
                                            session_idle_timeout=SESSION_IDLE_SECONDS, max_sessions=MAX_SESSIONS)
     return StreamableHTTPASGIApp(manager), manager

@@ -180,13 +180,14 @@ class Replicas:
                 if not waiters:
                     del self._waiters[run_id]
 
-    async def wait_stored(self, run_id: str) -> Any:
-        """The stored run, waiting a moment for one that another replica has only just started."""
+    async def wait_stored(self, run_id: str, principal: str | None = None) -> Any:
+        """The stored run (among `principal`'s: `Store.run`), waiting a moment for one that
+        another replica has only just started."""
         store = self.engine.store
         assert store is not None
         deadline = asyncio.get_running_loop().time() + FIRST_EVENT_WAIT_S
         while True:
-            record = await store_call(lambda: store.run(run_id), ambiguous=True)
+            record = await store_call(lambda: store.run(run_id, principal=principal), ambiguous=True)
             if record is not None or asyncio.get_running_loop().time() > deadline or len(run_id) != FULL_ID_CHARS:
                 return record
             await asyncio.sleep(0.05)

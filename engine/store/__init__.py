@@ -5,8 +5,8 @@ processes; psycopg is imported only when a postgresql:// URL is opened). `open_s
 the one a URL names; `store_url` says which URL a project uses.
 """
 
-from .base import RunRecord, Store, StoreError
+from .base import AmbiguousRunId, RunRecord, Store, StoreError
 from .open import open_store, store_url
 from .sqlite import RunStore
 
-__all__ = ["RunRecord", "RunStore", "Store", "StoreError", "open_store", "store_url"]
+__all__ = ["AmbiguousRunId", "RunRecord", "RunStore", "Store", "StoreError", "open_store", "store_url"]

@@ -71,6 +71,12 @@ STORED_DEPTH = 200  # data nested deeper is not stored (orjson writes 255 levels
 MAX_PENDING_EVENTS = 100_000  # kept while the database cannot be reached; older ones are dropped and counted
 RETRY_MAX_S = 2.0  # the longest wait between two attempts to reach a database that is down
 HOST = socket.gethostname()
+# Leases: each process writing to a store says it is alive this often (its writer thread);
+# a process silent for PROCESS_TIMEOUT_MS is gone, and its unfinished runs are interrupted.
+HEARTBEAT_S = 2.0
+PROCESS_TIMEOUT_MS = 8_000
+PROCESS_FORGOTTEN_MS = 3_600_000  # rows of processes gone this long are deleted
+COUNT_MATCHES = 1_000  # an ambiguous run id prefix's matches are counted up to this many
 _RUN_SELECT = (  # a run and who started it (run_owners: only runs started by a service's caller have one)
     "SELECT r.id, r.kind, r.name, r.status, r.started_at, r.finished_at, r.input, r.output, r.error, r.usage, "
     "r.parent_run_id, o.principal FROM runs AS r LEFT JOIN run_owners AS o ON o.run_id = r.id"
@@ -79,6 +85,17 @@ _RUN_SELECT = (  # a run and who started it (run_owners: only runs started by a 
 
 class StoreError(SkillyardError):
     """The store cannot be opened or used; the message says why and what to do."""
+
+
+class AmbiguousRunId(StoreError):
+    """A run id prefix that matches several runs. Its text names a few of them, for the local
+    user of the store (`skillyard runs show`); `count` alone is for the service's callers."""
+
+    def __init__(self, prefix: str, shown: list[str], count: int):
+        self.prefix, self.count = prefix, count
+        self.counted = f"{count:,}" + (" or more" if count >= COUNT_MATCHES else "")
+        listed = ", ".join(shown) + (", …" if count > len(shown) else "")
+        super().__init__(f"run id prefix {prefix!r} matches several runs ({self.counted}: {listed}); give more of the id")
 
 
 class StoreUnavailable(Exception):
@@ -773,19 +790,24 @@ class Store(BatchRecords):
         rows = self._fetch(f"{_RUN_SELECT} WHERE {where} ORDER BY {self._NEWEST} LIMIT ?", (*params, limit))
         return [_run(row) for row in rows]
 
-    def run(self, run_id: str) -> RunRecord | None:
-        """One run by id, or by a prefix of its id that matches one run only.
+    def run(self, run_id: str, *, principal: str | None = None) -> RunRecord | None:
+        """One run by id, or by a prefix of its id that matches one run only. `principal`:
+        among the runs started by that API key name only (a caller's view: another's run,
+        by id or prefix, is not there); None: among every run.
 
-        None if nothing matches; StoreError if the prefix matches several runs.
+        None if nothing matches; AmbiguousRunId if the prefix matches several runs.
         """
         if not run_id:
             return None
-        rows = self._fetch(f"{_RUN_SELECT} WHERE r.id = ?", (run_id,))
+        owner = "" if principal is None else " AND o.principal = ?"
+        mine: tuple[str, ...] = () if principal is None else (principal,)
+        rows = self._fetch(f"{_RUN_SELECT} WHERE r.id = ?{owner}", (run_id, *mine))
         if not rows:  # a prefix: a range on the primary key (no LIKE: `_` is a wildcard there)
-            rows = self._fetch(f"{_RUN_SELECT} WHERE {self._PREFIX} ORDER BY r.id LIMIT 6", (run_id, run_id + "\U0010ffff"))
+            where, params = f"{self._PREFIX}{owner}", (run_id, run_id + "\U0010ffff", *mine)
+            rows = self._fetch(f"{_RUN_SELECT} WHERE {where} ORDER BY r.id LIMIT 6", params)
             if len(rows) > 1:
-                shown = ", ".join(r[0] for r in rows[:5]) + (", …" if len(rows) > 5 else "")
-                raise StoreError(f"run id prefix {run_id!r} matches several runs ({shown}); give more of the id")
+                counted = f"SELECT COUNT(*) FROM ({_RUN_SELECT} WHERE {where} LIMIT {COUNT_MATCHES}) AS matches"
+                raise AmbiguousRunId(run_id, [r[0] for r in rows[:5]], self._fetch(counted, params)[0][0])
         return _run(rows[0]) if rows else None
 
     def events(self, run_id: str, *, after_seq: int = 0) -> list[dict[str, Any]]:
@@ -933,6 +955,8 @@ def _run(row: Iterable[Any]) -> RunRecord:
 
 
 def _alive(pid: int) -> bool:
+    """Whether a process with this pid exists here. A killed process not yet reaped by its
+    parent (a zombie) still does: see RunStore._mark_interrupted for the heartbeat that tells."""
     if pid == os.getpid():
         return True
     try:

@@ -31,7 +31,9 @@ from psycopg_pool import ConnectionPool
 
 from ..logging import logger
 from ..redaction import Redactor
-from .base import HOST, RETRY_MAX_S, Store, StoreError, StoreUnavailable, _alive
+from .base import (
+    HEARTBEAT_S, HOST, PROCESS_FORGOTTEN_MS, PROCESS_TIMEOUT_MS, RETRY_MAX_S, Store, StoreError, StoreUnavailable, _alive,
+)
 from .open import display_url
 from .rows import Batch
 from .schema import (
@@ -45,9 +47,7 @@ MIGRATION_LOCK = 0x736B696C6C79  # pg_advisory_xact_lock key ("skilly"): one mig
 _PLACEHOLDERS: dict[str, str] = {}
 
 
-HEARTBEAT_S = 2.0  # each process sharing the store says it is alive this often (writer thread)
-PROCESS_TIMEOUT_MS = 8_000  # no heartbeat for this long: the process is gone, its runs are interrupted
-PROCESS_FORGOTTEN_MS = 3_600_000  # rows of processes gone this long are deleted
+# HEARTBEAT_S, PROCESS_TIMEOUT_MS, PROCESS_FORGOTTEN_MS (base.py): the leases, as with SQLite
 _NOW_MS = "(extract(epoch from clock_timestamp()) * 1000)::bigint"  # the database's clock: one for every host
 _HEARTBEAT = (
     f"INSERT INTO processes (id, host, pid, heartbeat_at) VALUES (%s, %s, %s, {_NOW_MS}) "

@@ -2,7 +2,9 @@
 
 A batch's ready rows go in through multi-row statements, one transaction per batch. Many processes may share one database
 file (WAL + busy timeout). A run that was `running` when its process died is marked
-`interrupted` the next time the store opens. The file and its -wal/-shm are readable by their
+`interrupted` the next time the store opens, or within PROCESS_TIMEOUT_MS by a process that
+has it open (the heartbeat in `processes`: a killed process not yet reaped keeps its pid, not
+its heartbeat). The file and its -wal/-shm are readable by their
 owner only (0600): they hold inputs and outputs of every run. Notifications (`listen`,
 `notify`) reach this process only; tool settings changed by another process are noticed by
 polling the table every SETTINGS_POLL_S while someone listens for them.
@@ -21,10 +23,12 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
+from ..logging import logger
 from ..redaction import Redactor
 from .base import (  # noqa: F401 - re-exported: the names this module always had
     FLUSH_INTERVAL_S, HOST, SPILL_EVENTS, STATEMENT_EVENTS, STORED_DEPTH, RunRecord, Store, StoreError, _alive,
 )
+from .base import HEARTBEAT_S, PROCESS_FORGOTTEN_MS, PROCESS_TIMEOUT_MS
 from .base import event_dict, select_events, stored_events
 from .packing import HOLD_BACK_MS, pack_run, unpacked, with_packs
 from .rows import EVENT_WIDTH, RUN_START, WIDTHS, Batch
@@ -40,6 +44,8 @@ WRITER_CACHE_KIB = 65_536  # the writer's page cache, at most (SQLite's default:
 WRITER_MMAP_BYTES = 256 << 20  # the writer reads the file through a mapping up to this size
 IMPLIED = implied_statements(SQLITE)
 MAX_STATEMENT_ROWS = 256  # rows per INSERT statement (fewer if the SQLite build takes fewer parameters)
+_HEARTBEAT = ("INSERT INTO processes (id, host, pid, heartbeat_at) VALUES (?, ?, ?, ?) "
+              "ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at")
 
 
 # The implied statements that take several rows at once (all but the rare tool_log_lookup); a
@@ -155,6 +161,9 @@ class RunStore(Store):
         self.path = Path(path)
         self.where = str(self.path)
         self._write: sqlite3.Connection | None = None
+        self._lease: str | None = None  # this process's row in `processes`, once the writer wrote it
+        self._beat_failed = False  # the last heartbeat failed (logged once, not every HEARTBEAT_S)
+        self._next_heartbeat = 0.0
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._write = connect(self.path)
@@ -189,6 +198,8 @@ class RunStore(Store):
     def _close_connection(self) -> None:
         if self._write is not None:
             with contextlib.suppress(sqlite3.Error):
+                if self._lease is not None:  # a clean stop: nobody need wait for this process's timeout
+                    self._write.execute("DELETE FROM processes WHERE id = ?", (self._lease,))
                 self._write.close()
             self._write = None
 
@@ -260,16 +271,56 @@ class RunStore(Store):
             db.execute(_insert_rows(sql, size), values[done * width : (done + size) * width])
             done += size
 
+    # ─── leases: the heartbeat, and the runs of a process that is gone ──────────────────
+
+    def _housekeeping(self) -> None:
+        """Every HEARTBEAT_S (writer thread): say this process is alive, and interrupt the runs of
+        processes that are gone, so a long-lived process (a service restarted a second after a
+        crash) ends the runs of one that died while it had the store open."""
+        now = time.monotonic()
+        if now < self._next_heartbeat or self._write is None:
+            return
+        self._next_heartbeat = now + HEARTBEAT_S
+        db, pid = self._write, os.getpid()
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                now_ms = int(time.time() * 1000)
+                db.execute(_HEARTBEAT, (f"{HOST}:{pid}", HOST, pid, now_ms))
+                reaped = self._mark_interrupted()
+                db.execute("DELETE FROM processes WHERE heartbeat_at < ?", (now_ms - PROCESS_FORGOTTEN_MS,))
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as exc:
+            if not self._beat_failed:
+                logger.error("run store: heartbeat failed", store=self.where, error=str(exc))
+            self._beat_failed = True
+            return
+        self._lease, self._beat_failed = f"{HOST}:{pid}", False
+        if reaped:
+            logger.warning("run store: interrupted the runs of a process that stopped", store=self.where, runs=reaped)
+
     def _mark_interrupted(self) -> int:
         """Runs left `running` by a process that is gone (same host) become `interrupted`.
 
+        Gone: its pid no longer exists, or its heartbeat is older than PROCESS_TIMEOUT_MS — a
+        process killed but not yet reaped by its parent (a zombie) still has its pid. A process
+        with no heartbeat row (it closed its store, or an older skillyard) is judged by its pid.
         Their finish time is their last recorded event (or now, if none was recorded).
         """
         assert self._write is not None
-        rows = self._write.execute("SELECT id, pid FROM runs WHERE status='running' AND host=?", (HOST,)).fetchall()
-        dead = [run_id for run_id, pid in rows if pid is None or not _alive(pid)]
+        rows = self._write.execute(
+            "SELECT r.id, r.pid, p.heartbeat_at FROM runs AS r LEFT JOIN processes AS p ON p.id = r.host || ':' || r.pid "
+            "WHERE r.status='running' AND r.host=?", (HOST,)).fetchall()
+        now = int(time.time() * 1000)
+        me, stale = os.getpid(), now - PROCESS_TIMEOUT_MS
+        alive = {pid: _alive(pid) for pid in {row[1] for row in rows} if pid is not None}
+        dead = [run_id for run_id, pid, beat in rows
+                if pid is None or not alive[pid] or (pid != me and beat is not None and beat < stale)]
         if dead:
-            now = int(time.time() * 1000)
             self._write.executemany(
                 "UPDATE runs SET status='interrupted', "
                 "finished_at=COALESCE(finished_at, (SELECT MAX(ts) FROM events WHERE events.run_id = runs.id), ?) "

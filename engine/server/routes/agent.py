@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..._engine import new_id
 from ...errors import AgentSetupError
+from ...untrusted import arguments_problem
 from ..access import current_principal
 from ..api import SSE_DOC, ApiError, error_responses, jsonable
 from ..auth import Principal
@@ -54,12 +55,14 @@ def router(service: Service) -> APIRouter:
         summary="Run the agent loop; its events stream as SSE",
         description="Streams `agent_start` … `agent_done` (model text, tool calls and their steps, approvals "
         "needed). With `Accept: application/json` (and not text/event-stream) the AgentResult is returned instead. "
-        "The prompt (all message contents and `system`) may hold at most `server.max_prompt_chars` characters.",
+        "The prompt (all message contents and `system`) may hold at most `server.max_prompt_chars` characters; "
+        "a string holding a lone UTF-16 surrogate is refused (422, naming its place).",
         responses={200: {"content": SSE_DOC, "description": "The event stream"}, **error_responses(413, 422, 429)},
     )
     async def agent(request: Request, body: AgentRequest = Body(...), principal: Principal = Depends(current_principal)) -> Any:
         from ...agent import AgentLimits, as_messages
 
+        _check_untrusted(body)
         run_id = new_id("run")
         run_limits = _limits(body, AgentLimits.from_settings(engine.project.settings.agent))
         try:
@@ -109,6 +112,15 @@ def _limits(body: AgentRequest, configured: Any) -> Any:
         return configured.from_settings(configured, **asked)
     except ValueError as exc:
         raise ApiError(422, "invalid_request", str(exc)) from None
+
+
+def _check_untrusted(body: AgentRequest) -> None:
+    """Refuse what a tool call's arguments may not hold either (engine.untrusted's one rule): a lone
+    UTF-16 surrogate in any string (messages, system, model, tools…) can be neither sent to a model,
+    recorded nor echoed in an error, so it is a 422 naming its place, not a failed run."""
+    problem = arguments_problem(body.model_dump(exclude_defaults=True))  # C speed unless something is odd
+    if problem is not None:
+        raise ApiError(422, "invalid_request", f"the request cannot be accepted: {problem}", errors=[problem.as_dict()])
 
 
 def _check_prompt_size(body: AgentRequest, limit: int) -> None:

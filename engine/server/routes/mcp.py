@@ -14,5 +14,5 @@ def mcp_route(service: Service) -> tuple[Route, LazyMCP] | None:
     """The route and its app (whose `stop()` the lifespan awaits); None without the MCP SDK."""
     if importlib.util.find_spec("mcp") is None:
         return None
-    app = LazyMCP(service.engine, loopback_only=not service.keys)
+    app = LazyMCP(service.engine, loopback_only=not service.keys, hub=service.hub)
     return Route("/mcp", endpoint=app, include_in_schema=False), app

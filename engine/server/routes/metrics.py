@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends
 from fastapi.responses import Response
+
+from ..access import current_principal
 
 
 def router(registry: Any) -> APIRouter:
@@ -13,7 +15,7 @@ def router(registry: Any) -> APIRouter:
 
     routes = APIRouter()
 
-    @routes.get("/metrics", include_in_schema=False)
+    @routes.get("/metrics", include_in_schema=False, dependencies=[Depends(current_principal)])  # 401 if Access let no one in
     async def metrics() -> Response:
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 

@@ -2,6 +2,9 @@
 
 A caller sees, follows, approves and cancels only the runs its key name started; admins
 see all. A run that is not the caller's answers 404, exactly like one that does not exist.
+An id prefix is looked up among the runs the caller may see only: a prefix that matches one
+of another caller's runs is 404 too, and one that matches several of the caller's is 409
+with their number, not their ids.
 """
 
 from __future__ import annotations
@@ -37,6 +40,11 @@ def _not_pending(run_id: str, tool_call_id: str) -> ApiError:
                                         "(answered already, timed out, or never asked)")
 
 
+def _owner(principal: Principal) -> str | None:
+    """Whose runs `principal` may see in the store: its own (by key name); None, an admin's: all."""
+    return None if principal.is_admin else principal.name
+
+
 def router(service: Service) -> APIRouter:
     engine, hub, replicas, store = service.engine, service.hub, service.replicas, service.engine.store
     api = APIRouter()
@@ -53,7 +61,7 @@ def router(service: Service) -> APIRouter:
         limit: int = Query(50, ge=1, le=500),
         principal: Principal = Depends(current_principal),
     ) -> list[dict[str, Any]]:
-        owner = None if principal.is_admin else principal.name
+        owner = _owner(principal)
         if store is None:
             runs = [r.summary() for r in reversed(hub.runs.values()) if principal.may_see(r.principal)]
             runs = [r for r in runs if (tool is None or r["name"] == tool) and (status is None or r["status"] == status)
@@ -80,8 +88,8 @@ def router(service: Service) -> APIRouter:
 
             def read() -> tuple[Any, list[dict[str, Any]]]:
                 store.flush()
-                record = store.run(run_id)
-                if record is None or not principal.may_see(record.principal):
+                record = store.run(run_id, principal=_owner(principal))
+                if record is None:
                     return None, []
                 return record, store.tool_logs(run_id=record.id, limit=500)
 
@@ -121,12 +129,13 @@ def router(service: Service) -> APIRouter:
         live = live_run(run_id, principal)
         if live is None and store is not None:
 
-            record = await replicas.wait_stored(run_id) if len(run_id) == FULL_ID_CHARS else None
+            owner = _owner(principal)
+            record = await replicas.wait_stored(run_id, owner) if len(run_id) == FULL_ID_CHARS else None
 
             def read() -> tuple[Any, list[dict[str, Any]]] | None:
                 store.flush()
-                found = record or store.run(run_id)  # the full id of a prefix, or None
-                if found is None or not principal.may_see(found.principal):
+                found = record or store.run(run_id, principal=owner)  # the full id of a prefix, or None
+                if found is None:
                     return None
                 return found, store.events(found.id, after_seq=after)
 
@@ -187,8 +196,8 @@ def router(service: Service) -> APIRouter:
         """The stored run `run_id` if the caller may see it; else 404, as if it did not exist."""
         if store is None:
             raise ApiError(404, "unknown_run", f"run {run_id!r} is not live in this server")
-        record = await replicas.wait_stored(run_id)
-        if record is None or not principal.may_see(record.principal):
+        record = await replicas.wait_stored(run_id, _owner(principal))
+        if record is None:
             raise _unknown(run_id)
         return record
 

@@ -2,6 +2,9 @@
 "use strict";
 
 export const KEY_STORAGE = "skillyard.apiKey";
+// Where the app is: "" at the root, "/skillyard" when mounted there or served under that root
+// path (the page is always `<base>/`), so the API's paths resolve under it too.
+const BASE = new URL(".", location.href).pathname.replace(/\/$/, "");
 
 export function headers(extra = {}) {
   const out = { ...extra };
@@ -23,7 +26,7 @@ export class ApiError extends Error {
 export async function api(method, path, body) {
   const init = { method, headers: headers(body === undefined ? {} : { "Content-Type": "application/json" }) };
   if (body !== undefined) init.body = JSON.stringify(body);
-  const response = await fetch(path, init);
+  const response = await fetch(BASE + path, init);
   if (response.status === 204) return null;
   let data = null;
   try { data = await response.json(); } catch { /* not JSON */ }
@@ -54,7 +57,7 @@ export async function readEvents(response, onEvent) {
 export async function stream(method, path, body, onEvent, signal) {
   const init = { method, headers: headers({ Accept: "text/event-stream" }), signal };
   if (body !== undefined) { init.body = typeof body === "string" ? body : JSON.stringify(body); init.headers["Content-Type"] = "application/json"; }
-  const response = await fetch(path, init);
+  const response = await fetch(BASE + path, init);
   if (!response.ok) {
     let data = null;
     try { data = await response.json(); } catch { /* ignore */ }
