@@ -17,6 +17,8 @@ import pytest
 
 pytest.importorskip("uvicorn")
 
+pytestmark = pytest.mark.slow  # every test here starts a process or a server
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -128,6 +128,7 @@ def plan_schema() -> dict:
 # ─── the main job ───────────────────────────────────────────────────────────────────────
 
 
+@pytest.mark.slow
 @uses("plan")
 def test_run_workflow_prints_the_plan_and_a_timeline(run: Done) -> None:
     assert run.returncode == 0, run.stderr

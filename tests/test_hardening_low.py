@@ -250,6 +250,7 @@ def _kill_leaving_a_zombie(child: Any) -> None:
     os.kill(child.pid, 0)  # the pid still answers: `os.kill(pid, 0)` alone takes it for alive
 
 
+@pytest.mark.slow
 def test_a_zombies_runs_are_interrupted_once_its_heartbeat_is_old_and_a_live_ones_are_not(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -275,6 +276,7 @@ def test_a_zombies_runs_are_interrupted_once_its_heartbeat_is_old_and_a_live_one
         child.communicate(timeout=30)
 
 
+@pytest.mark.slow
 def test_a_store_opened_right_after_the_kill_interrupts_the_runs_when_the_heartbeat_ages(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -38,6 +38,7 @@ def _server(root: Path, *extra: str) -> StdioServerParameters:
                                  env={**os.environ, "PYTHONUNBUFFERED": "1"}, cwd=str(root))
 
 
+@pytest.mark.slow
 def test_tools_list_call_progress_errors_and_confirmation_over_stdio(tmp_path: Path) -> None:
     import mcp_types as types
 

@@ -54,6 +54,7 @@ def test_a_fetched_token_reaches_the_model_redacted(tmp_path: Path, server: Loop
     assert leaks(secret, [observation.content, *(json.dumps(e.to_dict()) for e in events)], sink_files(tmp_path)) == []
 
 
+@pytest.mark.slow
 def test_query_secrets_are_hidden_in_events_results_and_the_store(tmp_path: Path, server: LoopbackServer) -> None:
     key, token, hop = plant("api-key"), plant("token"), plant("hop")
     server.routes["/data"] = lambda h: send(h, 200, b'{"ok": true}', "application/json")

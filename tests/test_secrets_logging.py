@@ -8,11 +8,15 @@ export`, an embedding script's stdout and stderr, and a real `skillyard serve` p
 
 from __future__ import annotations
 
+import pytest
+
 import json
 from pathlib import Path
 
 from test_secrets_support import LOGIN_TOOL, leaks, plant, python, run_id_of, sink_files, skillyard, write
 
+
+pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
 def test_cli_traceback_shows_no_locals_and_no_password(tmp_path: Path) -> None:
     root = write(tmp_path / "project", LOGIN_TOOL)

@@ -45,6 +45,7 @@ def run_status(client: httpx.Client, run_id: str, want: str, timeout: float = 10
 # ─── health, OpenAPI, auth ───────────────────────────────────────────────────────────────
 
 
+@pytest.mark.slow
 def test_health_ready_and_the_documented_paths(server: ServerProcess) -> None:
     assert httpx.get(f"{server.url}/healthz").json() == {"status": "ok"}
     assert httpx.get(f"{server.url}/readyz").json() == {"status": "ready"}  # the figures are for an admin key

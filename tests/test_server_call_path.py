@@ -30,6 +30,7 @@ def client(server: ServerProcess) -> Iterator[httpx.Client]:
         yield c
 
 
+@pytest.mark.slow
 def test_the_call_route_answers_every_case_as_declared(client: httpx.Client) -> None:
     ok = client.post("/v1/tools/echo/call", json={"name": "Ada", "count": 2})
     assert ok.status_code == 200 and ok.json()["ok"] is True and ok.headers["x-run-id"] == ok.json()["run_id"]

@@ -1,5 +1,7 @@
 """Fuzz the HTTP API from its own OpenAPI document with schemathesis: no request may cause a 500.
 
+pytestmark = pytest.mark.slow  # every test here starts a process or a server
+
 Bounded: a few examples per operation and a time budget, against a real server on loopback.
 """
 

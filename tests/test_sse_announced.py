@@ -84,6 +84,7 @@ def _check_whole(frames: list[dict[str, object]], run_id: str, name: str) -> Non
     assert all(frame["data"]["run_id"] == run_id for frame in frames)  # type: ignore[index]
 
 
+@pytest.mark.slow
 def test_on_an_idle_server_a_call_that_never_waits_is_one_body(server: ServerProcess) -> None:
     with _open(server, "echo", {"name": "Ada"}) as sock:
         reader = ChunkReader(sock)

@@ -25,6 +25,8 @@ from fake_llm_servers import FakeServer, OpenAIWire, call, write_models
 from temporal_server import temporal_address  # noqa: F401 - the session's dev server (a fixture)
 from test_temporal import PROJECT, Setup, wait_for, workflow_status
 
+pytestmark = pytest.mark.slow  # every test here starts a process or a server
+
 WIRE = OpenAIWire()
 
 GUARDED_TOOL = """

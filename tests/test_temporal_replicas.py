@@ -26,6 +26,8 @@ from test_server_helpers import CALLER_KEY, KEYS_ENV, ServerProcess, iter_sse  #
 from test_temporal import Setup, wait_for, workflow_status  # noqa: E402
 from test_temporal_agent import WIRE, guarded_setup  # noqa: E402
 
+pytestmark = pytest.mark.slow  # every test here starts a process or a server
+
 CALLER = {"Authorization": f"Bearer {CALLER_KEY}"}
 
 

@@ -128,6 +128,7 @@ def check_digest(page: Any, t: str) -> None:
     assert marks == ["runs at the same time as stats", "runs at the same time as wrap"]
 
 
+@pytest.mark.slow
 def test_a_live_run_nests_each_item_s_sub_workflow_and_a_workflow_step_s(page: Any) -> None:
     check_digest(page, run_digest(page))
 

@@ -55,6 +55,7 @@ def page(browser: Any, server: ServerProcess) -> Iterator[Any]:
     assert not errors, errors
 
 
+@pytest.mark.slow
 def test_fill_the_form_run_a_tool_and_watch_the_timeline(page: Any) -> None:
     assert page.inner_text("#role-badge") == "local (no keys)"
     names = page.eval_on_selector_all("#tool-list li", "items => items.map(li => li.dataset.tool)")
