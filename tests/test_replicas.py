@@ -23,6 +23,8 @@ import httpx  # noqa: E402
 
 from test_server_helpers import ADMIN_KEY, CALLER_KEY, KEYS_ENV, ServerProcess, iter_sse, parse_sse, write_project  # noqa: E402
 
+pytestmark = pytest.mark.slow  # every test here starts a process or a server
+
 ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
 CALLER = {"Authorization": f"Bearer {CALLER_KEY}"}
 SSE = {"Accept": "text/event-stream"}
@@ -71,7 +73,6 @@ def wait_for(check: Any, timeout: float, what: str) -> Any:
         time.sleep(0.05)
 
 
-@pytest.mark.slow
 def test_a_run_of_a_is_followed_on_b_without_gaps_or_duplicates(replicas: tuple[ServerProcess, ServerProcess]) -> None:
     a, b = replicas
     run_id = start_background(a, "slow", {"seconds": 1.5})
@@ -133,7 +134,6 @@ def test_b_lists_a_runs_and_cancels_one(replicas: tuple[ServerProcess, ServerPro
     assert httpx.post(f"{b.url}/v1/runs/{run_id}/cancel", headers=CALLER).status_code == 409
 
 
-@pytest.mark.slow
 def test_kill_9_of_a_replica_interrupts_its_runs_and_loses_no_finished_event(
     project: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -15,6 +15,8 @@ import httpx  # noqa: E402
 
 from test_server_helpers import ADMIN_KEY, CALLER_KEY, KEYS_ENV, ServerProcess, iter_sse, parse_sse, running_server, write_project  # noqa: E402
 
+pytestmark = pytest.mark.slow  # every test here starts a process or a server
+
 ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
 CALLER = {"X-API-Key": CALLER_KEY}
 SSE = {"Accept": "text/event-stream"}
@@ -45,7 +47,6 @@ def run_status(client: httpx.Client, run_id: str, want: str, timeout: float = 10
 # ─── health, OpenAPI, auth ───────────────────────────────────────────────────────────────
 
 
-@pytest.mark.slow
 def test_health_ready_and_the_documented_paths(server: ServerProcess) -> None:
     assert httpx.get(f"{server.url}/healthz").json() == {"status": "ok"}
     assert httpx.get(f"{server.url}/readyz").json() == {"status": "ready"}  # the figures are for an admin key

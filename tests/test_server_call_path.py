@@ -14,6 +14,8 @@ import httpx  # noqa: E402
 
 from test_server_helpers import CALLER_KEY, KEYS_ENV, ServerProcess, parse_sse, running_server, write_project  # noqa: E402
 
+pytestmark = pytest.mark.slow  # every test here starts a process or a server
+
 CALLER = {"X-API-Key": CALLER_KEY}
 SSE = {"Accept": "text/event-stream"}
 
@@ -30,7 +32,6 @@ def client(server: ServerProcess) -> Iterator[httpx.Client]:
         yield c
 
 
-@pytest.mark.slow
 def test_the_call_route_answers_every_case_as_declared(client: httpx.Client) -> None:
     ok = client.post("/v1/tools/echo/call", json={"name": "Ada", "count": 2})
     assert ok.status_code == 200 and ok.json()["ok"] is True and ok.headers["x-run-id"] == ok.json()["run_id"]

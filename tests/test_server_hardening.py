@@ -19,6 +19,8 @@ import pytest
 
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
+pytestmark = pytest.mark.slow  # every test here starts a process or a server
+
 psutil = pytest.importorskip("psutil")
 import httpx  # noqa: E402
 
@@ -109,7 +111,6 @@ def _chunks(total: int, size: int = 1 << 20) -> Iterator[bytes]:
         sent += size
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("path", ["/v1/agent", "/v1/tools/echo/call", "/v1/runs/run_x/approvals/call_x"])
 def test_an_unauthenticated_chunked_body_is_refused_before_it_is_read(server: ServerProcess, path: str) -> None:
     rss_before = psutil.Process(server.process.pid).memory_info().rss
@@ -174,7 +175,6 @@ def test_a_caller_sees_follows_approves_and_cancels_only_its_own_runs(server: Se
     assert events[-1]["type"] == "tool_call_result"
 
 
-@pytest.mark.slow
 def test_ownership_outlives_the_process(root: Path) -> None:
     """Who started a run is in the store: after a restart, a caller still sees only its own runs."""
     with running_server(root, keys=KEYS) as first:
@@ -238,7 +238,6 @@ def _non_loopback_address() -> str | None:
     return None if address.startswith("127.") else address
 
 
-@pytest.mark.slow
 def test_an_embedded_app_without_keys_refuses_non_loopback_peers(root: Path) -> None:
     address = _non_loopback_address()
     if address is None:

@@ -19,6 +19,8 @@ from engine.server.routes.tools import ANNOUNCE_WHEN_LIVE  # noqa: E402
 from test_server_helpers import CALLER_KEY, KEYS_ENV, ServerProcess, parse_sse, running_server, write_project  # noqa: E402
 
 
+pytestmark = pytest.mark.slow  # every test here starts a process or a server
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     with running_server(write_project(tmp_path_factory.mktemp("announced")), keys=KEYS_ENV, extra=("--no-store",)) as process:
@@ -84,7 +86,6 @@ def _check_whole(frames: list[dict[str, object]], run_id: str, name: str) -> Non
     assert all(frame["data"]["run_id"] == run_id for frame in frames)  # type: ignore[index]
 
 
-@pytest.mark.slow
 def test_on_an_idle_server_a_call_that_never_waits_is_one_body(server: ServerProcess) -> None:
     with _open(server, "echo", {"name": "Ada"}) as sock:
         reader = ChunkReader(sock)

@@ -24,6 +24,8 @@ from engine.store import StoreError, base, open_store
 from pg_cluster import PgCluster, find_bin
 from test_store_support import REPO, cli, python_process, write_project
 
+pytestmark = pytest.mark.slow  # every test here starts a process or a server
+
 ENV = "SKILLYARD_STORE_URL"
 
 
@@ -85,7 +87,6 @@ sys.exit(1 if [pid for pid in pids if os.waitpid(pid, 0)[1] != 0] else 0)
 """
 
 
-@pytest.mark.slow
 def test_four_processes_write_500_runs_at_once_gap_free(project: Path, url: str, tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()
@@ -104,7 +105,6 @@ def test_four_processes_write_500_runs_at_once_gap_free(project: Path, url: str,
     assert _sql(url, "SELECT count(*) FROM tool_logs WHERE status = 'success'") == [(500,)]
 
 
-@pytest.mark.slow
 def test_the_cli_reads_runs_and_logs_and_changes_tools_through_the_url(project: Path, url: str,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(ENV, url)
@@ -141,7 +141,6 @@ engine.close()
 """
 
 
-@pytest.mark.slow
 def test_a_tool_disabled_by_one_process_is_disabled_in_the_others_within_a_second(project: Path, url: str) -> None:
     Engine.from_dir(project, store=url).close()  # the schema exists before the watchers start
     watchers = [python_process(WATCHER, str(project), url) for _ in range(2)]
@@ -171,7 +170,6 @@ def _disable(project: Path, url: str) -> subprocess.CompletedProcess[str]:
 # ─── a database that cannot be reached ─────────────────────────────────────────────────
 
 
-@pytest.mark.slow
 def test_an_unreachable_database_is_a_clear_error_without_its_password(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from pg_cluster import _free_port
 
@@ -206,7 +204,6 @@ def _events(run_id: str, first: int, last: int) -> list[Event]:
     return [Event(type="tool_progress_delta", run_id=run_id, seq=seq, ts=seq, data={"n": seq}) for seq in range(first, last + 1)]
 
 
-@pytest.mark.slow
 def test_while_the_database_is_down_events_are_kept_and_arrive_when_it_is_back(own_cluster: PgCluster, project: Path) -> None:
     url = own_cluster.new_database()
     engine = Engine.from_dir(project, store=url)
@@ -244,7 +241,6 @@ def test_while_the_database_is_down_events_are_kept_and_arrive_when_it_is_back(o
         engine.close()
 
 
-@pytest.mark.slow
 def test_past_the_bound_kept_events_are_counted_and_logged_once(own_cluster: PgCluster, monkeypatch: pytest.MonkeyPatch,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
     url = own_cluster.new_database()
@@ -276,7 +272,6 @@ def test_past_the_bound_kept_events_are_counted_and_logged_once(own_cluster: PgC
     assert capsys.readouterr().err.count("unavailable") == 1
 
 
-@pytest.mark.slow
 def test_psycopg_is_not_imported_for_the_default_store(project: Path) -> None:
     code = ("import sys; from engine import Engine; e = Engine.from_dir(sys.argv[1], store=True); "
             "e.call_tool_sync('report', {'text': 'x'}); e.close(); print('psycopg' in sys.modules)")

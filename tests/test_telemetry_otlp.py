@@ -15,6 +15,8 @@ import pytest
 
 pytest.importorskip("opentelemetry.sdk")
 pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
+pytestmark = pytest.mark.slow  # every test here starts a process or a server
+
 trace_service = pytest.importorskip("opentelemetry.proto.collector.trace.v1.trace_service_pb2")
 import httpx  # noqa: E402
 
@@ -118,7 +120,6 @@ def _call_over_mcp(url: str) -> None:
     asyncio.run(asyncio.wait_for(main(), 60))
 
 
-@pytest.mark.slow
 def test_an_http_call_continues_the_callers_trace(exported: list[dict[str, Any]]) -> None:
     in_trace = [s for s in exported if s["trace_id"] == TRACE_ID]
     requests = [s for s in in_trace if s["parent"] == CALLER_SPAN]

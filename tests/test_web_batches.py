@@ -17,6 +17,8 @@ import pytest
 
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
+pytestmark = pytest.mark.slow  # every test here starts a process or a server
+
 sync_api = pytest.importorskip("playwright.sync_api")
 
 import httpx  # noqa: E402
@@ -75,7 +77,6 @@ def problems(page: Any) -> list[str]:
     return page.eval_on_selector_all("#tool-problems li", "l => l.map(x => x.innerText)")
 
 
-@pytest.mark.slow
 def test_broken_tools_are_marked_and_the_admin_reloads_the_project(browser: Any, broken_server: tuple[ServerProcess, Path]) -> None:
     server, root = broken_server
     workflows, tools = root / "workflows.yaml", root / "tools.yaml"
@@ -178,7 +179,6 @@ def batch_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Ser
         yield process, root, results
 
 
-@pytest.mark.slow
 def test_the_batches_view_lists_batches_and_opens_a_case_s_run(browser: Any, batch_server: tuple[ServerProcess, Path, dict[str, Any]]) -> None:
     server, root, results = batch_server
     batch_id = results["c1"]["batch_id"]

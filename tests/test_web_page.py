@@ -16,6 +16,8 @@ import pytest
 
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
+pytestmark = pytest.mark.slow  # every test here starts a process or a server
+
 sync_api = pytest.importorskip("playwright.sync_api")
 
 import httpx  # noqa: E402
@@ -89,7 +91,6 @@ def run_form(page: Any, tool: str, fields: dict[str, str]) -> None:
 # ─── §4: Markdown results, inert markup ─────────────────────────────────────────────────
 
 
-@pytest.mark.slow
 def test_a_markdown_result_renders_and_markup_in_it_stays_inert(page: Any) -> None:
     run_form(page, "report", {"title": "Weekly <b>notes</b>", "body": XSS_BODY})
     result = "#tool-result"

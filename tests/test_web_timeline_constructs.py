@@ -16,6 +16,8 @@ import pytest
 
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
+pytestmark = pytest.mark.slow  # every test here starts a process or a server
+
 sync_api = pytest.importorskip("playwright.sync_api")
 
 import httpx  # noqa: E402
@@ -128,7 +130,6 @@ def check_digest(page: Any, t: str) -> None:
     assert marks == ["runs at the same time as stats", "runs at the same time as wrap"]
 
 
-@pytest.mark.slow
 def test_a_live_run_nests_each_item_s_sub_workflow_and_a_workflow_step_s(page: Any) -> None:
     check_digest(page, run_digest(page))
 

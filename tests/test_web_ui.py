@@ -14,6 +14,8 @@ import pytest
 
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
+pytestmark = pytest.mark.slow  # every test here starts a process or a server
+
 sync_api = pytest.importorskip("playwright.sync_api")
 
 from test_server_helpers import ServerProcess, running_server, write_project  # noqa: E402
@@ -55,7 +57,6 @@ def page(browser: Any, server: ServerProcess) -> Iterator[Any]:
     assert not errors, errors
 
 
-@pytest.mark.slow
 def test_fill_the_form_run_a_tool_and_watch_the_timeline(page: Any) -> None:
     assert page.inner_text("#role-badge") == "local (no keys)"
     names = page.eval_on_selector_all("#tool-list li", "items => items.map(li => li.dataset.tool)")
