@@ -19,6 +19,8 @@ pytest.importorskip("uvicorn")
 
 pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
+pytestmark = pytest.mark.slow  # every test here starts a process or a server
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

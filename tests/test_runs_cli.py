@@ -21,6 +21,8 @@ from test_store_support import DEAD_MODELS, make_read_only, query, run_many, wri
 
 pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
+pytestmark = pytest.mark.slow  # every test here starts a process or a server
+
 @pytest.fixture
 def recorded(tmp_path: Path) -> dict:
     project = write_project(tmp_path / "project")

@@ -2,6 +2,8 @@
 
 pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
+pytestmark = pytest.mark.slow  # every test here starts a process or a server
+
 Bounded: a few examples per operation and a time budget, against a real server on loopback.
 """
 

@@ -21,6 +21,8 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
+pytestmark = pytest.mark.slow  # every test here starts a process or a server
+
 psutil = pytest.importorskip("psutil")
 import httpx  # noqa: E402
 

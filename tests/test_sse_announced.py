@@ -21,6 +21,8 @@ from test_server_helpers import CALLER_KEY, KEYS_ENV, ServerProcess, parse_sse, 
 
 pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
+pytestmark = pytest.mark.slow  # every test here starts a process or a server
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     with running_server(write_project(tmp_path_factory.mktemp("announced")), keys=KEYS_ENV, extra=("--no-store",)) as process:

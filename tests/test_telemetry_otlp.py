@@ -17,6 +17,8 @@ pytest.importorskip("opentelemetry.sdk")
 pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
 pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
+pytestmark = pytest.mark.slow  # every test here starts a process or a server
+
 trace_service = pytest.importorskip("opentelemetry.proto.collector.trace.v1.trace_service_pb2")
 import httpx  # noqa: E402
 

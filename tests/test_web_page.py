@@ -18,6 +18,8 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
+pytestmark = pytest.mark.slow  # every test here starts a process or a server
+
 sync_api = pytest.importorskip("playwright.sync_api")
 
 import httpx  # noqa: E402

@@ -16,6 +16,8 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
+pytestmark = pytest.mark.slow  # every test here starts a process or a server
+
 sync_api = pytest.importorskip("playwright.sync_api")
 
 from test_server_helpers import ServerProcess, running_server, write_project  # noqa: E402
