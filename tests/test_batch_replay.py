@@ -17,8 +17,6 @@ from fake_llm_servers import FakeServer, OpenAIWire
 
 pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
-pytestmark = pytest.mark.slow  # every test here starts a process or a server
-
 WIRE = OpenAIWire()
 
 

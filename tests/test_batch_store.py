@@ -20,8 +20,6 @@ from test_server_helpers import running_server
 
 pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
-pytestmark = pytest.mark.slow  # every test here starts a process or a server
-
 PROJECT = Path(__file__).parent / "projects" / "batch"
 
 

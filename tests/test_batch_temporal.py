@@ -21,7 +21,6 @@ CASES = [
 
 
 @pytest.mark.slow
-@pytest.mark.slow
 def test_a_batch_runs_each_case_on_a_worker_and_records_it_in_the_shared_store(setup: Setup) -> None:  # noqa: F811
     setup.start_worker()
     data = setup.root / "cases.jsonl"  # data and results beside the project, written after the worker started

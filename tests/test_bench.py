@@ -16,8 +16,6 @@ from pathlib import Path
 
 pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
-pytestmark = pytest.mark.slow  # every test here starts a process or a server
-
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -15,11 +15,9 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # every test here starts a process or a server
+
 pytest.importorskip("uvicorn")
-
-pytestmark = pytest.mark.slow  # every test here starts a process or a server
-
-pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -89,7 +89,6 @@ def test_project_wide_problems_still_stop_everything(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.slow
 def test_cli_runs_healthy_tools_warns_once_and_refuses_the_broken_one(tmp_path):
     root = shipped_copy(tmp_path)
     break_text_report(root)
@@ -112,7 +111,6 @@ def wait_for(check, timeout: float = 15.0):  # type: ignore[no-untyped-def]
         time.sleep(0.2)
 
 
-@pytest.mark.slow
 @pytest.mark.slow
 def test_serve_degraded_then_reload_fixes_and_a_new_break_keeps_the_last_good_version(tmp_path):
     root = shipped_copy(tmp_path)

@@ -74,7 +74,6 @@ def chat_here(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str
 
 
 @pytest.mark.slow
-@pytest.mark.slow
 def test_chat_answers_on_stdout_with_the_timeline_on_stderr(project: Path, server: FakeServer) -> None:
     server.script(
         WIRE.reply("", [call("call_1", "echo", {"name": "Ada"})], split_at=4),
@@ -94,7 +93,6 @@ def test_chat_answers_on_stdout_with_the_timeline_on_stderr(project: Path, serve
 
 
 @pytest.mark.slow
-@pytest.mark.slow
 def test_the_timeline_starts_its_lines_after_the_streamed_text(project: Path, server: FakeServer) -> None:
     """One terminal shows stdout and stderr: a model's text (thinking before a tool call, then
     the answer) ends its line before the timeline's next one, and stdout alone is the same."""
@@ -111,7 +109,6 @@ def test_the_timeline_starts_its_lines_after_the_streamed_text(project: Path, se
     assert done.stdout == "Let me look Ada up.\nHello Ada, welcome aboard!\n"
 
 
-@pytest.mark.slow
 @pytest.mark.slow
 def test_missing_env_var_is_a_clear_error(project: Path, server: FakeServer) -> None:
     done = chat(project, "Greet Ada", "--model", "gpt", key=None)

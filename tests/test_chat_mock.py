@@ -21,8 +21,6 @@ import pytest
 
 pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
-pytestmark = pytest.mark.slow  # every test here starts a process or a server
-
 REPO = Path(__file__).resolve().parent.parent
 PAGE = b"<html><body><h1>Release notes</h1><p>Version 2 adds streaming exports.</p></body></html>"
 

@@ -129,7 +129,6 @@ def plan_schema() -> dict:
 
 
 @pytest.mark.slow
-@pytest.mark.slow
 @uses("plan")
 def test_run_workflow_prints_the_plan_and_a_timeline(run: Done) -> None:
     assert run.returncode == 0, run.stderr
@@ -145,7 +144,6 @@ def test_run_workflow_prints_the_plan_and_a_timeline(run: Done) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.slow
 @uses("result")
 def test_output_result_is_the_tool_result(run: Done) -> None:
     assert run.returncode == 0, run.stderr
@@ -157,7 +155,6 @@ def test_output_result_is_the_tool_result(run: Done) -> None:
     assert [k["word"] for k in result["data"]["stats"]["keywords"]] == ["rust", "kafka", "tokio"]
 
 
-@pytest.mark.slow
 @pytest.mark.slow
 @uses("call-events")
 def test_output_events_is_one_json_per_line_ending_with_the_result(run: Done, runs: dict[str, Done]) -> None:
@@ -176,7 +173,6 @@ def test_output_events_is_one_json_per_line_ending_with_the_result(run: Done, ru
 
 
 @pytest.mark.slow
-@pytest.mark.slow
 def test_args_json_inline_file_and_stdin(runs: dict[str, Done]) -> None:
     inline, from_file, from_stdin = runs["args-inline"], runs["args-file"], runs["args-stdin"]
     for done in (inline, from_file, from_stdin):
@@ -189,14 +185,12 @@ def test_args_json_inline_file_and_stdin(runs: dict[str, Done]) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.slow
 @uses("missing-file")
 def test_missing_arg_file_exits_2_cleanly(run: Done) -> None:
     assert run.returncode == 2 and run.stdout == ""
     assert run.stderr.strip() == "error: --arg jdText: file not found: examples/missing.txt"
 
 
-@pytest.mark.slow
 @pytest.mark.slow
 @uses("unknown-tool")
 def test_unknown_tool_exits_2(run: Done) -> None:
@@ -205,7 +199,6 @@ def test_unknown_tool_exits_2(run: Done) -> None:
     assert "available tools: analyzeJobAndGeneratePlan, textReport" in run.stderr
 
 
-@pytest.mark.slow
 @pytest.mark.slow
 @uses("invalid-args")
 def test_invalid_arguments_exit_2(run: Done) -> None:
@@ -218,14 +211,12 @@ def test_invalid_arguments_exit_2(run: Done) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.slow
 @uses("model-nope")
 def test_unknown_model_exits_2(run: Done) -> None:
     assert run.returncode == 2 and run.stdout == ""
     assert "--model nope: unknown model" in run.stderr and "mock" in run.stderr
 
 
-@pytest.mark.slow
 @pytest.mark.slow
 @uses("fails")
 def test_a_tool_that_fails_while_running_exits_1(run: Done) -> None:
@@ -250,7 +241,6 @@ def test_model_override_reaches_every_prompt_skill(tmp_path: Path, capsys: pytes
         assert [d["model"] for d in stages] == expected
 
 
-@pytest.mark.slow
 @pytest.mark.slow
 @uses("tools")
 def test_skillyard_tools_lists_tools_and_parameters(run: Done) -> None:

@@ -20,8 +20,6 @@ from test_store_support import query
 
 pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
-pytestmark = pytest.mark.slow  # every test here starts a process or a server
-
 BIN = Path(sys.executable).parent
 ROUTER = Path(__file__).parent / "projects" / "router"
 

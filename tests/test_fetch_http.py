@@ -533,7 +533,6 @@ def certificates(tmp_path_factory) -> dict[str, Path]:
 
 
 @pytest.mark.slow
-@pytest.mark.slow
 def test_https_connects_to_the_vetted_ip_with_sni_and_verifies_the_name(certificates) -> None:
     import ssl
 
@@ -558,7 +557,6 @@ def test_https_connects_to_the_vetted_ip_with_sni_and_verifies_the_name(certific
 # ─── end to end: run-workflow as a subprocess ──────────────────────────────────────────
 
 
-@pytest.mark.slow
 @pytest.mark.slow
 def test_run_workflow_fetches_a_page_end_to_end(tmp_path, server) -> None:
     import shutil

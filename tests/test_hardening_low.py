@@ -251,7 +251,6 @@ def _kill_leaving_a_zombie(child: Any) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.slow
 def test_a_zombies_runs_are_interrupted_once_its_heartbeat_is_old_and_a_live_ones_are_not(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -277,7 +276,6 @@ def test_a_zombies_runs_are_interrupted_once_its_heartbeat_is_old_and_a_live_one
         child.communicate(timeout=30)
 
 
-@pytest.mark.slow
 @pytest.mark.slow
 def test_a_store_opened_right_after_the_kill_interrupts_the_runs_when_the_heartbeat_ages(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -74,7 +74,6 @@ SKILLS_WITH_TYPOS = """
 
 
 @pytest.mark.slow
-@pytest.mark.slow
 def test_each_unknown_keyword_is_warned_at_its_own_line(write_yaml_project: WriteProject) -> None:
     root = write_yaml_project({"skills.yaml": SKILLS_WITH_TYPOS})
     issues = IssueCollector()
@@ -118,7 +117,6 @@ TEMPLATES = """
 """
 
 
-@pytest.mark.slow
 @pytest.mark.slow
 def test_unknown_filters_and_tests_are_load_errors_at_their_line(write_yaml_project: WriteProject) -> None:
     root = write_yaml_project({"skills.yaml": TEMPLATES})

@@ -34,8 +34,6 @@ from test_server_helpers import running_server, serve_command, write_project  # 
 
 pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
-pytestmark = pytest.mark.slow  # every test here starts a process or a server
-
 MODES = ["legacy", "2026-07-28"]  # legacy: the initialize handshake, here 2025-11-25
 
 

@@ -39,7 +39,6 @@ def _server(root: Path, *extra: str) -> StdioServerParameters:
 
 
 @pytest.mark.slow
-@pytest.mark.slow
 def test_tools_list_call_progress_errors_and_confirmation_over_stdio(tmp_path: Path) -> None:
     import mcp_types as types
 

@@ -58,7 +58,6 @@ def test_other_input_gives_another_plan_from_its_own_words() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.slow
 def test_the_cli_says_once_that_the_answers_came_from_mock() -> None:
     import subprocess
     import sys

@@ -22,8 +22,6 @@ from test_temporal_agent import guarded_setup
 
 pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
-pytestmark = pytest.mark.slow  # every test here starts a process or a server
-
 WIRE = OpenAIWire()
 PRICES = {"input": 0.15, "output": 0.6}
 

@@ -25,8 +25,6 @@ from test_server_helpers import ADMIN_KEY, CALLER_KEY, KEYS_ENV, ServerProcess, 
 
 pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
-pytestmark = pytest.mark.slow  # every test here starts a process or a server
-
 ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
 CALLER = {"Authorization": f"Bearer {CALLER_KEY}"}
 SSE = {"Accept": "text/event-stream"}

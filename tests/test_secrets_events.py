@@ -37,7 +37,6 @@ def scripted_project(root: Path, secret: str, *, api_key: str | None = None) -> 
 
 
 @pytest.mark.slow
-@pytest.mark.slow
 def test_progress_deltas_and_model_echoes_are_redacted_in_events_and_the_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     secret = plant("echo")
     key = plant("model-key")
@@ -81,7 +80,6 @@ def test_configured_keys_are_known_secrets_from_the_start(tmp_path: Path, monkey
     assert leaks(key, [json.dumps(e.to_dict()) for e in events]) == []
 
 
-@pytest.mark.slow
 @pytest.mark.slow
 def test_sse_and_the_service_log_never_carry_the_echo(tmp_path: Path) -> None:
     pytest.importorskip("fastapi")

@@ -55,7 +55,6 @@ def test_a_fetched_token_reaches_the_model_redacted(tmp_path: Path, server: Loop
 
 
 @pytest.mark.slow
-@pytest.mark.slow
 def test_query_secrets_are_hidden_in_events_results_and_the_store(tmp_path: Path, server: LoopbackServer) -> None:
     key, token, hop = plant("api-key"), plant("token"), plant("hop")
     server.routes["/data"] = lambda h: send(h, 200, b'{"ok": true}', "application/json")

@@ -15,10 +15,8 @@ from pathlib import Path
 
 from test_secrets_support import LOGIN_TOOL, leaks, plant, python, run_id_of, sink_files, skillyard, write
 
-
 pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
-pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
 def test_cli_traceback_shows_no_locals_and_no_password(tmp_path: Path) -> None:
     root = write(tmp_path / "project", LOGIN_TOOL)

@@ -16,8 +16,6 @@ from test_server_helpers import CALLER_KEY, KEYS_ENV, ServerProcess, parse_sse, 
 
 pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
-pytestmark = pytest.mark.slow  # every test here starts a process or a server
-
 CALLER = {"X-API-Key": CALLER_KEY}
 SSE = {"Accept": "text/event-stream"}
 

@@ -170,7 +170,6 @@ def _embedded_server(tmp_path: Path) -> Iterator[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.slow
 def test_docs_renders_in_chromium_with_every_request_to_this_host(tmp_path: Path) -> None:
     pytest.importorskip("uvicorn")
     sync_api = pytest.importorskip("playwright.sync_api")

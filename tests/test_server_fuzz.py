@@ -1,9 +1,5 @@
 """Fuzz the HTTP API from its own OpenAPI document with schemathesis: no request may cause a 500.
 
-pytestmark = pytest.mark.slow  # every test here starts a process or a server
-
-pytestmark = pytest.mark.slow  # every test here starts a process or a server
-
 Bounded: a few examples per operation and a time budget, against a real server on loopback.
 """
 
@@ -22,6 +18,8 @@ pytest.importorskip("uvicorn")
 pytest.importorskip("schemathesis")
 
 from test_server_helpers import ServerProcess, running_server, write_project  # noqa: E402
+
+pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
 
 @pytest.fixture(scope="module")

@@ -19,14 +19,12 @@ import pytest
 
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
-pytestmark = pytest.mark.slow  # every test here starts a process or a server
-
-pytestmark = pytest.mark.slow  # every test here starts a process or a server
-
 psutil = pytest.importorskip("psutil")
 import httpx  # noqa: E402
 
 from test_server_helpers import ServerProcess, free_port, parse_sse, running_server, write_project  # noqa: E402
+
+pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
 ADMIN_KEY = "ops-admin-key-0123456789abcdef01234"
 ALICE_KEY = "alice-caller-key-0123456789abcdef012"

@@ -209,7 +209,6 @@ def test_a_route_that_finds_no_principal_refuses_instead_of_acting_as_admin(engi
 
 
 @pytest.mark.slow
-@pytest.mark.slow
 def test_the_page_works_mounted_in_chromium(tmp_path: Path) -> None:
     """The web page at `/skillyard/` of a real uvicorn serving the app mounted: its files and
     every API call resolve under the prefix, with the key from the page's box."""

@@ -129,7 +129,6 @@ def test_a_corrupt_file_is_a_clear_error(db: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.slow
 def test_a_read_only_directory_is_a_clear_error(tmp_path: Path, request: pytest.FixtureRequest) -> None:
     make_read_only(tmp_path / "ro", request)
     with pytest.raises(StoreError) as caught:
@@ -418,7 +417,6 @@ def test_a_write_that_keeps_failing_is_reported_by_flush_once(db: Path, monkeypa
     store.close()
 
 
-@pytest.mark.slow
 @pytest.mark.slow
 def test_events_queued_by_a_process_that_never_closes_its_store_are_written_at_exit(project: Path, db: Path) -> None:
     script = (

@@ -278,7 +278,6 @@ def test_the_store_url_comes_from_the_environment_then_store_url_then_store_path
 
 
 @pytest.mark.slow
-@pytest.mark.slow
 def test_a_bad_store_url_is_a_clear_error_naming_its_place(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from test_store_support import cli
 

@@ -155,7 +155,6 @@ def test_data_too_deep_to_redact_becomes_a_note(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.slow
 def test_write_failures_are_logged_once_per_kind(project: Path, tmp_path: Path) -> None:
     script = (
         "import sys, asyncio\n"

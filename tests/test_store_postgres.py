@@ -26,8 +26,6 @@ from test_store_support import REPO, cli, python_process, write_project
 
 pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
-pytestmark = pytest.mark.slow  # every test here starts a process or a server
-
 ENV = "SKILLYARD_STORE_URL"
 
 

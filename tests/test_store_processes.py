@@ -18,8 +18,6 @@ from test_store_support import assert_gap_free, python_process, query, wait_for,
 
 pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
-pytestmark = pytest.mark.slow  # every test here starts a process or a server
-
 PROCESSES = 8
 CALLS_PER_PROCESS = 4
 

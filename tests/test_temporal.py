@@ -23,8 +23,6 @@ from temporal_server import temporal_address  # noqa: F401 - the session's dev s
 
 pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
-pytestmark = pytest.mark.slow  # every test here starts a process or a server
-
 PROJECT = Path(__file__).parent / "projects" / "temporal"
 HEARTBEAT = "1s"  # a killed worker's step runs elsewhere after this (plus Temporal's retry delay)
 

@@ -27,8 +27,6 @@ from test_temporal import PROJECT, Setup, wait_for, workflow_status
 
 pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
-pytestmark = pytest.mark.slow  # every test here starts a process or a server
-
 WIRE = OpenAIWire()
 
 GUARDED_TOOL = """

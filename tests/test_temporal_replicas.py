@@ -28,8 +28,6 @@ from test_temporal_agent import WIRE, guarded_setup  # noqa: E402
 
 pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
-pytestmark = pytest.mark.slow  # every test here starts a process or a server
-
 CALLER = {"Authorization": f"Bearer {CALLER_KEY}"}
 
 

@@ -206,7 +206,6 @@ def test_debug_keeps_the_engines_frames_marked(project: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.slow
 def test_run_workflow_prints_the_last_user_frame_and_verbose_the_traceback(project: Path) -> None:
     secret = plant("cli")
     args = ["call", "login", "--args-json", json.dumps({"user": "bob", "password": secret})]
@@ -262,7 +261,6 @@ EMBED = """
 
 
 @pytest.mark.slow
-@pytest.mark.slow
 def test_an_embedding_application_sees_no_traceback_and_no_secret(project: Path, tmp_path: Path) -> None:
     secret = plant("embed")
     out = tmp_path / "result.json"
@@ -278,7 +276,6 @@ def test_an_embedding_application_sees_no_traceback_and_no_secret(project: Path,
         assert leaks(planted, [done.stdout, done.stderr, out.read_text()], sink_files(tmp_path)) == []
 
 
-@pytest.mark.slow
 @pytest.mark.slow
 def test_the_http_body_carries_the_same_frames(project: Path) -> None:
     pytest.importorskip("fastapi")

@@ -15,8 +15,6 @@ from pathlib import Path
 
 pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
-pytestmark = pytest.mark.slow  # every test here starts a process or a server
-
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 ISSUE_LINE = re.compile(r"^(?P<file>[^:\s]+):(?P<line>\d+):(?P<col>\d+): (?P<message>.+) — (?P<hint>.+)$")

@@ -11,8 +11,6 @@ from pathlib import Path
 
 pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
-pytestmark = pytest.mark.slow  # every test here starts a process or a server
-
 REPO = Path(__file__).resolve().parent.parent
 
 

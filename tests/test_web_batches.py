@@ -17,10 +17,6 @@ import pytest
 
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
-pytestmark = pytest.mark.slow  # every test here starts a process or a server
-
-pytestmark = pytest.mark.slow  # every test here starts a process or a server
-
 sync_api = pytest.importorskip("playwright.sync_api")
 
 import httpx  # noqa: E402
@@ -29,6 +25,8 @@ from web_page_project import write_page_project  # noqa: E402
 
 from test_web_page import no_horizontal_scroll  # noqa: E402
 from test_web_ui import CHROMIUM, browser  # noqa: E402,F401 - browser: one Chromium per module
+
+pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)")
 

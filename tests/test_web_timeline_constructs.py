@@ -16,10 +16,6 @@ import pytest
 
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
-pytestmark = pytest.mark.slow  # every test here starts a process or a server
-
-pytestmark = pytest.mark.slow  # every test here starts a process or a server
-
 sync_api = pytest.importorskip("playwright.sync_api")
 
 import httpx  # noqa: E402
@@ -27,6 +23,8 @@ from test_server_helpers import ServerProcess, running_server  # noqa: E402
 from web_page_project import DIGEST_FAILING, DIGEST_LINES, digest_text, write_digest_project  # noqa: E402
 
 from test_web_ui import ARGS, CHROMIUM  # noqa: E402
+
+pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)")
 

@@ -14,13 +14,11 @@ import pytest
 
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
-pytestmark = pytest.mark.slow  # every test here starts a process or a server
-
-pytestmark = pytest.mark.slow  # every test here starts a process or a server
-
 sync_api = pytest.importorskip("playwright.sync_api")
 
 from test_server_helpers import ServerProcess, running_server, write_project  # noqa: E402
+
+pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
 CHROMIUM = os.environ.get("SKILLYARD_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",

@@ -15,8 +15,6 @@ from test_store_support import cli
 
 pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
-pytestmark = pytest.mark.slow  # every test here starts a process or a server
-
 MODULE = '''
 def make(input):
     return [{"n": k} for k in range(input["count"])]

@@ -11,8 +11,6 @@ from temporal_server import temporal_address  # noqa: F401 - the session's dev s
 
 pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
-pytestmark = pytest.mark.slow  # every test here starts a process or a server
-
 TOOL = """
   branches:
     description: Every construct at once.
