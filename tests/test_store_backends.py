@@ -30,7 +30,7 @@ from test_store_support import SECRETS, write_project
 TABLES = ("events", "runs", "tool_logs", "model_exchanges", "tool_settings", "run_owners")
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.slow)])
 def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """An empty store of each backend, as a URL."""
     if request.param == "sqlite":

@@ -26,9 +26,8 @@ from web_page_project import (  # noqa: E402
 
 from test_web_ui import CHROMIUM, browser  # noqa: E402,F401 - browser: one Chromium per module
 
-pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)")]  # Chromium (and a served process)
 
 XSS_BODY = (
     "Intro with `a < b` and a [bad link](javascript:window.__pwned=3) and [data](data:text/html,hi).\n\n"

@@ -24,9 +24,8 @@ from web_page_project import DIGEST_FAILING, DIGEST_LINES, digest_text, write_di
 
 from test_web_ui import ARGS, CHROMIUM  # noqa: E402
 
-pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)")]  # Chromium (and a served process)
 
 SHOWN_FAILED, FOLDED_FAILED = DIGEST_FAILING
 

@@ -18,13 +18,12 @@ sync_api = pytest.importorskip("playwright.sync_api")
 
 from test_server_helpers import ServerProcess, running_server, write_project  # noqa: E402
 
-pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
 CHROMIUM = os.environ.get("SKILLYARD_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
         "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"]
 
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)")]  # Chromium (and a served process)
 
 
 @pytest.fixture(scope="module")
