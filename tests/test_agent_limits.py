@@ -143,7 +143,7 @@ def test_post_v1_agent_takes_lower_limits_and_refuses_higher_ones(tmp_path: Path
     pytest.importorskip("fastapi")
     import httpx
 
-    from test_server_helpers import parse_sse, running_server
+    from server_helpers import parse_sse, running_server
 
     root = project(tmp_path / "p", "agent:\n  max_steps: 3\n  total_timeout: 60s\n  max_result_chars: 1000\n")
     key = "admin-key-0123456789abcdef"

@@ -17,7 +17,7 @@ import pytest
 from engine import Engine
 from engine.errors import ConfigError
 from engine.link import load_project
-from test_server_helpers import running_server
+from server_helpers import running_server
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from test_store_support import query
+from store_support import query
 
 pytestmark = pytest.mark.slow  # every test here starts a process or a server
 

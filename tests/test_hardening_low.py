@@ -22,9 +22,9 @@ import pytest
 from engine.cli.main import main
 from engine.store import RunStore
 from engine.store import sqlite as sqlite_store
-from test_server_helpers import write_project
-from test_store_support import python_process, query, wait_for
-from test_store_support import write_project as write_store_project
+from server_helpers import write_project
+from store_support import python_process, query, wait_for
+from store_support import write_project as write_store_project
 
 BATCH_PROJECT = Path(__file__).parent / "projects" / "batch"
 DEEP = 3_000

@@ -18,7 +18,7 @@ from engine.errors import IssueCollector, Location
 from engine.link import load_project
 from engine.schema_keywords import unknown_keywords, warn_unknown_keywords
 from engine.spec.loader import load_specs
-from test_secrets_support import skillyard
+from secrets_support import skillyard
 
 # ─── unknown JSON Schema keywords ───────────────────────────────────────────────────────
 

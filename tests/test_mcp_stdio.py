@@ -17,7 +17,7 @@ from mcp import Client  # noqa: E402
 from mcp.client.stdio import StdioServerParameters  # noqa: E402
 from mcp.shared.exceptions import MCPError  # noqa: E402
 
-from test_server_helpers import write_project  # noqa: E402
+from server_helpers import write_project  # noqa: E402
 
 
 def _mcp_command() -> list[str]:

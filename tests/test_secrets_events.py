@@ -18,7 +18,7 @@ import pytest
 
 from engine import Engine
 from engine.redaction import REDACTED, Redactor
-from test_secrets_support import LOGIN_TOOL, leaks, plant, sink_files, skillyard, write
+from secrets_support import LOGIN_TOOL, leaks, plant, sink_files, skillyard, write
 
 
 def scripted_project(root: Path, secret: str, *, api_key: str | None = None) -> Path:
@@ -85,7 +85,7 @@ def test_sse_and_the_service_log_never_carry_the_echo(tmp_path: Path) -> None:
     pytest.importorskip("fastapi")
     import httpx
 
-    from test_server_helpers import parse_sse, running_server
+    from server_helpers import parse_sse, running_server
 
     secret = plant("sse")
     root = scripted_project(tmp_path / "project", secret)

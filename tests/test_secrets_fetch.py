@@ -19,8 +19,8 @@ import pytest
 from engine import Engine
 from engine.logging import configure_logging, logger
 from engine.redaction import REDACTED
-from test_fetch_support import LoopbackServer, send, serving
-from test_secrets_support import leaks, plant, sink_files, skillyard, write
+from fetch_support import LoopbackServer, send, serving
+from secrets_support import leaks, plant, sink_files, skillyard, write
 
 
 @pytest.fixture

@@ -33,7 +33,7 @@ from starlette.applications import Starlette  # noqa: E402
 from starlette.routing import Mount  # noqa: E402
 
 from engine import Engine  # noqa: E402
-from test_server_helpers import free_port, write_project  # noqa: E402
+from server_helpers import free_port, write_project  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 STATIC = REPO / "engine" / "server" / "static"

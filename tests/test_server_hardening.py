@@ -22,7 +22,7 @@ pytest.importorskip("uvicorn")
 psutil = pytest.importorskip("psutil")
 import httpx  # noqa: E402
 
-from test_server_helpers import ServerProcess, free_port, parse_sse, running_server, write_project  # noqa: E402
+from server_helpers import ServerProcess, free_port, parse_sse, running_server, write_project  # noqa: E402
 
 pytestmark = pytest.mark.slow  # every test here starts a process or a server
 

@@ -27,7 +27,7 @@ from engine.store import RunStore, StoreError
 from engine.store import sqlite as store_sqlite
 from engine.store.replay import REPLAY_MODEL, ReplayProvider, replay_project
 from engine.store.schema import MIGRATIONS
-from test_store_support import SECRETS, assert_gap_free, make_read_only, query, write_project
+from store_support import SECRETS, assert_gap_free, make_read_only, query, write_project
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from engine.redaction import REDACTED
 from engine.store import StoreError, open_store
 from engine.store.schema import MIGRATIONS
 from engine.store.tool_settings import ToolSetting
-from test_store_support import SECRETS, write_project
+from store_support import SECRETS, write_project
 
 TABLES = ("events", "runs", "tool_logs", "model_exchanges", "tool_settings", "run_owners")
 
@@ -279,7 +279,7 @@ def test_the_store_url_comes_from_the_environment_then_store_url_then_store_path
 
 @pytest.mark.slow
 def test_a_bad_store_url_is_a_clear_error_naming_its_place(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from test_store_support import cli
+    from store_support import cli
 
     (project / "config").mkdir(exist_ok=True)
     (project / "config" / "engine.yaml").write_text("store:\n  url: mysql://db/runs\n")

@@ -21,7 +21,7 @@ from engine import Engine
 from engine.events import Event
 from engine.store import RunStore, StoreError
 from engine.store import sqlite as store_sqlite
-from test_store_support import assert_gap_free, query
+from store_support import assert_gap_free, query
 
 PROJECT = {
     "tools.yaml": """

@@ -14,7 +14,7 @@ import sqlite3
 from pathlib import Path
 
 from engine.store import RunStore
-from test_store_support import assert_gap_free, python_process, query, wait_for, write_project
+from store_support import assert_gap_free, python_process, query, wait_for, write_project
 
 pytestmark = pytest.mark.slow  # every test here starts a process or a server
 

@@ -366,7 +366,7 @@ def test_a_python_tool_runs_as_one_activity_on_a_worker_as_it_runs_locally(other
 
 
 def test_a_fetch_tool_runs_as_one_activity_on_a_worker_against_a_real_http_server(other_tools: Setup) -> None:
-    from test_fetch_support import LoopbackServer, send
+    from fetch_support import LoopbackServer, send
 
     setup = other_tools
     setup.start_worker()

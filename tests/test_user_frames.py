@@ -22,7 +22,7 @@ import pytest
 from engine import Engine
 from engine.redaction import Redactor
 from engine.user_frames import MAX_FRAMES, failure_details, mask_literals, origin, package_root, set_debug
-from test_secrets_support import leaks, plant, python, run_id_of, sink_files, skillyard, write
+from secrets_support import leaks, plant, python, run_id_of, sink_files, skillyard, write
 
 LITERAL = plant("literal")
 
@@ -279,7 +279,7 @@ def test_an_embedding_application_sees_no_traceback_and_no_secret(project: Path,
 @pytest.mark.slow
 def test_the_http_body_carries_the_same_frames(project: Path) -> None:
     pytest.importorskip("fastapi")
-    from test_server_helpers import running_server
+    from server_helpers import running_server
 
     key, secret = plant("bearer"), plant("served")
     headers = {"Authorization": f"Bearer {key}", "Accept": "application/json"}

@@ -20,7 +20,7 @@ pytest.importorskip("uvicorn")
 sync_api = pytest.importorskip("playwright.sync_api")
 
 import httpx  # noqa: E402
-from test_server_helpers import ServerProcess, running_server  # noqa: E402
+from server_helpers import ServerProcess, running_server  # noqa: E402
 from web_page_project import write_page_project  # noqa: E402
 
 from test_web_page import no_horizontal_scroll  # noqa: E402

@@ -19,7 +19,7 @@ pytest.importorskip("uvicorn")
 sync_api = pytest.importorskip("playwright.sync_api")
 
 import httpx  # noqa: E402
-from test_server_helpers import ServerProcess, running_server  # noqa: E402
+from server_helpers import ServerProcess, running_server  # noqa: E402
 from web_page_project import (  # noqa: E402
     CONDITION, FAILED_ITEM, ITEMS, SYNTHETIC_RUN, as_sse, synthetic_events, synthetic_run, write_page_project,
 )

@@ -16,7 +16,7 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 sync_api = pytest.importorskip("playwright.sync_api")
 
-from test_server_helpers import ServerProcess, running_server, write_project  # noqa: E402
+from server_helpers import ServerProcess, running_server, write_project  # noqa: E402
 
 
 CHROMIUM = os.environ.get("SKILLYARD_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"

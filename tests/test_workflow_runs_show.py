@@ -11,7 +11,7 @@ import pytest
 import json
 from pathlib import Path
 
-from test_store_support import cli
+from store_support import cli
 
 pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
