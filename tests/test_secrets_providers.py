@@ -24,7 +24,7 @@ from engine.logging import configure_logging
 from engine.providers.base import ChatMessage, ModelRequest, ProviderError, provider_factory
 from engine.spec.models import ModelSpec
 from fake_llm_servers import WIRES, FakeServer, Reply, call, write_project
-from test_secrets_support import leaks, plant, sink_files
+from secrets_support import leaks, plant, sink_files
 
 QUICK = AgentLimits(total_timeout=10)
 
