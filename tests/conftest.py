@@ -75,3 +75,57 @@ def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untype
         reasons[reason] = reasons.get(reason, 0) + 1
     for reason, count in reasons.items():
         terminalreporter.write_line(f"web tests skipped ({count}): {reason}", yellow=True)
+
+
+# ─── the tiers: a test that starts a process is `slow`, checked rather than hoped for ───
+
+_spawned_by: dict[str, list[str]] = {}  # nodeid → the commands a test not marked slow started
+_current: list[pytest.Item] = []  # the item in its setup or call phase, when it is not marked slow
+
+
+def _watch_processes() -> None:
+    """Note every process started while a test not marked `slow` sets up or runs.
+
+    Session fixtures (a PostgreSQL cluster, a Temporal server) start in the setup of the first
+    test that asks for them, so that test is the one that must be marked."""
+    import subprocess
+
+    original = subprocess.Popen.__init__
+
+    def noting_init(self, args, *rest, **kwargs):  # type: ignore[no-untyped-def]
+        if _current:
+            command = args if isinstance(args, str) else " ".join(str(a) for a in list(args)[:3])
+            _spawned_by.setdefault(_current[0].nodeid, []).append(command)
+        original(self, args, *rest, **kwargs)
+
+    subprocess.Popen.__init__ = noting_init  # type: ignore[method-assign]
+
+
+def pytest_configure(config) -> None:  # type: ignore[no-untyped-def]
+    _watch_processes()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item: pytest.Item):  # type: ignore[no-untyped-def]
+    if item.get_closest_marker("slow") is None:
+        _current.append(item)
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item):  # type: ignore[no-untyped-def]
+    _current.clear()
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call):  # type: ignore[no-untyped-def]
+    outcome = yield
+    report = outcome.get_result()
+    commands = _spawned_by.pop(item.nodeid, None) if call.when == "call" else None
+    if commands and report.passed:
+        report.outcome = "failed"
+        report.longrepr = (f"{item.nodeid} started a process ({commands[0]!r}"
+                           f"{f' and {len(commands) - 1} more' if len(commands) > 1 else ''}) but is not marked "
+                           "slow: add @pytest.mark.slow (or pytestmark = pytest.mark.slow for the module), "
+                           "or test it in process (main(argv), httpx.ASGITransport)")

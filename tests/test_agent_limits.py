@@ -99,6 +99,7 @@ def test_the_default_cap_is_20000_characters(tmp_path: Path) -> None:
     assert "more characters cut" in observation and observation.index("\n[… ") == 20_000
 
 
+@pytest.mark.slow
 def test_bad_agent_settings_are_config_errors_at_their_line(tmp_path: Path) -> None:
     root = project(tmp_path / "p", "agent:\n  max_steps: 0\n  max_result_chars: 20000\n")
     done = subprocess.run([*skillyard(), "validate", str(root)], capture_output=True, text=True, timeout=60)
@@ -107,6 +108,7 @@ def test_bad_agent_settings_are_config_errors_at_their_line(tmp_path: Path) -> N
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.slow
 def test_chat_flags_override_the_configured_limits(tmp_path: Path) -> None:
     root = project(tmp_path / "p", "agent:\n  max_steps: 5\n  token_budget: 100000\n")
     done = cli(root, "chat", "tell me about ducks", "--no-store", "--output", "events", "--max-steps", "1",
@@ -125,6 +127,7 @@ def test_chat_flags_override_the_configured_limits(tmp_path: Path) -> None:
     assert done.stdout.startswith("Stopped before a final answer: the limit max_steps=1 was reached.")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flag, value, message", [
     ("--max-steps", "0", "--max-steps 0: give 1 or more"),
     ("--max-repeated-calls", "1", "--max-repeated-calls 1: give 2 or more"),
@@ -135,11 +138,12 @@ def test_bad_chat_limit_flags_exit_2(tmp_path: Path, flag: str, value: str, mess
     assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr
 
 
+@pytest.mark.slow
 def test_post_v1_agent_takes_lower_limits_and_refuses_higher_ones(tmp_path: Path) -> None:
     pytest.importorskip("fastapi")
     import httpx
 
-    from test_server_helpers import parse_sse, running_server
+    from server_helpers import parse_sse, running_server
 
     root = project(tmp_path / "p", "agent:\n  max_steps: 3\n  total_timeout: 60s\n  max_result_chars: 1000\n")
     key = "admin-key-0123456789abcdef"

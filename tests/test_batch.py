@@ -105,6 +105,7 @@ def test_json_diff_is_compact_and_ordered():
 # ─── the command ────────────────────────────────────────────────────────────────────────
 
 
+@pytest.mark.slow
 def test_a_batch_writes_one_line_per_case_checks_every_operator_and_runs_judges(tmp_path):
     data = write(tmp_path / "cases.yaml", """
 - id: all
@@ -138,6 +139,7 @@ def test_a_batch_writes_one_line_per_case_checks_every_operator_and_runs_judges(
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.slow
 def test_exit_1_when_an_expectation_fails_or_a_case_fails_unexpectedly(tmp_path):
     data = write(tmp_path / "c.jsonl", '{"id": "long", "arguments": {"text": "this text is longer than twenty"}, '
                                        '"expect": {"judge": "lengthJudge"}}\n{"id": "boom", "arguments": {"text": "boom"}}\n')
@@ -147,6 +149,7 @@ def test_exit_1_when_an_expectation_fails_or_a_case_fails_unexpectedly(tmp_path)
     assert "expectations 0/2 held" in done.stderr  # boom has no expect: the tool's batch default applies, and fails
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("argv, message", [
     (["measure"], "--data FILE is required"),
     (["nosuch", "--data", "x.jsonl"], "unknown tool 'nosuch'"),
@@ -169,6 +172,7 @@ def test_usage_errors_exit_2_with_one_clear_line(tmp_path, argv, message):
     assert message in done.stderr and "Traceback" not in done.stderr
 
 
+@pytest.mark.slow
 def test_progress_off_a_terminal_is_a_plain_line_per_five_percent(tmp_path):
     data = write(tmp_path / "c.jsonl", "".join(json.dumps({"text": f"case {i}"}) + "\n" for i in range(100)))
     done = batch("measure", "--data", str(data), "--concurrency", "8")
@@ -179,6 +183,7 @@ def test_progress_off_a_terminal_is_a_plain_line_per_five_percent(tmp_path):
     assert "ETA" in lines[0]
 
 
+@pytest.mark.slow
 def test_limit_and_filter_pick_cases(tmp_path):
     data = write(tmp_path / "c.jsonl", "".join(json.dumps({"id": f"c{i}", "arguments": {"text": f"t {i}"}}) + "\n" for i in range(6)))
     out = tmp_path / "r.jsonl"
@@ -189,6 +194,7 @@ def test_limit_and_filter_pick_cases(tmp_path):
     assert sorted(r["id"] for r in records(out)) == ["c0", "c1", "c2"]
 
 
+@pytest.mark.slow
 def test_ctrl_c_leaves_a_valid_file_and_resume_runs_only_the_missing_cases(tmp_path):
     data = write(tmp_path / "c.jsonl", "".join(json.dumps({"id": f"c{i}", "arguments": {"text": f"t{i}", "delay": 0.3}}) + "\n"
                                                for i in range(12)))
@@ -217,6 +223,7 @@ def test_ctrl_c_leaves_a_valid_file_and_resume_runs_only_the_missing_cases(tmp_p
     assert all(ran.count(f"t{i}") == 1 for i in range(12) if f"c{i}" in {r["id"] for r in first})  # done cases never ran again
 
 
+@pytest.mark.slow
 def test_compare_names_each_regression_and_exits_1(tmp_path):
     before_data = write(tmp_path / "b.jsonl", '{"id": "x", "arguments": {"text": "short"}, "expect": {"judge": "lengthJudge"}}\n'
                                               '{"id": "y", "arguments": {"text": "same"}}\n{"id": "z", "arguments": {"text": "boom"}}\n')
@@ -242,6 +249,7 @@ def test_compare_counts_new_and_missing_cases():
     assert (result.added, result.removed) == (1, 1) and result.lines == ["b: new case (ok)", "a: missing from the new results"]
 
 
+@pytest.mark.slow
 def test_the_tools_batch_defaults_apply_to_cases_without_expect(tmp_path):
     data = write(tmp_path / "c.jsonl", '{"id": "plain", "arguments": {"text": "hi"}}\n'
                                        '{"id": "own", "arguments": {"text": "hi"}, "expect": {"path": "/words", "equals": 1}}\n')
@@ -252,6 +260,7 @@ def test_the_tools_batch_defaults_apply_to_cases_without_expect(tmp_path):
     assert [(v["check"], v["path"]) for v in by_id["own"]["expect"]] == [("equals", "/words")]
 
 
+@pytest.mark.slow
 def test_a_bad_batch_default_is_a_load_error_at_its_line(tmp_path):
     import shutil
 
@@ -266,6 +275,7 @@ def test_a_bad_batch_default_is_a_load_error_at_its_line(tmp_path):
     assert f"tools.yaml:{line}:" in done.stderr and "batch expectation: matches: not a regular expression" in done.stderr
 
 
+@pytest.mark.slow
 def test_on_a_terminal_progress_is_one_line_redrawn_with_a_bar(tmp_path):
     import pty
 

@@ -3,6 +3,8 @@ real (loopback, OpenAI-compatible) model only for the prompts that changed."""
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import os
 import subprocess
@@ -12,6 +14,8 @@ from pathlib import Path
 import yaml
 
 from fake_llm_servers import FakeServer, OpenAIWire
+
+pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
 WIRE = OpenAIWire()
 

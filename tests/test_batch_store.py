@@ -16,7 +16,9 @@ import pytest
 from engine import Engine
 from engine.link.linker import load_project
 from engine.store import open_store
-from test_server_helpers import running_server
+from server_helpers import running_server
+
+pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
 PROJECT = Path(__file__).parent / "projects" / "batch"
 

@@ -3,6 +3,8 @@ worker, recorded in the shared PostgreSQL store, with the same results file as a
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import os
 import subprocess
@@ -18,6 +20,7 @@ CASES = [
 ]
 
 
+@pytest.mark.slow
 def test_a_batch_runs_each_case_on_a_worker_and_records_it_in_the_shared_store(setup: Setup) -> None:  # noqa: F811
     setup.start_worker()
     data = setup.root / "cases.jsonl"  # data and results beside the project, written after the worker started

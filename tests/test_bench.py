@@ -6,11 +6,15 @@ No timing assertions here: the performance targets are judged by the benchmark i
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # every test here starts a process or a server
+
 pytest.importorskip("uvicorn")
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -17,7 +17,7 @@ import pytest
 from engine import Engine
 from engine.errors import ConfigError
 from engine.link.linker import load_project
-from test_server_helpers import running_server
+from server_helpers import running_server
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -88,6 +88,7 @@ def test_project_wide_problems_still_stop_everything(tmp_path):
         load_project(root, isolate_broken_tools=True)
 
 
+@pytest.mark.slow
 def test_cli_runs_healthy_tools_warns_once_and_refuses_the_broken_one(tmp_path):
     root = shipped_copy(tmp_path)
     break_text_report(root)
@@ -110,6 +111,7 @@ def wait_for(check, timeout: float = 15.0):  # type: ignore[no-untyped-def]
         time.sleep(0.2)
 
 
+@pytest.mark.slow
 def test_serve_degraded_then_reload_fixes_and_a_new_break_keeps_the_last_good_version(tmp_path):
     root = shipped_copy(tmp_path)
     pristine = (root / "workflows.yaml").read_text()

@@ -73,6 +73,7 @@ def chat_here(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str
     return run
 
 
+@pytest.mark.slow
 def test_chat_answers_on_stdout_with_the_timeline_on_stderr(project: Path, server: FakeServer) -> None:
     server.script(
         WIRE.reply("", [call("call_1", "echo", {"name": "Ada"})], split_at=4),
@@ -91,6 +92,7 @@ def test_chat_answers_on_stdout_with_the_timeline_on_stderr(project: Path, serve
     assert json.loads(server.bodies[1]["messages"][-1]["content"].split("\n", 1)[1]) == {"name": "Ada", "count": 1}
 
 
+@pytest.mark.slow
 def test_the_timeline_starts_its_lines_after_the_streamed_text(project: Path, server: FakeServer) -> None:
     """One terminal shows stdout and stderr: a model's text (thinking before a tool call, then
     the answer) ends its line before the timeline's next one, and stdout alone is the same."""
@@ -107,6 +109,7 @@ def test_the_timeline_starts_its_lines_after_the_streamed_text(project: Path, se
     assert done.stdout == "Let me look Ada up.\nHello Ada, welcome aboard!\n"
 
 
+@pytest.mark.slow
 def test_missing_env_var_is_a_clear_error(project: Path, server: FakeServer) -> None:
     done = chat(project, "Greet Ada", "--model", "gpt", key=None)
     assert done.returncode == 1

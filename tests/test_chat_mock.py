@@ -19,6 +19,8 @@ from typing import Any, Iterator
 
 import pytest
 
+pytestmark = pytest.mark.slow  # every test here starts a process or a server
+
 REPO = Path(__file__).resolve().parent.parent
 PAGE = b"<html><body><h1>Release notes</h1><p>Version 2 adds streaming exports.</p></body></html>"
 

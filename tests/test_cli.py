@@ -128,6 +128,7 @@ def plan_schema() -> dict:
 # ─── the main job ───────────────────────────────────────────────────────────────────────
 
 
+@pytest.mark.slow
 @uses("plan")
 def test_run_workflow_prints_the_plan_and_a_timeline(run: Done) -> None:
     assert run.returncode == 0, run.stderr
@@ -142,6 +143,7 @@ def test_run_workflow_prints_the_plan_and_a_timeline(run: Done) -> None:
 
 
 
+@pytest.mark.slow
 @uses("result")
 def test_output_result_is_the_tool_result(run: Done) -> None:
     assert run.returncode == 0, run.stderr
@@ -153,6 +155,7 @@ def test_output_result_is_the_tool_result(run: Done) -> None:
     assert [k["word"] for k in result["data"]["stats"]["keywords"]] == ["rust", "kafka", "tokio"]
 
 
+@pytest.mark.slow
 @uses("call-events")
 def test_output_events_is_one_json_per_line_ending_with_the_result(run: Done, runs: dict[str, Done]) -> None:
     """`skillyard call` is run-workflow; --quiet leaves stderr empty; events end with the result."""
@@ -169,6 +172,7 @@ def test_output_events_is_one_json_per_line_ending_with_the_result(run: Done, ru
 # ─── arguments ──────────────────────────────────────────────────────────────────────────
 
 
+@pytest.mark.slow
 def test_args_json_inline_file_and_stdin(runs: dict[str, Done]) -> None:
     inline, from_file, from_stdin = runs["args-inline"], runs["args-file"], runs["args-stdin"]
     for done in (inline, from_file, from_stdin):
@@ -180,12 +184,14 @@ def test_args_json_inline_file_and_stdin(runs: dict[str, Done]) -> None:
 # ─── exit codes ─────────────────────────────────────────────────────────────────────────
 
 
+@pytest.mark.slow
 @uses("missing-file")
 def test_missing_arg_file_exits_2_cleanly(run: Done) -> None:
     assert run.returncode == 2 and run.stdout == ""
     assert run.stderr.strip() == "error: --arg jdText: file not found: examples/missing.txt"
 
 
+@pytest.mark.slow
 @uses("unknown-tool")
 def test_unknown_tool_exits_2(run: Done) -> None:
     assert run.returncode == 2 and run.stdout == ""
@@ -193,6 +199,7 @@ def test_unknown_tool_exits_2(run: Done) -> None:
     assert "available tools: analyzeJobAndGeneratePlan, textReport" in run.stderr
 
 
+@pytest.mark.slow
 @uses("invalid-args")
 def test_invalid_arguments_exit_2(run: Done) -> None:
     assert run.returncode == 2
@@ -203,12 +210,14 @@ def test_invalid_arguments_exit_2(run: Done) -> None:
     assert "invalid_arguments" in run.stderr and "/topN" in run.stderr
 
 
+@pytest.mark.slow
 @uses("model-nope")
 def test_unknown_model_exits_2(run: Done) -> None:
     assert run.returncode == 2 and run.stdout == ""
     assert "--model nope: unknown model" in run.stderr and "mock" in run.stderr
 
 
+@pytest.mark.slow
 @uses("fails")
 def test_a_tool_that_fails_while_running_exits_1(run: Done) -> None:
     assert run.returncode == 1 and run.stdout == ""
@@ -232,6 +241,7 @@ def test_model_override_reaches_every_prompt_skill(tmp_path: Path, capsys: pytes
         assert [d["model"] for d in stages] == expected
 
 
+@pytest.mark.slow
 @uses("tools")
 def test_skillyard_tools_lists_tools_and_parameters(run: Done) -> None:
     assert run.returncode == 0, run.stderr

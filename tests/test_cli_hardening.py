@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from test_store_support import query
+from store_support import query
+
+pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
 BIN = Path(sys.executable).parent
 ROUTER = Path(__file__).parent / "projects" / "router"

@@ -16,6 +16,8 @@ from typing import Any, Iterator
 
 import pytest
 
+pytestmark = pytest.mark.slow  # every test here starts a process or a server
+
 REPO = Path(__file__).resolve().parent.parent
 REPORT = "# Notes\n\n- first point\n- second point"
 

@@ -20,7 +20,7 @@ from engine.executors.fetch.guard import (
     refusal_reason,
     vet,
 )
-from test_fetch_support import FakeRun, FixedResolver, LoopbackServer, fetch_project, serving
+from fetch_support import FakeRun, FixedResolver, LoopbackServer, fetch_project, serving
 
 PUBLIC = "93.184.216.34"
 

@@ -18,7 +18,7 @@ import pytest
 from engine.errors import StepFailure
 from engine.executors.fetch import FetchConfig, FetchExecutor
 from engine.runtime.result import ToolResult
-from test_fetch_support import FakeRun, FixedResolver, LoopbackServer, fetch_project, free_port_on, send, serving
+from fetch_support import FakeRun, FixedResolver, LoopbackServer, fetch_project, free_port_on, send, serving
 
 LOOPBACK = ["127.0.0.0/8"]
 MB = 1024 * 1024
@@ -532,6 +532,7 @@ def certificates(tmp_path_factory) -> dict[str, Path]:
     return {"ca": d / "ca.pem", "cert": d / "leaf.pem", "key": d / "leaf.key"}
 
 
+@pytest.mark.slow
 def test_https_connects_to_the_vetted_ip_with_sni_and_verifies_the_name(certificates) -> None:
     import ssl
 
@@ -556,6 +557,7 @@ def test_https_connects_to_the_vetted_ip_with_sni_and_verifies_the_name(certific
 # ─── end to end: run-workflow as a subprocess ──────────────────────────────────────────
 
 
+@pytest.mark.slow
 def test_run_workflow_fetches_a_page_end_to_end(tmp_path, server) -> None:
     import shutil
     import sys

@@ -22,9 +22,9 @@ import pytest
 from engine.cli.main import main
 from engine.store import RunStore
 from engine.store import sqlite as sqlite_store
-from test_server_helpers import write_project
-from test_store_support import python_process, query, wait_for
-from test_store_support import write_project as write_store_project
+from server_helpers import write_project
+from store_support import python_process, query, wait_for
+from store_support import write_project as write_store_project
 
 BATCH_PROJECT = Path(__file__).parent / "projects" / "batch"
 DEEP = 3_000
@@ -250,6 +250,7 @@ def _kill_leaving_a_zombie(child: Any) -> None:
     os.kill(child.pid, 0)  # the pid still answers: `os.kill(pid, 0)` alone takes it for alive
 
 
+@pytest.mark.slow
 def test_a_zombies_runs_are_interrupted_once_its_heartbeat_is_old_and_a_live_ones_are_not(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -275,6 +276,7 @@ def test_a_zombies_runs_are_interrupted_once_its_heartbeat_is_old_and_a_live_one
         child.communicate(timeout=30)
 
 
+@pytest.mark.slow
 def test_a_store_opened_right_after_the_kill_interrupts_the_runs_when_the_heartbeat_ages(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -17,7 +17,7 @@ import httpx  # noqa: E402
 from engine import Engine  # noqa: E402
 from engine.server import create_app  # noqa: E402
 from engine.server.hub import KEEP_FINISHED, KEEP_FINISHED_WITH_STORE  # noqa: E402
-from test_server_helpers import parse_sse, write_project  # noqa: E402
+from server_helpers import parse_sse, write_project  # noqa: E402
 
 SSE = {"Accept": "text/event-stream"}
 

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 import subprocess
 import sys
+
+pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
 
 def _run(code: str) -> str:

@@ -18,7 +18,7 @@ from engine.errors import IssueCollector, Location
 from engine.lang.schema_keywords import unknown_keywords, warn_unknown_keywords
 from engine.link.linker import load_project
 from engine.spec.loader import load_specs
-from test_secrets_support import skillyard
+from secrets_support import skillyard
 
 # ─── unknown JSON Schema keywords ───────────────────────────────────────────────────────
 
@@ -73,6 +73,7 @@ SKILLS_WITH_TYPOS = """
 """
 
 
+@pytest.mark.slow
 def test_each_unknown_keyword_is_warned_at_its_own_line(write_yaml_project: WriteProject) -> None:
     root = write_yaml_project({"skills.yaml": SKILLS_WITH_TYPOS})
     issues = IssueCollector()
@@ -116,6 +117,7 @@ TEMPLATES = """
 """
 
 
+@pytest.mark.slow
 def test_unknown_filters_and_tests_are_load_errors_at_their_line(write_yaml_project: WriteProject) -> None:
     root = write_yaml_project({"skills.yaml": TEMPLATES})
     with pytest.raises(ConfigError) as caught:

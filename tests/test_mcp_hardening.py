@@ -30,7 +30,9 @@ from mcp import Client  # noqa: E402
 from mcp.client.stdio import StdioServerParameters  # noqa: E402
 from mcp.shared.exceptions import MCPError  # noqa: E402
 
-from test_server_helpers import running_server, serve_command, write_project  # noqa: E402
+from server_helpers import running_server, serve_command, write_project  # noqa: E402
+
+pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
 MODES = ["legacy", "2026-07-28"]  # legacy: the initialize handshake, here 2025-11-25
 

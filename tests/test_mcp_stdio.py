@@ -17,7 +17,7 @@ from mcp import Client  # noqa: E402
 from mcp.client.stdio import StdioServerParameters  # noqa: E402
 from mcp.shared.exceptions import MCPError  # noqa: E402
 
-from test_server_helpers import write_project  # noqa: E402
+from server_helpers import write_project  # noqa: E402
 
 
 def _mcp_command() -> list[str]:
@@ -38,6 +38,7 @@ def _server(root: Path, *extra: str) -> StdioServerParameters:
                                  env={**os.environ, "PYTHONUNBUFFERED": "1"}, cwd=str(root))
 
 
+@pytest.mark.slow
 def test_tools_list_call_progress_errors_and_confirmation_over_stdio(tmp_path: Path) -> None:
     import mcp_types as types
 

@@ -12,7 +12,7 @@ parser = pytest.importorskip("prometheus_client.parser")
 import httpx  # noqa: E402
 
 from telemetry_support import PASSWORD, write_telemetry_project  # noqa: E402
-from test_server_helpers import free_port, running_server  # noqa: E402
+from server_helpers import free_port, running_server  # noqa: E402
 
 ADMIN_KEY = "metrics-admin-key-0123456789abcdef0"
 CALLER_KEY = "metrics-caller-key-0123456789abcdef"
@@ -33,6 +33,7 @@ def value(found: dict[Any, float], name: str, **labels: str) -> float:
     return found[(name, tuple(sorted(labels.items())))]
 
 
+@pytest.mark.slow
 def test_metrics_for_admins_count_calls_steps_models_and_sse_streams(tmp_path: Path) -> None:
     root = write_telemetry_project(tmp_path / "p", "telemetry: {metrics: true}\n")
     with running_server(root, keys=KEYS, extra=("--no-store",)) as server:
@@ -67,6 +68,7 @@ def test_metrics_for_admins_count_calls_steps_models_and_sse_streams(tmp_path: P
     assert value(found, "skillyard_live_runs") == 0 and value(found, "skillyard_pending_approvals") == 0
 
 
+@pytest.mark.slow
 def test_metrics_port_serves_on_loopback_without_keys_and_the_store_failures_are_there(tmp_path: Path) -> None:
     root = write_telemetry_project(tmp_path / "p")
     port = free_port()
@@ -106,6 +108,7 @@ def test_store_queue_depth_counts_the_events_the_writer_has_not_committed(tmp_pa
     assert value(after, "skillyard_store_queue_depth") == 0
 
 
+@pytest.mark.slow
 def test_a_taken_metrics_port_is_a_clear_error(tmp_path: Path) -> None:
     import socket
     import subprocess

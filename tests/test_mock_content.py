@@ -3,6 +3,8 @@ belong, so the README's first command prints a plan a person can read (issue 16 
 
 from __future__ import annotations
 
+import pytest
+
 import json
 from pathlib import Path
 from typing import Any
@@ -55,6 +57,7 @@ def test_other_input_gives_another_plan_from_its_own_words() -> None:
     assert [d["focus"] for d in plan["days"][:3]] == ["Kotlin", "Jetpack Compose", "Gradle"]
 
 
+@pytest.mark.slow
 def test_the_cli_says_once_that_the_answers_came_from_mock() -> None:
     import subprocess
     import sys

@@ -97,6 +97,7 @@ def test_prices_load_into_the_model_spec(project: Any) -> None:
     assert engine.load_project(project(None)).models["m"].prices is None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("prices, column, message", [
     ("{input: -1, output: 0.6}", 21, "-1 is not a price; write a number ≥ 0, in USD per million tokens"),
     ('{input: "0.15", output: 0.6}', 21, "'0.15' is not a price"),
@@ -136,6 +137,7 @@ def test_cost_is_tokens_times_price_and_adds_up_only_where_known() -> None:
 # ─── a prompt skill on the mock model ───────────────────────────────────────────────────
 
 
+@pytest.mark.slow
 def test_a_prompt_skill_s_cost_is_in_its_events_the_stored_run_and_runs_show(project: Any) -> None:
     root = project()
     done = cli(root, "call", "summarize", "--arg", "text=The quick brown fox jumps over the lazy dog.",
@@ -159,6 +161,7 @@ def test_a_prompt_skill_s_cost_is_in_its_events_the_stored_run_and_runs_show(pro
     assert f"{usage['input_tokens'] + usage['output_tokens']} tokens ({format_usd(usage['cost_usd'])})" in verbose.stderr
 
 
+@pytest.mark.slow
 def test_a_batch_shows_the_cost_of_its_cases_and_judges_and_compare_names_a_cost_change(project: Any, tmp_path: Path) -> None:
     root = project()
     data = tmp_path / "cases.jsonl"
@@ -186,6 +189,7 @@ def test_a_batch_shows_the_cost_of_its_cases_and_judges_and_compare_names_a_cost
     assert f"a: cost {format_usd(first)} → {format_usd(2 * first)}" in compared.stdout + compared.stderr
 
 
+@pytest.mark.slow
 def test_without_prices_no_cost_key_appears_anywhere(project: Any, tmp_path: Path) -> None:
     root = project(None)
     done = cli(root, "call", "summarize", "--arg", "text=hello world", "--output", "events", "--quiet")
@@ -242,6 +246,7 @@ def test_an_agent_run_without_prices_has_no_cost(tmp_path: Path) -> None:
     assert "cost" not in json.dumps([e.data for e in events], default=str)
 
 
+@pytest.mark.slow
 def test_skillyard_chat_s_last_line_says_what_the_run_cost(tmp_path: Path) -> None:
     wire = WIRES["openai"]
     with FakeServer() as server:

@@ -17,10 +17,11 @@ sync_api = pytest.importorskip("playwright.sync_api")
 
 import httpx  # noqa: E402
 from test_model_prices import SKILLS, TOOLS, WORKFLOWS, models_yaml  # noqa: E402
-from test_server_helpers import running_server  # noqa: E402
+from server_helpers import running_server  # noqa: E402
 from test_web_ui import CHROMIUM, browser  # noqa: E402,F401 - browser: one Chromium per module
 
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)")
+
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)")]  # Chromium (and a served process)
 
 
 def page_cost(tmp_path: Path, browser: Any, prices: dict[str, float] | None) -> tuple[dict[str, Any], str, str]:

@@ -20,6 +20,8 @@ from temporal_server import temporal_address  # noqa: F401 - the session's dev s
 from test_temporal import Setup
 from test_temporal_agent import guarded_setup
 
+pytestmark = pytest.mark.slow  # every test here starts a process or a server
+
 WIRE = OpenAIWire()
 PRICES = {"input": 0.15, "output": 0.6}
 

@@ -21,7 +21,9 @@ import pytest
 pytest.importorskip("fastapi")
 import httpx  # noqa: E402
 
-from test_server_helpers import ADMIN_KEY, CALLER_KEY, KEYS_ENV, ServerProcess, iter_sse, parse_sse, write_project  # noqa: E402
+from server_helpers import ADMIN_KEY, CALLER_KEY, KEYS_ENV, ServerProcess, iter_sse, parse_sse, write_project  # noqa: E402
+
+pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
 CALLER = {"Authorization": f"Bearer {CALLER_KEY}"}

@@ -16,7 +16,9 @@ import pytest
 
 from engine import Engine
 from engine.store import RunStore
-from test_store_support import DEAD_MODELS, make_read_only, query, run_many, write_project
+from store_support import DEAD_MODELS, make_read_only, query, run_many, write_project
+
+pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
 
 @pytest.fixture

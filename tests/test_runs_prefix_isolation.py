@@ -173,7 +173,7 @@ async def check_owner_and_admin(client: httpx.AsyncClient, alices: list[str], ev
     assert (await client.get(f"/v1/runs/{prefix}", headers=OPS)).json()["id"] == alices[0]
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.slow)])
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """An empty store of each backend (PostgreSQL: this module's database, used once)."""
     return f"sqlite:///{tmp_path}/runs.db" if request.param == "sqlite" else str(request.getfixturevalue("pg_url"))

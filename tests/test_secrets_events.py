@@ -18,7 +18,7 @@ import pytest
 
 from engine import Engine
 from engine.safety.redaction import REDACTED, Redactor
-from test_secrets_support import LOGIN_TOOL, leaks, plant, sink_files, skillyard, write
+from secrets_support import LOGIN_TOOL, leaks, plant, sink_files, skillyard, write
 
 
 def scripted_project(root: Path, secret: str, *, api_key: str | None = None) -> Path:
@@ -36,6 +36,7 @@ def scripted_project(root: Path, secret: str, *, api_key: str | None = None) -> 
     return write(root, files)
 
 
+@pytest.mark.slow
 def test_progress_deltas_and_model_echoes_are_redacted_in_events_and_the_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     secret = plant("echo")
     key = plant("model-key")
@@ -79,11 +80,12 @@ def test_configured_keys_are_known_secrets_from_the_start(tmp_path: Path, monkey
     assert leaks(key, [json.dumps(e.to_dict()) for e in events]) == []
 
 
+@pytest.mark.slow
 def test_sse_and_the_service_log_never_carry_the_echo(tmp_path: Path) -> None:
     pytest.importorskip("fastapi")
     import httpx
 
-    from test_server_helpers import parse_sse, running_server
+    from server_helpers import parse_sse, running_server
 
     secret = plant("sse")
     root = scripted_project(tmp_path / "project", secret)

@@ -19,8 +19,8 @@ import pytest
 from engine import Engine
 from engine.logging import configure_logging, logger
 from engine.safety.redaction import REDACTED
-from test_fetch_support import LoopbackServer, send, serving
-from test_secrets_support import leaks, plant, sink_files, skillyard, write
+from fetch_support import LoopbackServer, send, serving
+from secrets_support import leaks, plant, sink_files, skillyard, write
 
 
 @pytest.fixture
@@ -54,6 +54,7 @@ def test_a_fetched_token_reaches_the_model_redacted(tmp_path: Path, server: Loop
     assert leaks(secret, [observation.content, *(json.dumps(e.to_dict()) for e in events)], sink_files(tmp_path)) == []
 
 
+@pytest.mark.slow
 def test_query_secrets_are_hidden_in_events_results_and_the_store(tmp_path: Path, server: LoopbackServer) -> None:
     key, token, hop = plant("api-key"), plant("token"), plant("hop")
     server.routes["/data"] = lambda h: send(h, 200, b'{"ok": true}', "application/json")

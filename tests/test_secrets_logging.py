@@ -8,10 +8,14 @@ export`, an embedding script's stdout and stderr, and a real `skillyard serve` p
 
 from __future__ import annotations
 
+import pytest
+
 import json
 from pathlib import Path
 
-from test_secrets_support import LOGIN_TOOL, leaks, plant, python, run_id_of, sink_files, skillyard, write
+from secrets_support import LOGIN_TOOL, leaks, plant, python, run_id_of, sink_files, skillyard, write
+
+pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
 
 def test_cli_traceback_shows_no_locals_and_no_password(tmp_path: Path) -> None:
@@ -92,7 +96,7 @@ def test_the_service_log_and_bodies_show_no_key_no_password_and_no_locals(tmp_pa
     pytest.importorskip("fastapi")
     import httpx
 
-    from test_server_helpers import running_server
+    from server_helpers import running_server
 
     root = write(tmp_path / "project", SERVED)
     key, password = plant("bearer"), plant("served")

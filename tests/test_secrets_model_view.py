@@ -18,8 +18,8 @@ import pytest
 
 from engine import Engine
 from engine.safety.redaction import REDACTED
-from test_fetch_support import LoopbackServer, send, serving
-from test_secrets_support import leaks, plant, sink_files, write
+from fetch_support import LoopbackServer, send, serving
+from secrets_support import leaks, plant, sink_files, write
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from engine.providers.registry import provider_factory
 from engine.runtime.agent import AgentLimits
 from engine.spec.models import ModelSpec
 from fake_llm_servers import WIRES, FakeServer, Reply, call, write_project
-from test_secrets_support import leaks, plant, sink_files
+from secrets_support import leaks, plant, sink_files
 
 QUICK = AgentLimits(total_timeout=10)
 

@@ -24,8 +24,8 @@ from engine.cli.main import main
 from engine.runtime.events import Event
 from engine.server import create_app
 from engine.store import open_store
-from test_secrets_support import leaks, plant, sink_files, write
-from test_server_helpers import parse_sse
+from secrets_support import leaks, plant, sink_files, write
+from server_helpers import parse_sse
 
 SSE = {"Accept": "text/event-stream"}
 

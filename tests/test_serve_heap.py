@@ -7,9 +7,13 @@ generations keep Python's ratios. The embedded app (create_app) leaves the colle
 
 from __future__ import annotations
 
+import pytest
+
 import subprocess
 import sys
 from pathlib import Path
+
+pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -13,7 +13,9 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 import httpx  # noqa: E402
 
-from test_server_helpers import ADMIN_KEY, CALLER_KEY, KEYS_ENV, ServerProcess, iter_sse, parse_sse, running_server, write_project  # noqa: E402
+from server_helpers import ADMIN_KEY, CALLER_KEY, KEYS_ENV, ServerProcess, iter_sse, parse_sse, running_server, write_project  # noqa: E402
+
+pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
 CALLER = {"X-API-Key": CALLER_KEY}

@@ -15,7 +15,7 @@ import httpx  # noqa: E402
 from engine import Engine  # noqa: E402
 from engine.server.auth import ApiKeys, KeyConfigError, is_loopback_host, load_api_keys, loopback_origin, presented_key  # noqa: E402
 
-from test_server_helpers import write_project  # noqa: E402
+from server_helpers import write_project  # noqa: E402
 
 LONG = "k" * 24
 

@@ -12,7 +12,9 @@ import pytest
 pytest.importorskip("fastapi")
 import httpx  # noqa: E402
 
-from test_server_helpers import CALLER_KEY, KEYS_ENV, ServerProcess, parse_sse, running_server, write_project  # noqa: E402
+from server_helpers import CALLER_KEY, KEYS_ENV, ServerProcess, parse_sse, running_server, write_project  # noqa: E402
+
+pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
 CALLER = {"X-API-Key": CALLER_KEY}
 SSE = {"Accept": "text/event-stream"}

@@ -33,7 +33,7 @@ from starlette.applications import Starlette  # noqa: E402
 from starlette.routing import Mount  # noqa: E402
 
 from engine import Engine  # noqa: E402
-from test_server_helpers import free_port, write_project  # noqa: E402
+from server_helpers import free_port, write_project  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 STATIC = REPO / "engine" / "server" / "static"
@@ -169,6 +169,7 @@ def _embedded_server(tmp_path: Path) -> Iterator[str]:
         log.close()
 
 
+@pytest.mark.slow
 def test_docs_renders_in_chromium_with_every_request_to_this_host(tmp_path: Path) -> None:
     pytest.importorskip("uvicorn")
     sync_api = pytest.importorskip("playwright.sync_api")

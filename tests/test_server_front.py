@@ -16,7 +16,7 @@ pytest.importorskip("fastapi")
 import httpx  # noqa: E402
 
 from engine import Engine  # noqa: E402
-from test_server_helpers import parse_sse, write_project  # noqa: E402
+from server_helpers import parse_sse, write_project  # noqa: E402
 
 KEY = "front-test-key-0123456789abcdef0123"
 

@@ -17,7 +17,9 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 pytest.importorskip("schemathesis")
 
-from test_server_helpers import ServerProcess, running_server, write_project  # noqa: E402
+from server_helpers import ServerProcess, running_server, write_project  # noqa: E402
+
+pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
 
 @pytest.fixture(scope="module")

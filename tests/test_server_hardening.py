@@ -22,7 +22,9 @@ pytest.importorskip("uvicorn")
 psutil = pytest.importorskip("psutil")
 import httpx  # noqa: E402
 
-from test_server_helpers import ServerProcess, free_port, parse_sse, running_server, write_project  # noqa: E402
+from server_helpers import ServerProcess, free_port, parse_sse, running_server, write_project  # noqa: E402
+
+pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
 ADMIN_KEY = "ops-admin-key-0123456789abcdef01234"
 ALICE_KEY = "alice-caller-key-0123456789abcdef012"

@@ -28,7 +28,7 @@ from starlette.routing import Mount  # noqa: E402
 
 from engine import Engine  # noqa: E402
 from engine.tool_admin import ToolAdmin  # noqa: E402
-from test_server_helpers import parse_sse, write_project  # noqa: E402
+from server_helpers import parse_sse, write_project  # noqa: E402
 
 ADMIN_KEY = "ops-admin-key-0123456789abcdef0123"
 CALLER_KEY = "alice-caller-key-0123456789abcdef01"
@@ -209,6 +209,7 @@ def test_a_route_that_finds_no_principal_refuses_instead_of_acting_as_admin(engi
     asyncio.run(go())
 
 
+@pytest.mark.slow
 def test_the_page_works_mounted_in_chromium(tmp_path: Path) -> None:
     """The web page at `/skillyard/` of a real uvicorn serving the app mounted: its files and
     every API call resolve under the prefix, with the key from the page's box."""

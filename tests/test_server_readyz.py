@@ -20,7 +20,7 @@ from starlette.routing import Mount  # noqa: E402
 
 from engine import Engine  # noqa: E402
 from engine.link.linker import load_project  # noqa: E402
-from test_server_helpers import write_project  # noqa: E402
+from server_helpers import write_project  # noqa: E402
 
 ADMIN_KEY = "ops-admin-key-0123456789abcdef0123"
 CALLER_KEY = "alice-caller-key-0123456789abcdef01"

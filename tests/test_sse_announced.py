@@ -16,7 +16,9 @@ import pytest
 pytest.importorskip("fastapi")
 
 from engine.server.routes.tools import ANNOUNCE_WHEN_LIVE  # noqa: E402
-from test_server_helpers import CALLER_KEY, KEYS_ENV, ServerProcess, parse_sse, running_server, write_project  # noqa: E402
+from server_helpers import CALLER_KEY, KEYS_ENV, ServerProcess, parse_sse, running_server, write_project  # noqa: E402
+
+pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
 
 @pytest.fixture(scope="module")

@@ -27,7 +27,7 @@ from engine.safety.redaction import REDACTED, Redactor
 from engine.store import RunStore, StoreError
 from engine.store import sqlite as store_sqlite
 from engine.store.schema import MIGRATIONS
-from test_store_support import SECRETS, assert_gap_free, make_read_only, query, write_project
+from store_support import SECRETS, assert_gap_free, make_read_only, query, write_project
 
 
 @pytest.fixture
@@ -128,6 +128,7 @@ def test_a_corrupt_file_is_a_clear_error(db: Path) -> None:
     assert "not a database" in str(caught.value) and "--no-store" in str(caught.value)
 
 
+@pytest.mark.slow
 def test_a_read_only_directory_is_a_clear_error(tmp_path: Path, request: pytest.FixtureRequest) -> None:
     make_read_only(tmp_path / "ro", request)
     with pytest.raises(StoreError) as caught:
@@ -416,6 +417,7 @@ def test_a_write_that_keeps_failing_is_reported_by_flush_once(db: Path, monkeypa
     store.close()
 
 
+@pytest.mark.slow
 def test_events_queued_by_a_process_that_never_closes_its_store_are_written_at_exit(project: Path, db: Path) -> None:
     script = (
         "import sys; from engine import Engine\n"

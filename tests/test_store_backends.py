@@ -26,12 +26,12 @@ from engine.store import StoreError, open_store
 from engine.store.schema import MIGRATIONS
 from engine.store.tool_settings import ToolSetting
 from engine.tool_admin import ToolAdmin
-from test_store_support import SECRETS, write_project
+from store_support import SECRETS, write_project
 
 TABLES = ("events", "runs", "tool_logs", "model_exchanges", "tool_settings", "run_owners")
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.slow)])
 def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """An empty store of each backend, as a URL."""
     if request.param == "sqlite":
@@ -278,8 +278,9 @@ def test_the_store_url_comes_from_the_environment_then_store_url_then_store_path
         store_url(root, configured, {"SKILLYARD_STORE_URL": "mysql://u:pw@h/db"})
 
 
+@pytest.mark.slow
 def test_a_bad_store_url_is_a_clear_error_naming_its_place(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from test_store_support import cli
+    from store_support import cli
 
     (project / "config").mkdir(exist_ok=True)
     (project / "config" / "engine.yaml").write_text("store:\n  url: mysql://db/runs\n")

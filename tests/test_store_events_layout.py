@@ -15,7 +15,7 @@ from pathlib import Path
 from engine.runtime.events import Event, encode_data
 from engine.store import RunStore
 from engine.store.schema import MIGRATIONS, SQLITE_ONLY, postgres_ddl
-from test_store_support import query
+from store_support import query
 
 
 def _old_store(path: Path, versions: int) -> None:

@@ -21,7 +21,7 @@ from engine import Engine
 from engine.runtime.events import Event
 from engine.store import RunStore, StoreError
 from engine.store import sqlite as store_sqlite
-from test_store_support import assert_gap_free, query
+from store_support import assert_gap_free, query
 
 PROJECT = {
     "tools.yaml": """
@@ -154,6 +154,7 @@ def test_data_too_deep_to_redact_becomes_a_note(tmp_path: Path) -> None:
     assert query(tmp_path / "runs.db", "SELECT run_id FROM events ORDER BY run_id") == [("run_a",), ("run_b",)]
 
 
+@pytest.mark.slow
 def test_write_failures_are_logged_once_per_kind(project: Path, tmp_path: Path) -> None:
     script = (
         "import sys, asyncio\n"

@@ -22,7 +22,7 @@ from engine import Engine
 from engine.runtime.events import Event, encode_data
 from engine.store import RunStore
 from engine.store.packing import HOLD_BACK_MS
-from test_store_support import query, write_project
+from store_support import query, write_project
 
 _COLUMNS = "run_id, seq, type, ts, tool_call_id, step_id, skill, data"
 

@@ -22,7 +22,9 @@ from engine import Engine
 from engine.runtime.events import Event
 from engine.store import StoreError, base, open_store
 from pg_cluster import PgCluster, find_bin
-from test_store_support import REPO, cli, python_process, write_project
+from store_support import REPO, cli, python_process, write_project
+
+pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
 ENV = "SKILLYARD_STORE_URL"
 

@@ -5,6 +5,8 @@ Real subprocesses on one real database file in a temp directory.
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import os
 import signal
@@ -12,7 +14,9 @@ import sqlite3
 from pathlib import Path
 
 from engine.store import RunStore
-from test_store_support import assert_gap_free, python_process, query, wait_for, write_project
+from store_support import assert_gap_free, python_process, query, wait_for, write_project
+
+pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
 PROCESSES = 8
 CALLS_PER_PROCESS = 4

@@ -22,7 +22,7 @@ from engine.server.sse import event_frame, frame
 from engine.store import open_store
 from engine.store.rows import Batch, Implier
 from test_store_backends import engine_on, project, sql, url  # noqa: F401 - fixtures
-from test_store_support import write_project
+from store_support import write_project
 
 
 class Counted:

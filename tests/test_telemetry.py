@@ -166,6 +166,7 @@ HEAVY = ("opentelemetry.sdk", "opentelemetry.exporter", "prometheus_client", "en
          "engine.telemetry.metrics", "engine.server.tracing")
 
 
+@pytest.mark.slow
 def test_when_off_the_service_imports_neither_opentelemetry_nor_prometheus(tmp_path: Path) -> None:
     root = write_telemetry_project(tmp_path / "p")
     code = (
@@ -181,6 +182,7 @@ def test_when_off_the_service_imports_neither_opentelemetry_nor_prometheus(tmp_p
     assert out.stdout.strip() == "None 0 []"  # (FastAPI itself imports opentelemetry-api when it is installed)
 
 
+@pytest.mark.slow
 def test_traces_on_without_the_sdk_is_a_clear_error_not_a_traceback(tmp_path: Path) -> None:
     root = write_telemetry_project(tmp_path / "p", "telemetry: {traces: true}\n")
     blocker = tmp_path / "block"

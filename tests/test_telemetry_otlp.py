@@ -19,7 +19,9 @@ trace_service = pytest.importorskip("opentelemetry.proto.collector.trace.v1.trac
 import httpx  # noqa: E402
 
 from telemetry_support import PASSWORD, write_telemetry_project  # noqa: E402
-from test_server_helpers import running_server  # noqa: E402
+from server_helpers import running_server  # noqa: E402
+
+pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 CALLER_SPAN = "00f067aa0ba902b7"

@@ -21,6 +21,8 @@ import pytest
 
 from temporal_server import temporal_address  # noqa: F401 - the session's dev server (a fixture)
 
+pytestmark = pytest.mark.slow  # every test here starts a process or a server
+
 PROJECT = Path(__file__).parent / "projects" / "temporal"
 HEARTBEAT = "1s"  # a killed worker's step runs elsewhere after this (plus Temporal's retry delay)
 
@@ -364,7 +366,7 @@ def test_a_python_tool_runs_as_one_activity_on_a_worker_as_it_runs_locally(other
 
 
 def test_a_fetch_tool_runs_as_one_activity_on_a_worker_against_a_real_http_server(other_tools: Setup) -> None:
-    from test_fetch_support import LoopbackServer, send
+    from fetch_support import LoopbackServer, send
 
     setup = other_tools
     setup.start_worker()

@@ -25,6 +25,8 @@ from fake_llm_servers import FakeServer, OpenAIWire, call, write_models
 from temporal_server import temporal_address  # noqa: F401 - the session's dev server (a fixture)
 from test_temporal import PROJECT, Setup, wait_for, workflow_status
 
+pytestmark = pytest.mark.slow  # every test here starts a process or a server
+
 WIRE = OpenAIWire()
 
 GUARDED_TOOL = """
@@ -314,7 +316,7 @@ def test_post_v1_agent_on_a_temporal_service_runs_on_the_workers_and_takes_the_a
         setup: Setup, server: FakeServer, monkeypatch: pytest.MonkeyPatch) -> None:
     import httpx
 
-    from test_server_helpers import CALLER_KEY, KEYS_ENV, ServerProcess, iter_sse
+    from server_helpers import CALLER_KEY, KEYS_ENV, ServerProcess, iter_sse
 
     server.script(WIRE.reply(calls=[call("g9", "guarded", {"text": "sv"})]), WIRE.reply("Served."))
     for name in ("SKILLYARD_STORE_URL", "SKILLYARD_TEMPORAL_ADDRESS", "SKILLYARD_TEST_COUNTS"):

@@ -16,8 +16,8 @@ import pytest
 
 from engine import Engine
 from engine.executors.fetch.parse import decode_text, parse_json, parse_json_noted
-from test_fetch_support import LoopbackServer, fetch_project, send, serving
-from test_store_support import assert_gap_free, query
+from fetch_support import LoopbackServer, fetch_project, send, serving
+from store_support import assert_gap_free, query
 
 LOOPBACK = ["127.0.0.0/8"]
 

@@ -22,7 +22,7 @@ import pytest
 from engine import Engine
 from engine.safety.redaction import Redactor
 from engine.safety.user_frames import MAX_FRAMES, failure_details, mask_literals, origin, package_root, set_debug
-from test_secrets_support import leaks, plant, python, run_id_of, sink_files, skillyard, write
+from secrets_support import leaks, plant, python, run_id_of, sink_files, skillyard, write
 
 LITERAL = plant("literal")
 
@@ -205,6 +205,7 @@ def test_debug_keeps_the_engines_frames_marked(project: Path) -> None:
 # ─── the sinks: CLI, store, embedding application, HTTP ─────────────────────────────────
 
 
+@pytest.mark.slow
 def test_run_workflow_prints_the_last_user_frame_and_verbose_the_traceback(project: Path) -> None:
     secret = plant("cli")
     args = ["call", "login", "--args-json", json.dumps({"user": "bob", "password": secret})]
@@ -259,6 +260,7 @@ EMBED = """
 """
 
 
+@pytest.mark.slow
 def test_an_embedding_application_sees_no_traceback_and_no_secret(project: Path, tmp_path: Path) -> None:
     secret = plant("embed")
     out = tmp_path / "result.json"
@@ -274,9 +276,10 @@ def test_an_embedding_application_sees_no_traceback_and_no_secret(project: Path,
         assert leaks(planted, [done.stdout, done.stderr, out.read_text()], sink_files(tmp_path)) == []
 
 
+@pytest.mark.slow
 def test_the_http_body_carries_the_same_frames(project: Path) -> None:
     pytest.importorskip("fastapi")
-    from test_server_helpers import running_server
+    from server_helpers import running_server
 
     key, secret = plant("bearer"), plant("served")
     headers = {"Authorization": f"Bearer {key}", "Accept": "application/json"}

@@ -6,10 +6,14 @@ nothing on stdout, never a traceback. A good project: a one-line `ok: …` summa
 
 from __future__ import annotations
 
+import pytest
+
 import re
 import subprocess
 import sys
 from pathlib import Path
+
+pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

@@ -3,9 +3,13 @@ comma that cut a flow value; the shipped project has none."""
 
 from __future__ import annotations
 
+import pytest
+
 import subprocess
 import sys
 from pathlib import Path
+
+pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
 REPO = Path(__file__).resolve().parent.parent
 

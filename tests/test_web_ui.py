@@ -16,13 +16,14 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 sync_api = pytest.importorskip("playwright.sync_api")
 
-from test_server_helpers import ServerProcess, running_server, write_project  # noqa: E402
+from server_helpers import ServerProcess, running_server, write_project  # noqa: E402
+
 
 CHROMIUM = os.environ.get("SKILLYARD_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
         "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"]
 
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)")]  # Chromium (and a served process)
 
 
 @pytest.fixture(scope="module")

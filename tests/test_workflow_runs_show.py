@@ -6,10 +6,14 @@ one counting line with the failures listed."""
 
 from __future__ import annotations
 
+import pytest
+
 import json
 from pathlib import Path
 
-from test_store_support import cli
+from store_support import cli
+
+pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
 MODULE = '''
 def make(input):

@@ -4,8 +4,12 @@ the same events as a local run, each event stored once."""
 
 from __future__ import annotations
 
+import pytest
+
 from test_temporal import Setup, events_of, comparable, setup, workflow_status  # noqa: F401 - fixtures
 from temporal_server import temporal_address  # noqa: F401 - the session's dev server (a fixture)
+
+pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
 TOOL = """
   branches:
