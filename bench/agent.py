@@ -23,7 +23,7 @@ from pathlib import Path
 import openai
 
 from engine import Engine
-from engine.agent import AgentLimits
+from engine.runtime.agent import AgentLimits
 
 
 def _chunk(delta: dict, finish: str | None = None) -> bytes:

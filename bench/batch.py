@@ -19,9 +19,9 @@ from pathlib import Path
 
 from engine import Engine
 from engine.batch.dataset import Case
-from engine.batch.expect import compile_checks
 from engine.batch.progress import Progress
 from engine.batch.runner import BatchCase, BatchRun, ResultsFile, run_batch
+from engine.link.expect import compile_checks
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = 0.8

@@ -95,8 +95,8 @@ async def _drive(case: str, requests: int, store: str, root: Path, trace: Any = 
         call = _asgi_caller(empty_app(), sse=False)
     else:
         from engine import Engine
+        from engine.link.linker import load_project
         from engine.logging import configure_logging
-        from engine.link import load_project
 
         project = load_project(root, isolate_broken_tools=True)
         engine = Engine.from_project(project, store=store == "sqlite")

@@ -136,7 +136,7 @@ def _load(root: Path, repeat: int) -> dict[str, Any]:
     import_start = time.perf_counter()
     from engine import Engine
     from engine.errors import IssueCollector
-    from engine.link import _Linker
+    from engine.link.linker import _Linker
     from engine.spec.loader import load_specs
 
     import_ms = (time.perf_counter() - import_start) * 1000

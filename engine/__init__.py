@@ -1,17 +1,17 @@
 """skillyard: declare tools, skills and workflows in YAML; route model tool calls through them."""
 
 from ._engine import Engine
-from .agent import Agent, AgentLimits, AgentResult
-from .context import SkillContext
 from .errors import (
     AgentSetupError, ConfigError, ConfigIssue, Location, SkillyardError, StepFailure, ToolAdminError, UsageError,
 )
-from .events import Event, EventType
-from .link import load_project
-from .project import Project
+from .link.linker import load_project
 from .providers import ChatMessage, ModelRequest, ModelResponse, Provider, ProviderError, Usage, register_provider
-from .result import ToolError, ToolResult
-from .run import Run
+from .runtime.agent import Agent, AgentLimits, AgentResult
+from .runtime.context import SkillContext
+from .runtime.events import Event, EventType
+from .runtime.project import Project
+from .runtime.result import ToolError, ToolResult
+from .runtime.run import Run
 from .store import RunStore, Store, StoreError, open_store
 
 __all__ = [

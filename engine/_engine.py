@@ -6,27 +6,36 @@ import asyncio
 import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Collection, Literal
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Collection, Literal, Protocol
 
-from .errors import UsageError
-from .errors import AgentSetupError
-from .events import TERMINAL_TOOL_EVENTS, Event, Listener, QueuedListener, SyncListener, prepare_listeners, stream_run, wants_records
-from .ids import new_id
-from .link import load_project
-from .project import Project
-from .redaction import enter_run, leave_run
-from .result import ToolResult
-from .router import route_in_run
-from .run import Approver, Run, RunKind
+from .errors import AgentSetupError, UsageError
+from .link.linker import load_project
+from .runtime.events import TERMINAL_TOOL_EVENTS, Event, Listener, QueuedListener, SyncListener, prepare_listeners, stream_run, wants_records
+from .runtime.ids import new_id
+from .runtime.project import Project
+from .runtime.result import ToolResult
+from .runtime.router import route_in_run
+from .runtime.run import Approver, Run, RunKind
+from .safety.redaction import enter_run, leave_run
 
 if TYPE_CHECKING:
-    from .agent import Agent, AgentLimits
-    from .backends import Backend
+    from .runtime.agent import Agent, AgentLimits
     from .store import Store
-    from .tool_admin import ToolAdmin
 
 
-__all__ = ["Engine", "new_id"]
+__all__ = ["Backend", "Engine", "new_id"]
+
+
+class Backend(Protocol):
+    """Where an Engine's calls execute when not in this process (engine/backends: `temporal`).
+
+    The Engine asks it for the project a call runs on: the router's checks stay in the calling
+    process, and only the executors the backend replaces run elsewhere. A front door attaches
+    one (`engine.backends.attach_backend`); None: every call runs here."""
+
+    def project_for(self, project: Project) -> Project:
+        """The project a call runs on: `project` with some executors replaced."""
+        ...
 
 
 class Engine:
@@ -43,7 +52,7 @@ class Engine:
         self._records_wanted = False  # whether a listener is a record sink: kept in step by subscribe()
         if store is not None:
             self.subscribe(store.listener, for_run=store.for_run)
-        self.backend: "Backend | None" = None  # where calls execute (engine/backends); None: in this process
+        self.backend: Backend | None = None  # where calls execute (engine/backends); None: in this process
 
     @classmethod
     def from_dir(cls, path: str | Path = ".", *, store: bool | str | Path = False) -> "Engine":
@@ -66,7 +75,7 @@ class Engine:
             run_store = open_store(where, redactor=project.redactor, redacted_events=True)
         engine = cls(project, store=run_store)
         if run_store is not None:
-            if engine.admin.settings():
+            if run_store.tool_settings():
                 engine.reload()  # the store's tool settings apply from the start
             run_store.on_tool_settings_changed(engine._settings_changed_elsewhere)
         return engine
@@ -112,7 +121,7 @@ class Engine:
         its last good version (and is listed in `project.broken`); only project-wide problems raise.
         """
         current = self._project
-        settings = self.admin.settings() if self.store is not None else None
+        settings = self.store.tool_settings() if self.store is not None else None
         project = load_project(current.root, tool_settings=settings, isolate_broken_tools=current.isolates_broken_tools)
         for name in project.broken:
             if name in current.tools:  # the last good version goes on serving
@@ -128,28 +137,6 @@ class Engine:
             raise ValueError("use_project takes a project of the same directory; load another with Engine.from_dir")
         _learn_configured_keys(project)
         self._project = project
-
-    @property
-    def admin(self) -> "ToolAdmin":
-        from .tool_admin import ToolAdmin
-
-        return ToolAdmin(self)
-
-    def tool_settings(self) -> list[dict[str, Any]]:
-        """Every tool: its source (yaml | store), type, enabled, config and stored overrides."""
-        return self.admin.views()
-
-    def update_tool(self, name: str, *, enabled: bool | None = None, config: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Override `enabled` or config keys of a tool, in the store; relinks. Raises ToolAdminError."""
-        return self.admin.update(name, enabled=enabled, config=config)
-
-    def create_tool(self, name: str, *, type: str, description: str, config: dict[str, Any], enabled: bool = True) -> dict[str, Any]:
-        """Create a tool instance of a registered type in the store; relinks. Raises ToolAdminError."""
-        return self.admin.create(name, type=type, description=description, config=config, enabled=enabled)
-
-    def delete_tool(self, name: str) -> None:
-        """Remove a store-created tool (YAML tools are read-only here). Raises ToolAdminError."""
-        self.admin.delete(name)
 
     def subscribe(self, listener: Listener, *, for_run: Callable[[Run], SyncListener] | None = None) -> Any:
         """Receive the events of every call; returns a function that unsubscribes.
@@ -270,7 +257,7 @@ class Engine:
         Raises AgentSetupError (a UsageError with `code` and `field`) for a model, tool or
         tool_choice the project does not have: every front door gets the same check.
         """
-        from .agent import Agent, AgentLimits
+        from .runtime.agent import Agent, AgentLimits
 
         project = self._project
         model = model or project.default_model

@@ -22,7 +22,7 @@ import logging
 import sys
 from typing import Any, Literal
 
-from .redaction import Redactor, active_scrubber, scrub_text
+from .safety.redaction import Redactor, active_scrubber, scrub_text
 
 LogFormat = Literal["console", "json"]
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}

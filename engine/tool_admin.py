@@ -1,5 +1,8 @@
 """Changing tools at run time: enable/disable, config overrides, store-created instances.
 
+A front door builds it around its Engine (`ToolAdmin(engine)`: `skillyard tools`, the
+service's /v1/admin routes); the Engine itself knows nothing of it and only relinks.
+
 Every change is written to the store and the project is linked again with it; if the new
 project does not link (e.g. an invalid fetch config), the change is rolled back and refused
 with the config problems in the message. YAML tools can be overridden but not deleted.
@@ -10,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigError, ToolAdminError
-from .executors.base import known_tool_types, tool_type
+from .runtime.contracts import known_tool_types, tool_type
 from .spec.models import TOOL_NAME_RE
 from .store.tool_settings import ToolSetting
 

@@ -43,7 +43,7 @@ LOGIN_TOOL = {
             config: {function: leaky:report}
     """,
     "leaky.py": '''
-        from engine.context import RunContext
+        from engine.runtime.context import RunContext
 
 
         def login(user: str, password: str) -> dict:

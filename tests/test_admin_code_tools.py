@@ -9,6 +9,7 @@ import pytest
 
 from engine import Engine
 from engine.errors import ToolAdminError
+from engine.tool_admin import ToolAdmin
 
 TOOLS = """
 tools:
@@ -32,18 +33,18 @@ def test_a_python_tool_cannot_be_created_by_default(tmp_path: Path) -> None:
     engine = project(tmp_path, allow=False)
     try:
         with pytest.raises(ToolAdminError) as caught:
-            engine.create_tool("sh", type="python", description="x", config={"function": "os:system"})
+            ToolAdmin(engine).create("sh", type="python", description="x", config={"function": "os:system"})
         assert caught.value.code == "code_tools_disabled"
         assert "allow_code_tools" in str(caught.value)
         assert "sh" not in engine.project.tools
         # reconfiguring a YAML python tool would swap its function just the same
         with pytest.raises(ToolAdminError) as caught:
-            engine.update_tool("shout", config={"function": "os:system"})
+            ToolAdmin(engine).update("shout", config={"function": "os:system"})
         assert caught.value.code == "code_tools_disabled"
-        engine.update_tool("shout", enabled=False)  # switching it off runs no new code: allowed
+        ToolAdmin(engine).update("shout", enabled=False)  # switching it off runs no new code: allowed
         assert not engine.project.tools["shout"].enabled
         # a type that runs no code of the caller's choosing stays creatable
-        engine.create_tool("docs", type="fetch", description="Read docs", config={"allowed_domains": ["example.com"]})
+        ToolAdmin(engine).create("docs", type="fetch", description="Read docs", config={"allowed_domains": ["example.com"]})
         assert "docs" in engine.project.tools
     finally:
         engine.close()
@@ -52,7 +53,7 @@ def test_a_python_tool_cannot_be_created_by_default(tmp_path: Path) -> None:
 def test_the_project_may_opt_in(tmp_path: Path) -> None:
     engine = project(tmp_path, allow=True)
     try:
-        engine.create_tool("echoAgain", type="python", description="x", config={"function": "helpers:shout"})
+        ToolAdmin(engine).create("echoAgain", type="python", description="x", config={"function": "helpers:shout"})
         assert engine.project.tools["echoAgain"].enabled
     finally:
         engine.close()

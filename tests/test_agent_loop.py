@@ -7,8 +7,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from engine import Engine
-from engine.agent import AgentLimits
-from engine.providers.base import ModelRequest, ModelResponse, ToolCall, register_provider
+from engine.providers.base import ModelRequest, ModelResponse, ToolCall
+from engine.providers.registry import register_provider
+from engine.runtime.agent import AgentLimits
 from engine.spec.models import ModelSpec
 from fake_llm_servers import write_project
 

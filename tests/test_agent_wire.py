@@ -15,9 +15,10 @@ from typing import Any, Callable, Iterator
 import pytest
 
 from engine import Engine
-from engine.agent import AgentLimits, AgentResult
-from engine.events import Event
-from engine.providers.base import ChatMessage, ModelRequest, provider_factory
+from engine.providers.base import ChatMessage, ModelRequest
+from engine.providers.registry import provider_factory
+from engine.runtime.agent import AgentLimits, AgentResult
+from engine.runtime.events import Event
 from engine.spec.models import ModelSpec
 from fake_llm_servers import SKILLS_MODULE, WIRES, FakeServer, Reply, call, seq_gap_free, write_project
 

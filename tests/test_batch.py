@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from engine.batch.dataset import load_cases
-from engine.batch.expect import compile_checks
 from engine.batch.report import compare, json_diff
 from engine.errors import UsageError
+from engine.link.expect import compile_checks
 
 PROJECT = Path(__file__).parent / "projects" / "batch"
 

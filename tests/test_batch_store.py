@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from engine import Engine
-from engine.link import load_project
+from engine.link.linker import load_project
 from engine.store import open_store
 from server_helpers import running_server
 

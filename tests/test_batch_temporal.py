@@ -54,7 +54,7 @@ def test_the_revision_covers_the_project_s_files_not_the_data_beside_them(tmp_pa
     from pathlib import Path
 
     from engine.backends.temporal.revision import project_revision
-    from engine.link import load_project
+    from engine.link.linker import load_project
 
     root = tmp_path / "p"
     shutil.copytree(Path(__file__).parent / "projects" / "temporal", root, ignore=shutil.ignore_patterns("__pycache__"))

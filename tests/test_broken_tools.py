@@ -16,7 +16,7 @@ import pytest
 
 from engine import Engine
 from engine.errors import ConfigError
-from engine.link import load_project
+from engine.link.linker import load_project
 from server_helpers import running_server
 
 REPO = Path(__file__).resolve().parent.parent

@@ -1,4 +1,4 @@
-"""engine.deadlines: long limits through one watchdog per loop, short ones exact."""
+"""engine.runtime.deadlines: long limits through one watchdog per loop, short ones exact."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import weakref
 
 import pytest
 
-import engine.deadlines as deadlines
-from engine.deadlines import deadline
+import engine.runtime.deadlines as deadlines
+from engine.runtime.deadlines import deadline
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ import pytest
 
 from engine.errors import StepFailure
 from engine.executors.fetch import FetchConfig, FetchExecutor
-from engine.result import ToolResult
+from engine.runtime.result import ToolResult
 from fetch_support import FakeRun, FixedResolver, LoopbackServer, fetch_project, free_port_on, send, serving
 
 LOOPBACK = ["127.0.0.0/8"]

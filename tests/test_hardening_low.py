@@ -110,7 +110,7 @@ def test_admin_reload_answers_a_deep_condition_with_its_line_not_a_500(
     ("$toolArgs.n == " + "1" * 5_000, False),  # more digits than int() reads
 ], ids=["not", "len", "list", "not-3000", "long-number"])
 def test_conditions_too_deep_or_too_long_are_syntax_errors(text: str, limited: bool) -> None:
-    from engine.conditions import Condition, ConditionSyntaxError
+    from engine.lang.conditions import Condition, ConditionSyntaxError
 
     with pytest.raises(ConditionSyntaxError) as caught:
         Condition(text)

@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("fastapi")
 
 from engine import Engine  # noqa: E402
-from engine.events import Event, new_event  # noqa: E402
+from engine.runtime.events import Event, new_event  # noqa: E402
 from engine.server.hub import LiveRun, RunHub  # noqa: E402
 
 ROUTER = Path(__file__).parent / "projects" / "router"

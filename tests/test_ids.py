@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from engine.ids import new_id
+from engine.runtime.ids import new_id
 
 
 def test_ids_have_a_prefix_and_80_bits() -> None:
@@ -20,7 +20,7 @@ def test_ids_have_a_prefix_and_80_bits() -> None:
 
 
 def test_a_run_id_begins_with_its_time_so_later_runs_sort_after() -> None:
-    """The store's indexes keyed by run id grow at one end (see engine/ids.py)."""
+    """The store's indexes keyed by run id grow at one end (see engine/runtime/ids.py)."""
     before = time.time_ns() // 1_000_000
     first = new_id("run")
     time.sleep(0.002)

@@ -15,8 +15,8 @@ import pytest
 from conftest import WriteProject
 from engine import ConfigError, Engine
 from engine.errors import IssueCollector, Location
-from engine.link import load_project
-from engine.schema_keywords import unknown_keywords, warn_unknown_keywords
+from engine.lang.schema_keywords import unknown_keywords, warn_unknown_keywords
+from engine.link.linker import load_project
 from engine.spec.loader import load_specs
 from secrets_support import skillyard
 

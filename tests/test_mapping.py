@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine import Engine
-from engine.mapping import MISSING, MappingError, MappingSyntaxError, compile_mapping, parse_reference
+from engine.lang.mapping import MISSING, MappingError, MappingSyntaxError, compile_mapping, parse_reference
 
 PROJECT = Path(__file__).parent / "projects" / "mapping"
 

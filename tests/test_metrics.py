@@ -87,7 +87,7 @@ def test_metrics_port_serves_on_loopback_without_keys_and_the_store_failures_are
 def test_store_queue_depth_counts_the_events_the_writer_has_not_committed(tmp_path: Path) -> None:
     from prometheus_client import generate_latest
 
-    from engine.events import Event
+    from engine.runtime.events import Event
     from engine.store import open_store
     from engine.telemetry.metrics import Metrics, store_queue_depth
 

@@ -21,9 +21,9 @@ import pytest
 
 import engine
 from engine import ConfigError, Engine
-from engine.agent import AgentLimits
-from engine.pricing import format_usd, priced
 from engine.providers.base import Usage
+from engine.providers.pricing import format_usd, priced
+from engine.runtime.agent import AgentLimits
 from engine.spec.models import PricesSpec
 from engine.store import open_store
 from fake_llm_servers import WIRES, FakeServer, call, write_project

@@ -13,7 +13,8 @@ import pytest
 
 from engine import Engine
 from engine.providers.anthropic import AnthropicProvider
-from engine.providers.base import ChatMessage, ModelRequest, ProviderError, known_providers, provider_factory
+from engine.providers.base import ChatMessage, ModelRequest, ProviderError
+from engine.providers.registry import known_providers, provider_factory
 from engine.spec.models import ModelSpec
 from fake_llm_servers import AnthropicWire, FakeServer, Reply, call, module_server, server  # noqa: F401 - shared fixtures
 

@@ -20,8 +20,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
-from engine.context import RunContext
 from engine.errors import StepFailure
+from engine.runtime.context import RunContext
 
 
 class Point(BaseModel):

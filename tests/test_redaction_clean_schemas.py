@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from engine import Engine
-from engine.redaction import Redactor
+from engine.safety.redaction import Redactor
 
 CLOSED = {"type": "object", "properties": {"x": {"type": "integer"}, "tags": {"type": "array", "items": {"type": "string"}}}, "additionalProperties": False}
 

@@ -6,9 +6,10 @@ import asyncio
 from pathlib import Path
 
 from engine import Engine
-from engine.agent import AgentLimits
-from engine.providers.base import ModelResponse, ToolCall, register_provider
-from engine.redaction import REDACTED
+from engine.providers.base import ModelResponse, ToolCall
+from engine.providers.registry import register_provider
+from engine.runtime.agent import AgentLimits
+from engine.safety.redaction import REDACTED
 
 TOOLS = """
 tools:
@@ -89,7 +90,7 @@ def test_the_model_reads_redacted_tool_results(tmp_path: Path) -> None:
 
 def test_token_counts_are_not_credentials() -> None:
     """`token_budget` names a quantity of model tokens: shown; `access_token`, `token` stay hidden."""
-    from engine.redaction import Redactor
+    from engine.safety.redaction import Redactor
 
     redactor = Redactor()
     assert not redactor.is_sensitive("token_budget") and not redactor.is_sensitive("tokenBudget")

@@ -181,7 +181,7 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 def test_the_store_counts_an_ambiguous_prefix_among_one_owners_runs(store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The lookup itself: `Store.run(prefix, principal=…)`, and the count of a wide prefix."""
-    from engine.events import Event
+    from engine.runtime.events import Event
     from engine.store import AmbiguousRunId, open_store
 
     with open_store(store_url) as store:

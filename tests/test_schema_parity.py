@@ -1,7 +1,7 @@
 """The fast verdict (jsonschema-rs, on the per-call path) equals the reference verdict
 (`jsonschema.Draft202012Validator`), and `schema_problems` agrees with `check_schema`.
 
-`engine.schema.CompiledSchema` asks jsonschema-rs whether a value is valid and only asks the
+`engine.lang.schema.CompiledSchema` asks jsonschema-rs whether a value is valid and only asks the
 reference for the detailed errors when the answer is "no". That is only sound if both give
 the same verdict on the same value — which is what this file checks:
 
@@ -27,7 +27,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.schema import CompiledSchema, schema_problems
+from engine.lang.schema import CompiledSchema, schema_problems
 
 Reference = jsonschema.Draft202012Validator
 

@@ -17,7 +17,7 @@ import pytest
 
 import engine
 from engine import ConfigError
-from engine.schema import CompiledSchema, schema_problems
+from engine.lang.schema import CompiledSchema, schema_problems
 
 SKILLS = """
 skills:

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from engine import Engine
-from engine.redaction import REDACTED, Redactor
+from engine.safety.redaction import REDACTED, Redactor
 from secrets_support import LOGIN_TOOL, leaks, plant, sink_files, skillyard, write
 
 

@@ -18,7 +18,7 @@ import pytest
 
 from engine import Engine
 from engine.logging import configure_logging, logger
-from engine.redaction import REDACTED
+from engine.safety.redaction import REDACTED
 from fetch_support import LoopbackServer, send, serving
 from secrets_support import leaks, plant, sink_files, skillyard, write
 

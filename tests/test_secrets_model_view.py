@@ -17,7 +17,7 @@ from typing import Any, Iterator
 import pytest
 
 from engine import Engine
-from engine.redaction import REDACTED
+from engine.safety.redaction import REDACTED
 from fetch_support import LoopbackServer, send, serving
 from secrets_support import leaks, plant, sink_files, write
 

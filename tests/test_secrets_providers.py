@@ -19,9 +19,10 @@ from typing import Any, Iterator
 import pytest
 
 from engine import Engine
-from engine.agent import AgentLimits
 from engine.logging import configure_logging
-from engine.providers.base import ChatMessage, ModelRequest, ProviderError, provider_factory
+from engine.providers.base import ChatMessage, ModelRequest, ProviderError
+from engine.providers.registry import provider_factory
+from engine.runtime.agent import AgentLimits
 from engine.spec.models import ModelSpec
 from fake_llm_servers import WIRES, FakeServer, Reply, call, write_project
 from secrets_support import leaks, plant, sink_files

@@ -21,7 +21,7 @@ import pytest
 
 from engine import Engine
 from engine.cli.main import main
-from engine.events import Event
+from engine.runtime.events import Event
 from engine.server import create_app
 from engine.store import open_store
 from secrets_support import leaks, plant, sink_files, write

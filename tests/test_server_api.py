@@ -319,13 +319,6 @@ def test_admin_reads_tools_and_reloads(server: ServerProcess) -> None:
         assert reload.status_code == 200 and "5 tools" in reload.json()["summary"]
 
 
-def _engine_has_tool_admin() -> bool:
-    from engine import Engine
-
-    return all(hasattr(Engine, name) for name in ("tool_settings", "update_tool", "create_tool", "delete_tool"))
-
-
-@pytest.mark.skipif(not _engine_has_tool_admin(), reason="Engine.tool_settings/update_tool/create_tool/delete_tool not there yet")
 def test_admin_changes_tools(server: ServerProcess) -> None:
     with httpx.Client(base_url=server.url, headers=ADMIN, timeout=20) as c:
         off = c.patch("/v1/admin/tools/echo", json={"enabled": False})

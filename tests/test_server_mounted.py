@@ -27,6 +27,7 @@ from starlette.applications import Starlette  # noqa: E402
 from starlette.routing import Mount  # noqa: E402
 
 from engine import Engine  # noqa: E402
+from engine.tool_admin import ToolAdmin  # noqa: E402
 from server_helpers import parse_sse, write_project  # noqa: E402
 
 ADMIN_KEY = "ops-admin-key-0123456789abcdef0123"
@@ -202,7 +203,7 @@ def test_a_route_that_finds_no_principal_refuses_instead_of_acting_as_admin(engi
                     assert _refused(answer, 401, "unauthorized"), (method, path, answer.status_code, answer.text[:200])
                     assert answer.headers["www-authenticate"] == "Bearer"
                     assert "an API key is required" in json.dumps(answer.json())
-        tools = engine.tool_settings()
+        tools = ToolAdmin(engine).views()
         assert {t["name"]: t["enabled"] for t in tools}["echo"] is True  # nothing was changed
 
     asyncio.run(go())

@@ -19,7 +19,7 @@ from starlette.applications import Starlette  # noqa: E402
 from starlette.routing import Mount  # noqa: E402
 
 from engine import Engine  # noqa: E402
-from engine.link import load_project  # noqa: E402
+from engine.link.linker import load_project  # noqa: E402
 from server_helpers import write_project  # noqa: E402
 
 ADMIN_KEY = "ops-admin-key-0123456789abcdef0123"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from engine import Engine
-from engine.events import Event, record_sink
+from engine.runtime.events import Event, record_sink
 from engine.server import sse
 from engine.server.sse import event_frame, event_frames
 

@@ -19,13 +19,13 @@ from pathlib import Path
 import pytest
 
 from engine import Engine
-from engine.events import Event
-from engine.providers.base import register_provider
+from engine.batch.replay import REPLAY_MODEL, ReplayProvider, replay_project
 from engine.providers.mock import MockProvider
-from engine.redaction import REDACTED, Redactor
+from engine.providers.registry import register_provider
+from engine.runtime.events import Event
+from engine.safety.redaction import REDACTED, Redactor
 from engine.store import RunStore, StoreError
 from engine.store import sqlite as store_sqlite
-from engine.store.replay import REPLAY_MODEL, ReplayProvider, replay_project
 from engine.store.schema import MIGRATIONS
 from store_support import SECRETS, assert_gap_free, make_read_only, query, write_project
 
@@ -423,7 +423,7 @@ def test_events_queued_by_a_process_that_never_closes_its_store_are_written_at_e
         "import sys; from engine import Engine\n"
         "engine = Engine.from_dir(sys.argv[1], store=sys.argv[2])\n"
         "print(engine.call_tool_sync('report', {'text': 'a b c'}).run_id)\n"
-        "engine.store.listener(__import__('engine').events.Event('tool_progress_delta', 'run_late', 1, 1, data={}))\n"
+        "engine.store.listener(__import__('engine').Event('tool_progress_delta', 'run_late', 1, 1, data={}))\n"
     )
     done = subprocess.run([sys.executable, "-c", script, str(project), str(db)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr

@@ -19,12 +19,13 @@ from typing import Any
 import pytest
 
 from engine import Engine
-from engine.events import Event
-from engine.link import load_project
-from engine.redaction import REDACTED
+from engine.link.linker import load_project
+from engine.runtime.events import Event
+from engine.safety.redaction import REDACTED
 from engine.store import StoreError, open_store
 from engine.store.schema import MIGRATIONS
 from engine.store.tool_settings import ToolSetting
+from engine.tool_admin import ToolAdmin
 from store_support import SECRETS, write_project
 
 TABLES = ("events", "runs", "tool_logs", "model_exchanges", "tool_settings", "run_owners")
@@ -204,7 +205,7 @@ def test_tool_settings_live_in_the_store_and_another_store_hears_of_changes(proj
     engine.store.on_tool_settings_changed(mine.set)  # type: ignore[union-attr]
     try:
         started = time.monotonic()
-        engine.update_tool("report", enabled=False)
+        ToolAdmin(engine).update("report", enabled=False)
         assert heard.wait(2), "the other store did not hear of the change"
         assert time.monotonic() - started < 1.5
         assert other.tool_settings()["report"] == ToolSetting("report", enabled=False)

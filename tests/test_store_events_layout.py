@@ -12,7 +12,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from engine.events import Event, encode_data
+from engine.runtime.events import Event, encode_data
 from engine.store import RunStore
 from engine.store.schema import MIGRATIONS, SQLITE_ONLY, postgres_ddl
 from store_support import query

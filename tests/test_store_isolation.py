@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from engine import Engine
-from engine.events import Event
+from engine.runtime.events import Event
 from engine.store import RunStore, StoreError
 from engine.store import sqlite as store_sqlite
 from store_support import assert_gap_free, query

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from engine import Engine
-from engine.events import Event, encode_data
+from engine.runtime.events import Event, encode_data
 from engine.store import RunStore
 from engine.store.packing import HOLD_BACK_MS
 from store_support import query, write_project

@@ -19,7 +19,7 @@ from typing import Iterator
 import pytest
 
 from engine import Engine
-from engine.events import Event
+from engine.runtime.events import Event
 from engine.store import StoreError, base, open_store
 from pg_cluster import PgCluster, find_bin
 from store_support import REPO, cli, python_process, write_project

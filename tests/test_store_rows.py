@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from engine import Engine
-from engine.events import Event, encode_data, record_sink
-from engine.link import load_project
+from engine.link.linker import load_project
+from engine.runtime.events import Event, encode_data, record_sink
 from engine.server.sse import event_frame, frame
 from engine.store import open_store
 from engine.store.rows import Batch, Implier

@@ -7,7 +7,7 @@ import jinja2
 import pytest
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from engine.templating import ENV
+from engine.lang.templating import ENV
 
 REFERENCE = ImmutableSandboxedEnvironment(undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
 CONTEXT = {"d": {"a": 1, "items": "shadowed", "b": {"c": 3}, "": 0}, "rows": [{"w": "x"}, {"w": "y"}],

@@ -319,7 +319,7 @@ OTHER_CODE = '''
 import os
 
 from engine import StepFailure
-from engine.context import RunContext
+from engine.runtime.context import RunContext
 
 
 def where(text: str, run: RunContext) -> dict:

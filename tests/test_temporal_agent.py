@@ -154,9 +154,9 @@ def test_the_limits_hold_across_a_worker_crash(setup: Setup, server: FakeServer,
 EMBEDDED = textwrap.dedent("""
     import asyncio, json, sys
     from engine import Engine
-    from engine.agent import AgentLimits
     from engine.backends import attach_backend
     from engine.backends.temporal.agent_client import agent_for
+    from engine.runtime.agent import AgentLimits
 
     engine = Engine.from_dir(sys.argv[1], store=True)
     attach_backend(engine, "temporal")

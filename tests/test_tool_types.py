@@ -10,7 +10,7 @@ from typing import Any, Iterator
 import pytest
 
 from engine import ConfigError, Engine
-from engine.executors import base
+from engine.runtime import contracts as base
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "third_party_tool_type"

@@ -20,8 +20,8 @@ import httpx
 import pytest
 
 from engine import Engine
-from engine.redaction import Redactor
-from engine.user_frames import MAX_FRAMES, failure_details, mask_literals, origin, package_root, set_debug
+from engine.safety.redaction import Redactor
+from engine.safety.user_frames import MAX_FRAMES, failure_details, mask_literals, origin, package_root, set_debug
 from secrets_support import leaks, plant, python, run_id_of, sink_files, skillyard, write
 
 LITERAL = plant("literal")

@@ -108,10 +108,6 @@ def test_chat_runs_the_agent_and_shows_the_tool_chain(page: Any) -> None:
 
 
 def test_admin_switch_disables_a_tool(page: Any, server: ServerProcess) -> None:
-    from engine import Engine
-
-    if not hasattr(Engine, "update_tool"):
-        pytest.skip("Engine.update_tool is not there yet")
     import httpx
 
     switch = "#tool-list li[data-tool=echo] input.switch"

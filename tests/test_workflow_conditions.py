@@ -1,4 +1,4 @@
-"""The `when:` language (engine/conditions.py) and `??` fallbacks (engine/mapping.py), unit level."""
+"""The `when:` language (engine/lang/conditions.py) and `??` fallbacks (engine/lang/mapping.py), unit level."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from engine.conditions import Condition, ConditionSyntaxError, check_types
-from engine.mapping import INDEX, ITEM, MISSING, MappingSyntaxError, compile_mapping, parse_value
+from engine.lang.conditions import Condition, ConditionSyntaxError, check_types
+from engine.lang.mapping import INDEX, ITEM, MISSING, MappingSyntaxError, compile_mapping, parse_value
 
 ARGS = {"n": 3, "flag": True, "name": "ada", "tags": ["a", "b"], "obj": {"k": 1}, "zero": 0}
 OUTPUTS = {"s": {"count": 2, "items": [{"kind": "bug"}, {"kind": "praise"}]}, ITEM: {"kind": "bug"}, INDEX: 4}

@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
+from engine.lang.templating import BUILTIN_NAMES, ENV, TemplateProblem, check_template
 from engine.spec import yaml_source
-from engine.spec.yaml_source import SourceMap, YamlLoadError, _Builder, _events, _fast_build, _SLOW, load_yaml_text
-from engine.templating import BUILTIN_NAMES, ENV, TemplateProblem, check_template
+from engine.spec.yaml_builder import Builder, events
+from engine.spec.yaml_source import SourceMap, YamlLoadError, _fast_build, _SLOW, load_yaml_text
 
 PLAIN_DOCUMENTS = [
     "",
@@ -103,7 +104,7 @@ def _full(text: str) -> tuple[Any, SourceMap]:
     def fail(message: str, hint: str = "", line: int = 0, col: int = 0) -> Exception:
         return AssertionError(f"{line}:{col}: {message}")
 
-    return _Builder(source, fail).build(_events(text)), source
+    return Builder(source, fail).build(events(text)), source
 
 
 def _dedent(text: str) -> str:
@@ -309,8 +310,8 @@ tools:
 
 
 def test_tool_argument_checks_replayed_from_the_workflow_walk_match_a_fresh_walk(tmp_path: Path) -> None:
-    from engine import link
     from engine.errors import IssueCollector
+    from engine.link import linker as link
     from engine.spec.loader import load_specs
 
     for name, text in _FLOW_PROJECT.items():

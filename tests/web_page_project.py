@@ -225,7 +225,7 @@ def write_page_project(root: Path) -> Path:
     return root
 
 
-# ─── issue 14's constructs as the engine emits them (engine/workflow_nodes.py) ──────────────
+# ─── issue 14's constructs as the engine emits them (engine/executors/workflow_nodes.py) ──────────────
 
 SYNTHETIC_RUN = "run_synthetic0000000000"
 CALL = "call_synthetic000000000"

@@ -1,28 +1,23 @@
 """Where tool calls execute: in the calling process (local, the default) or elsewhere.
 
 A backend is an object the `Engine` asks for the project a call runs on
-(`project_for(project)`): the router's checks stay in the calling process, and only the
-executors a backend replaces run elsewhere. `temporal`: each call of a workflow tool is a
+(`project_for(project)`, the `Backend` protocol in engine/_engine.py): the router's checks
+stay in the calling process, and only the executors a backend replaces run elsewhere. The
+front doors attach one (`attach_backend`). `temporal`: each call of a workflow tool is a
 Temporal workflow execution run by `skillyard worker` processes (engine/backends/temporal).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from ..errors import UsageError
 
 if TYPE_CHECKING:
     from .._engine import Engine
-    from ..project import Project
+    from ..runtime.project import Project
 
 BACKENDS = ("local", "temporal")
-
-
-class Backend(Protocol):
-    def project_for(self, project: "Project") -> "Project":
-        """The project a call runs on: `project` with some executors replaced."""
-        ...
 
 
 def chosen_backend(project: "Project", override: str | None = None) -> str:

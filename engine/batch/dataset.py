@@ -11,7 +11,7 @@ from typing import Any, Iterator
 import yaml
 
 from ..errors import UsageError
-from ..untrusted import MAX_DEPTH
+from ..safety.untrusted import MAX_DEPTH
 
 MAX_DATA_BYTES = 256 << 20  # a dataset larger than this is a mistake, not a batch
 # Deep enough for a case that checks the router refuses arguments nested past MAX_DEPTH (64),
@@ -28,7 +28,7 @@ class Case:
 
     id: str
     arguments: dict[str, Any]
-    expect: Any  # as written (a mapping or a list of mappings); compiled by expect.py
+    expect: Any  # as written (a mapping or a list of mappings); compiled by engine/link/expect.py
     where: str  # file:line, for error messages
 
 

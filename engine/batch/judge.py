@@ -11,11 +11,11 @@ import inspect
 from typing import Any
 
 from .._engine import Engine
-from ..context import RunContext, SkillContext
 from ..errors import StepFailure, UsageError
-from ..ids import new_id
-from ..run import Run
-from .expect import JudgeError
+from ..link.expect import JudgeError
+from ..runtime.context import RunContext, SkillContext
+from ..runtime.ids import new_id
+from ..runtime.run import Run
 
 JUDGE_OUTPUT = "{pass: boolean, score?: number, reason: string}"
 

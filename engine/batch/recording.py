@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..ids import new_id
+from ..runtime.ids import new_id
 from ..store import Store
 from ..store.batches import CaseRow
 

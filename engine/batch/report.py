@@ -7,7 +7,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from ..pricing import format_usd, usage_cost
+from ..providers.pricing import format_usd, usage_cost
 
 Record = dict[str, Any]
 _MAX_DIFFS = 5  # output differences shown per case

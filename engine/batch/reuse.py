@@ -14,8 +14,8 @@ import json
 from typing import Any, Callable
 
 from ..errors import UsageError
-from ..project import Project
 from ..providers.base import ModelRequest, ModelResponse, Provider
+from ..runtime.project import Project
 from ..store import Store
 
 AnswerKey = tuple[str, str]  # (model name, the messages as canonical JSON)

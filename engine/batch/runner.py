@@ -16,10 +16,10 @@ from typing import Any, Callable, TextIO
 
 from .._engine import Engine
 from ..errors import UsageError
+from ..link.expect import Check, check_result
 from ..providers.base import Usage
-from ..result import ToolResult
+from ..runtime.result import ToolResult
 from .dataset import Case
-from .expect import Check, check_result
 from .judge import Judges
 
 CaseRecord = dict[str, Any]

@@ -8,7 +8,7 @@ import sys
 import threading
 from typing import Any
 
-from ..run import Approver
+from ..runtime.run import Approver
 
 
 async def _ask(question: str) -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, TextIO
 
 from ..errors import UsageError
-from ..untrusted import loads
+from ..safety.untrusted import loads
 
 MAX_SOURCE_BYTES = 16 * 1024 * 1024  # an argument file or stdin: /dev/zero must not fill the memory
 

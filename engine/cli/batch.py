@@ -12,23 +12,20 @@ import sys
 from typing import Any
 
 from ..batch.dataset import load_cases
-from ..batch.expect import compile_checks
 from ..batch.judge import check_judge
 from ..batch.progress import Progress
 from ..batch.recording import BatchRecording
-from ..batch.reuse import ReuseTally, recorded_answers, reusing_project
 from ..batch.report import compare, summary_lines
+from ..batch.reuse import ReuseTally, recorded_answers, reusing_project
 from ..batch.runner import BatchCase, BatchRun, ResultsFile, read_results, run_batch
 from ..errors import ConfigError, UsageError
-from .arguments import positive_int
+from ..link.expect import compile_checks
 from ..logging import configure_logging
-
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+from .arguments import positive_int
+from .common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, add_backend_argument, open_engine, report_config
 
 
 def add_batch_parser(commands: Any) -> None:
-    from .main import add_backend_argument
-
     batch = commands.add_parser(
         "batch", help="run a tool over a dataset, check expectations, compare with a baseline",
         description="Run TOOL once per case of --data, check each case's expectations, write one JSON line per case. "
@@ -63,12 +60,10 @@ def cmd_batch(ns: argparse.Namespace) -> int:
         raise UsageError("--data FILE is required: the cases to run (.jsonl, .csv or .yaml)")
     if ns.resume and ns.out and ns.out != ns.resume:
         raise UsageError("--resume FILE appends to FILE; leave out --out (or give the same file)")
-    from .main import _report_config, open_engine
-
     try:
         engine = open_engine(ns)
     except ConfigError as exc:
-        return _report_config(exc)
+        return report_config(exc)
     try:
         return _run(ns, engine)
     finally:

@@ -13,12 +13,13 @@ import asyncio
 import sys
 from typing import Any
 
-from ..agent import AgentLimits
 from ..errors import AgentSetupError, ConfigError, UsageError
-from ..events import Event, record_sink
 from ..logging import configure_logging
-from ..untrusted import replace_lone_surrogates
+from ..runtime.agent import AgentLimits
+from ..runtime.events import Event, record_sink
+from ..safety.untrusted import replace_lone_surrogates
 from .approval import terminal_approver
+from .common import add_backend_argument, close_recording, emit_event, open_engine, report_unrecorded
 from .mock_note import MockNote
 from .timeline import Timeline
 
@@ -43,8 +44,6 @@ def add_chat_parser(commands: Any, run_handler: Any) -> None:
     chat.add_argument("--output", choices=("text", "events"), default="text", help="text: the answer; events: JSON lines")
     chat.add_argument("--quiet", action="store_true", help="no timeline on stderr")
     chat.add_argument("--no-store", action="store_true", help="do not record this run in the run store")
-    from .main import add_backend_argument
-
     add_backend_argument(chat)  # temporal: the loop runs as a workflow on `skillyard worker`s
     chat.set_defaults(handler=run_handler)
 
@@ -63,8 +62,6 @@ def _duration(text: str) -> float:
 
 
 def run_chat(ns: argparse.Namespace) -> int:
-    from .main import close_recording, emit_event, open_engine, report_unrecorded
-
     from .arguments import read_stdin
 
     prompt = read_stdin("prompt") if ns.prompt == "-" else ns.prompt

@@ -1,6 +1,6 @@
 """How a failed call points at the user's code on stderr: `--verbose` and `--debug`.
 
-The frames come from the error's details (`engine/user_frames.py`), so the CLI shows exactly
+The frames come from the error's details (`engine/safety/user_frames.py`), so the CLI shows exactly
 what `runs show`, the HTTP body and the web timeline carry:
 
 - by default, the innermost frame of the user's code, under the timeline's `✗` line;
@@ -13,8 +13,8 @@ from __future__ import annotations
 import argparse
 from typing import Any, Sequence, TextIO
 
-from ..result import ToolError
-from ..user_frames import last_user_frame, set_debug
+from ..runtime.result import ToolError
+from ..safety.user_frames import last_user_frame, set_debug
 
 
 class _Debug(argparse.Action):

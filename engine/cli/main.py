@@ -1,4 +1,5 @@
-"""`run-workflow TOOL …` and `skillyard <command> …`.
+"""`run-workflow TOOL …` and `skillyard <command> …`: the `call` and `validate` commands, and
+the parser that gathers every subcommand (each in a module of its own; what they share is common.py).
 
 Exit codes: 0 success · 1 the tool ran and failed · 2 usage, config or argument errors.
 User mistakes print one clear message (or every config issue) and never a traceback.
@@ -8,25 +9,26 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 from typing import Any, Callable, Sequence
 
-from .._engine import Engine
 from ..errors import ConfigError, UsageError
-from ..events import Event, record_sink
-from ..link import check_project, load_project
+from ..link.linker import check_project, load_project
 from ..logging import configure_logging
-from ..result import ToolResult
+from ..runtime.events import Event, record_sink
+from ..runtime.result import ToolResult
+from ..safety.untrusted import replace_lone_surrogates
 from ..store import StoreError
-from ..untrusted import replace_lone_surrogates
-from .arguments import build_arguments
 from .approval import terminal_approver
+from .arguments import build_arguments
+from .common import (
+    EXIT_FAILED, EXIT_OK, EXIT_USAGE, add_backend_argument, close_recording, emit_event, emit_json, fail, open_engine,
+    report_config, report_unrecorded, warn_broken,
+)
 from .error_view import add_error_arguments, show_error
 from .mock_note import MockNote
 from .timeline import Timeline, error_hints
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 # Codes that mean "the call itself was wrong", not "the tool failed while running".
 _USAGE_CODES = frozenset({"unknown_tool", "invalid_arguments", "not_allowed", "tool_disabled"})
 
@@ -50,98 +52,10 @@ def _add_call_arguments(parser: argparse.ArgumentParser) -> None:
     add_error_arguments(parser)  # --verbose, --debug (error_view.py)
 
 
-def add_backend_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--backend", choices=("local", "temporal"),
-                        help="where tool calls execute, for this command (default: execution.backend in "
-                             "config/engine.yaml, else local); temporal needs a postgresql:// store and `skillyard worker`s")
-
-
-def _fail(message: str) -> int:
-    print(f"error: {message}", file=sys.stderr)
-    return EXIT_USAGE
-
-
-def _report_config(error: ConfigError) -> int:
-    for issue in error.issues:
-        print(str(issue), file=sys.stderr)
-    count = len(error.issues)
-    print(f"{count} problem{'s' if count != 1 else ''} found; nothing was run.", file=sys.stderr)
-    return EXIT_USAGE
-
-
-def _emit_json(value: Any, *, pretty: bool = False) -> None:
-    """One JSON document on stdout; lone surrogates (no terminal can print them) become U+FFFD."""
-    try:
-        text = json.dumps(value, ensure_ascii=False, default=str, indent=2 if pretty else None)
-    except (ValueError, RecursionError) as exc:  # e.g. an integer of 5,000 digits in a tool's output
-        text = json.dumps({"error": f"this value cannot be written as JSON: {exc}"})
-    sys.stdout.write(replace_lone_surrogates(text) + "\n")
-    sys.stdout.flush()
-
-
 def _emit_text(text: str) -> None:
     """A string output as itself (`--output text`), ending with one newline."""
     sys.stdout.write(replace_lone_surrogates(text) + ("" if text.endswith("\n") else "\n"))
     sys.stdout.flush()
-
-
-def emit_event(event: Event) -> None:
-    """One event as a JSON line on stdout (`--output events`), built around the data its Run
-    encoded once (`Event.json`); the standard library's writer when there is no fast encoding."""
-    body = event.json()
-    if body is None:
-        _emit_json(event.to_dict())
-        return
-    sys.stdout.write(body.decode() + "\n")
-    sys.stdout.flush()
-
-
-def close_recording(engine: Engine) -> str | None:
-    """Close the engine; why its run was not (wholly) recorded in the run store, or None."""
-    try:
-        if engine.store is not None:
-            engine.store.flush()
-    except StoreError as exc:
-        return str(exc)
-    finally:
-        engine.close()
-    return None
-
-
-def warn_broken(broken: dict[str, Any]) -> None:
-    """One line on stderr: other tools cannot run, and where to see why."""
-    names = ", ".join(sorted(broken))
-    print(f"warning: {len(broken)} tool{'s' if len(broken) != 1 else ''} cannot run because of problems in "
-          f"{'their' if len(broken) != 1 else 'its'} configuration ({names}); `skillyard validate` lists them",
-          file=sys.stderr)
-
-
-def report_unrecorded(problem: str | None, code: int) -> int:
-    """The exit code once the store has had its say: a run that was not recorded is a failure."""
-    if problem is None:
-        return code
-    print(f"error: this run was not recorded as it happened: {problem}", file=sys.stderr)
-    return code or EXIT_FAILED
-
-
-def open_engine(ns: argparse.Namespace) -> Engine:
-    """The engine for a CLI call, recording runs unless --no-store or engine.yaml says not to.
-
-    A tool broken by a problem in its own parts does not stop the others (`project.broken`).
-    """
-    project = load_project(ns.dir, isolate_broken_tools=True)
-    try:
-        engine = Engine.from_project(project, store=project.settings.store.enabled and not ns.no_store)
-    except StoreError as exc:
-        raise UsageError(str(exc)) from None
-    try:
-        from ..backends import attach_backend
-
-        attach_backend(engine, getattr(ns, "backend", None))
-    except UsageError:
-        engine.close()
-        raise
-    return engine
 
 
 def run_call(ns: argparse.Namespace) -> int:
@@ -149,16 +63,16 @@ def run_call(ns: argparse.Namespace) -> int:
         arguments = build_arguments(ns.args_json, ns.arg)
         engine = open_engine(ns)
     except UsageError as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     except ConfigError as exc:
-        return _report_config(exc)
+        return report_config(exc)
     settings = engine.project.settings.logging
     configure_logging(settings.format, settings.level, engine.project.redactor)
     if ns.tool in engine.project.broken:
         engine.close()
-        return _report_config(ConfigError(engine.project.broken[ns.tool]))
+        return report_config(ConfigError(engine.project.broken[ns.tool]))
     if ns.model and ns.model not in engine.project.models:
-        return _fail(f"--model {ns.model}: unknown model; known: {', '.join(sorted(engine.project.models))}")
+        return fail(f"--model {ns.model}: unknown model; known: {', '.join(sorted(engine.project.models))}")
     if engine.project.broken and not ns.quiet:
         warn_broken(engine.project.broken)
 
@@ -197,11 +111,11 @@ def run_call(ns: argparse.Namespace) -> int:
 def _show_result(ns: argparse.Namespace, result: ToolResult) -> int:
     """Print the result as --output asks; the exit code it calls for."""
     if ns.output in ("result", "events"):
-        _emit_json(result.to_dict(), pretty=ns.output == "result")
+        emit_json(result.to_dict(), pretty=ns.output == "result")
     elif result.ok and ns.output == "text" and isinstance(result.data, str):
         _emit_text(result.data)
     elif result.ok:
-        _emit_json(result.data, pretty=True)
+        emit_json(result.data, pretty=True)
     if result.error is None:
         return EXIT_OK
     if ns.quiet:
@@ -219,7 +133,7 @@ def cmd_validate(ns: argparse.Namespace) -> int:
         if stored and not ns.no_import:  # what every command runs: the YAML with the store's overrides
             project = load_project(ns.dir, tool_settings=stored)
     except ConfigError as exc:
-        return _report_config(exc)
+        return report_config(exc)
     warnings = getattr(project, "warnings", [])
     for warning in warnings:  # it loads and runs, but is probably not what was meant
         print(f"warning: {warning}", file=sys.stderr)
@@ -248,7 +162,7 @@ def _stored_tool_settings(project: Any) -> dict[str, Any]:
     A store that cannot be read is said on stderr and validation goes on with the YAML alone.
     """
     from ..store import open_store, store_url
-    from ..store.open import store_exists
+    from ..store.urls import store_exists
 
     try:
         url = store_url(project.root, project.settings.store)
@@ -284,7 +198,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     call.set_defaults(handler=run_call)
     from .tools_cmd import add_tools_parser
 
-    add_tools_parser(commands, _report_config)
+    add_tools_parser(commands, report_config)
     validate = commands.add_parser(
         "validate", help="check a project and report every problem",
         description="Check a project and report every problem. This imports the project's Python modules "
@@ -329,7 +243,7 @@ def _guarded(handler: Callable[[argparse.Namespace], int], ns: argparse.Namespac
     except BrokenPipeError:
         return EXIT_OK
     except (UsageError, StoreError) as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -6,8 +6,8 @@ from __future__ import annotations
 import sys
 from typing import TextIO
 
-from ..events import Event
-from ..project import Project
+from ..runtime.events import Event
+from ..runtime.project import Project
 
 NOTE = ("note: model answers came from `mock`, the offline stand-in (text rearranged from your input, no AI); "
         "add a real model in config/models.yaml: see docs/agent.md")

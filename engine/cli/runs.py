@@ -13,13 +13,13 @@ from datetime import datetime
 from typing import Any, Callable
 
 from .._engine import Engine
+from ..batch.replay import REPLAY_MODEL, Recording, ReplayProvider, replay_project
 from ..errors import ConfigError, UsageError
-from ..link import load_project
-from ..pricing import format_usd, usage_cost
+from ..link.linker import load_project
+from ..providers.pricing import format_usd, usage_cost
 from ..store import RunRecord, Store, StoreError, store_url
 from ..store import open_store as open_url
-from ..store.open import sqlite_path, store_exists
-from ..store.replay import REPLAY_MODEL, Recording, ReplayProvider, replay_project
+from ..store.urls import sqlite_path, store_exists
 from .run_tree import short as _short
 from .run_tree import tree
 from .timeline import Timeline

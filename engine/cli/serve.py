@@ -12,14 +12,12 @@ import sys
 from typing import Any, Sequence
 
 from ..errors import ConfigError, UsageError
+from .common import EXIT_OK, EXIT_USAGE, add_backend_argument, open_engine
 
-EXIT_OK, EXIT_USAGE = 0, 2
 SERVICE_GC_THRESHOLD = 10_000  # allocations between two collections of the youngest generation (see settle_heap)
 
 
 def add_serve_parsers(commands: Any) -> None:
-    from .main import add_backend_argument
-
     serve = commands.add_parser("serve", help="run the HTTP/SSE service, the web page and /mcp")
     serve.add_argument("--dir", default=".", help="project directory (default: current directory)")
     serve.add_argument("--host", default="127.0.0.1",
@@ -57,8 +55,6 @@ def _need(module: str, command: str) -> None:
 
 def _open(ns: argparse.Namespace) -> Any:
     from ..logging import configure_logging
-    from .main import open_engine
-
     engine = open_engine(ns)
     settings = engine.project.settings.logging
     configure_logging(settings.format, settings.level, engine.project.redactor)
@@ -146,7 +142,7 @@ def settle_heap() -> None:
 
 def cmd_mcp(ns: argparse.Namespace) -> int:
     _need("mcp", "mcp")
-    from ..server.mcp_server import serve_stdio
+    from ..server.mcp_stdio import serve_stdio
 
     try:
         engine = _open(ns)

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any, TextIO
 
-from ..events import Event
-from ..pricing import format_usd, usage_cost
+from ..providers.pricing import format_usd, usage_cost
+from ..runtime.events import Event
 
 ITEMS_SHOWN = 10  # items of a forEach step shown one by one; the rest are counted
 

@@ -10,7 +10,8 @@ from typing import Any
 from .._engine import Engine
 from ..errors import ConfigError, ToolAdminError, UsageError
 from ..store import StoreError, store_url
-from ..store.open import store_exists
+from ..store.urls import store_exists
+from ..tool_admin import ToolAdmin
 
 
 def add_tools_parser(commands: Any, on_config_error: Any) -> None:
@@ -44,7 +45,7 @@ def add_tools_parser(commands: Any, on_config_error: Any) -> None:
 
 def _open(ns: argparse.Namespace, *, create_store: bool) -> Engine:
     """With the store when it exists (listing) or always (changes, which live in it)."""
-    from ..link import load_project
+    from ..link.linker import load_project
 
     project = load_project(ns.dir)
     try:
@@ -66,7 +67,7 @@ def cmd_list(ns: argparse.Namespace, on_config_error: Any) -> int:
         if ns.json and ns.format:
             print(json.dumps(project.tool_schemas(ns.format), ensure_ascii=False, indent=2))
             return 0
-        views = engine.tool_settings()
+        views = ToolAdmin(engine).views()
         if ns.json:
             print(json.dumps(views, ensure_ascii=False, indent=2))
             return 0
@@ -99,6 +100,7 @@ def cmd_change(ns: argparse.Namespace, on_config_error: Any) -> int:
         engine = _open(ns, create_store=True)
     except ConfigError as exc:
         return int(on_config_error(exc))
+    admin = ToolAdmin(engine)
     try:
         if ns.action == "add":
             try:
@@ -107,15 +109,15 @@ def cmd_change(ns: argparse.Namespace, on_config_error: Any) -> int:
                 raise UsageError(f"--config is not valid JSON: {exc.msg}") from None
             if not isinstance(config, dict):
                 raise UsageError("--config must be a JSON object")
-            view = engine.create_tool(ns.name, type=ns.type, description=ns.description or "", config=config, enabled=not ns.disabled)
+            view = admin.create(ns.name, type=ns.type, description=ns.description or "", config=config, enabled=not ns.disabled)
         elif ns.action == "remove":
-            engine.delete_tool(ns.name)
+            admin.delete(ns.name)
             print(f"removed {ns.name}")
             return 0
         elif ns.action in ("enable", "disable"):
-            view = engine.update_tool(ns.name, enabled=ns.action == "enable")
+            view = admin.update(ns.name, enabled=ns.action == "enable")
         else:
-            view = engine.update_tool(ns.name, config=dict(_pair(p) for p in ns.pairs))
+            view = admin.update(ns.name, config=dict(_pair(p) for p in ns.pairs))
         print(f"{view['name']}: {'enabled' if view['enabled'] else 'disabled'}, from {view['source']}"
               + (f", stored overrides {json.dumps(view['overrides'])}" if view["overrides"] else ""))
         return 0

@@ -13,8 +13,7 @@ from typing import Any
 
 from ..errors import ConfigError, UsageError
 from .arguments import positive_int
-
-EXIT_OK, EXIT_USAGE = 0, 2
+from .common import EXIT_OK, report_config
 
 
 def add_worker_parser(commands: Any) -> None:
@@ -35,16 +34,15 @@ def add_worker_parser(commands: Any) -> None:
 
 def cmd_worker(ns: argparse.Namespace) -> int:
     from ..backends.temporal.config import require_sdk, require_shared_store
-    from ..link import load_project
+    from ..link.linker import load_project
     from ..logging import configure_logging
     from ..store import StoreError, open_store, store_url
-    from .main import _report_config
 
     require_sdk()
     try:
         project = load_project(ns.dir)
     except ConfigError as exc:
-        return _report_config(exc)
+        return report_config(exc)
     settings = project.settings.logging
     configure_logging(settings.format, settings.level, project.redactor)
     try:

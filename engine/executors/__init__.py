@@ -1,6 +1,1 @@
-"""Executors: what actually runs when the router lets a call through."""
-
-from .base import ToolExecutor, ToolType, register_tool_type, tool_type, known_tool_types
-from .workflow import LinkedStep, WorkflowExecutor
-
-__all__ = ["LinkedStep", "ToolExecutor", "ToolType", "WorkflowExecutor", "known_tool_types", "register_tool_type", "tool_type"]
+"""Executors: what runs when the router lets a call through (the workflow executor and its nodes, python tools, fetch); the ToolType contract they implement is in runtime/contracts.py."""

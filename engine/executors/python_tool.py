@@ -33,11 +33,11 @@ from typing import Any, Callable, get_type_hints
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, create_model, field_validator
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
-from ..context import RunContext
 from ..errors import StepFailure
 from ..logging import logger
-from ..user_frames import failure_details, last_user_frame, package_root
-from .base import ToolType
+from ..runtime.context import RunContext
+from ..runtime.contracts import ToolType
+from ..safety.user_frames import failure_details, last_user_frame, package_root
 
 _TARGET = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
 

@@ -2,7 +2,7 @@
 
 A plain step (a skill, no `when`/`forEach`/`workflow`) is inlined in `execute`, so a
 straight-line workflow pays nothing for the other constructs. Any other entry of `steps` is
-a node compiled at link time (engine/workflow_nodes.py) that runs itself: `await node.run(…)`.
+a node compiled at link time (engine/executors/workflow_nodes.py) that runs itself: `await node.run(…)`.
 """
 
 from __future__ import annotations
@@ -13,14 +13,14 @@ import inspect
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Protocol
 
-from ..context import RunContext, SkillContext
-from ..deadlines import deadline
 from ..errors import StepFailure
-from ..mapping import MISSING, MappingError, Reference, Resolver, mapping_is_clean
-from ..schema import Violation
-from ..skills.base import Skill
-from ..timing import PLAIN_TYPES, elapsed_ms, perf_counter_ns
-from ..user_frames import failure_details
+from ..lang.mapping import MISSING, MappingError, Reference, Resolver, mapping_is_clean
+from ..lang.schema import Violation
+from ..runtime.context import RunContext, SkillContext
+from ..runtime.contracts import Skill
+from ..runtime.deadlines import deadline
+from ..runtime.timing import PLAIN_TYPES, elapsed_ms, perf_counter_ns
+from ..safety.user_frames import failure_details
 
 _NO_LIMIT = contextlib.nullcontext()
 
@@ -273,5 +273,5 @@ def _step_failure(step: LinkedStep, exc: Exception) -> StepFailure:
     if isinstance(exc, TimeoutError):
         limit = f"longer than {step.timeout:g}s" if step.timeout is not None else "too long (the skill raised TimeoutError)"
         return StepFailure("timeout", f"step {step.id!r} took {limit}", retryable=True)
-    details = failure_details(exc, getattr(step.skill, "user_roots", ()))  # the user's frames (engine/user_frames.py)
+    details = failure_details(exc, getattr(step.skill, "user_roots", ()))  # the user's frames (engine/safety/user_frames.py)
     return StepFailure("execution_error", f"skill {step.skill.name!r} raised {type(exc).__name__}: {exc}", details, retryable=True)

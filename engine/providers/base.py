@@ -1,14 +1,12 @@
-"""Provider protocol, the engine's own message types, and the provider registry."""
+"""Provider protocol and the engine's own message types (the registry of providers is registry.py)."""
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Literal, Protocol
 
-from ..spec.models import ModelSpec
-from ..untrusted import scrub_surrogates
+from ..errors import ProviderError  # noqa: F401 - part of the provider seam (defined with the error tree)
+from ..safety.untrusted import scrub_surrogates
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,72 +101,7 @@ def without_key(message: str, key: str | None) -> str:
     return message
 
 
-class ProviderError(Exception):
-    """A model call failed (network, auth, rate limit…). `retryable` tells the caller."""
-
-    def __init__(self, message: str, *, retryable: bool = False):
-        super().__init__(message)
-        self.retryable = retryable
-
-
 class Provider(Protocol):
     async def request(self, request: ModelRequest, on_text: Callable[[str], None] | None = None) -> ModelResponse:
         """Send the request; call `on_text` with each piece of streamed text; return the whole answer."""
         ...
-
-
-ProviderFactory = Callable[[ModelSpec, Path], Provider]  # (model spec, project directory)
-_FACTORIES: dict[str, ProviderFactory] = {}
-
-
-def register_provider(name: str, factory: ProviderFactory | Callable[[ModelSpec], Provider]) -> None:
-    """Make `provider: <name>` usable in config/models.yaml.
-
-    The factory takes `(spec)` or `(spec, project_dir)` and returns a Provider.
-    """
-    _register_builtins()
-    try:
-        wants_dir = len(inspect.signature(factory).parameters) >= 2
-    except (TypeError, ValueError):
-        wants_dir = True
-    _FACTORIES[name] = factory if wants_dir else (lambda spec, root: factory(spec))  # type: ignore[call-arg,misc]
-
-
-def provider_factory(name: str) -> ProviderFactory | None:
-    _register_builtins()
-    return _FACTORIES.get(name)
-
-
-def known_providers() -> list[str]:
-    _register_builtins()
-    return sorted(_FACTORIES)
-
-
-def _register_builtins() -> None:
-    """Imported late so that importing skillyard does not import every provider."""
-    if "mock" in _FACTORIES:
-        return
-    from .mock import MockProvider
-
-    _FACTORIES["mock"] = lambda spec, root: MockProvider()
-    _FACTORIES.setdefault("openai", _openai)
-    _FACTORIES.setdefault("anthropic", _anthropic)
-    _FACTORIES.setdefault("scripted", _scripted)
-
-
-def _openai(spec: ModelSpec, root: Path) -> Provider:
-    from .openai import OpenAIProvider  # the SDK is imported only when such a model is used
-
-    return OpenAIProvider(spec)
-
-
-def _anthropic(spec: ModelSpec, root: Path) -> Provider:
-    from .anthropic import AnthropicProvider  # httpx only; imported when such a model is used
-
-    return AnthropicProvider(spec)
-
-
-def _scripted(spec: ModelSpec, root: Path) -> Provider:
-    from .scripted import ScriptedProvider
-
-    return ScriptedProvider.from_spec(spec, root)

@@ -12,7 +12,7 @@
     sse.py         the SSE frame format and a response that notices a client leaving
     mcp_server.py  the tools as an MCP server (stdio, and streamable HTTP at /mcp)
     mcp_mount.py   /mcp, started on its first request
-    mcp_stdio.py   the stdio transport's guard against malformed lines
+    mcp_stdio.py   MCP over stdio (`skillyard mcp`), with a guard against malformed lines
     static/        the web page (plain HTML, CSS and JavaScript: no build step)
 
 fastapi, uvicorn and the MCP SDK are dependencies of skillyard; `import engine` never

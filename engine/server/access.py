@@ -33,6 +33,7 @@ from starlette.exceptions import HTTPException
 from starlette.routing import get_route_path  # the router's own rule: the path without the root path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ..errors import SkillyardError
 from .api import ApiError
 from .auth import LOCAL, ApiKeys, Principal, host_header_name, is_loopback_host, loopback_origin, presented_key
 
@@ -44,7 +45,7 @@ _KEY_OPTIONAL = "/readyz"  # public, with more for a key (the route decides what
 KEY_REQUIRED = "an API key is required: send `Authorization: Bearer KEY` or `X-API-Key: KEY`"
 
 
-class BodyTooLarge(HTTPException):
+class BodyTooLarge(HTTPException, SkillyardError):
     """Raised from `receive` when a body passes the cap: FastAPI re-raises HTTP exceptions
     from body parsing, so the app's handler answers 413 with the usual error shape."""
 

@@ -14,13 +14,14 @@ import orjson
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
+from ..errors import SkillyardError
+from ..safety.untrusted import scrub_surrogates
 from ..store import AmbiguousRunId, StoreError
-from ..untrusted import scrub_surrogates
 
 T = TypeVar("T")
 
 
-class ApiError(Exception):
+class ApiError(SkillyardError):
     """A refusal with an HTTP status and a stable code; rendered by the app's handler."""
 
     def __init__(self, status: int, code: str, message: str, *, headers: dict[str, str] | None = None, **details: Any):

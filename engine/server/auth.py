@@ -28,6 +28,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Literal, Mapping, NamedTuple
 
+from ..errors import SkillyardError
+
 Role = Literal["admin", "caller"]
 ROLES: tuple[Role, ...] = ("admin", "caller")
 ENV_VAR = "SKILLYARD_API_KEYS"
@@ -35,7 +37,7 @@ _DIGEST = re.compile(r"^sha256:([0-9a-fA-F]{64})$")
 _LOOPBACK_NAMES = frozenset({"localhost", "localhost.", "ip6-localhost"})
 
 
-class KeyConfigError(ValueError):
+class KeyConfigError(SkillyardError, ValueError):
     """The API key configuration cannot be used; the message says what to fix."""
 
 

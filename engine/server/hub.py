@@ -1,6 +1,6 @@
 """The live runs of this server process, and who follows them.
 
-A run's state (status, result, pending approvals, cancellation) is its `Run` (engine/run.py);
+A run's state (status, result, pending approvals, cancellation) is its `Run` (engine/runtime/run.py);
 the hub adds what a follower needs: the run's events in `seq` order (as the Run made them;
 their SSE frames encoded once, when a follower first asks), so a follower can start from any
 `seq` and gets every later event exactly once, live, until the run ends.
@@ -27,12 +27,13 @@ import time
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Coroutine, Literal
 
-from ..events import Event, record_sink
+from ..errors import SkillyardError
 from ..logging import logger
+from ..runtime.events import Event, record_sink
 from .sse import Final, event_frames
 
 if TYPE_CHECKING:
-    from ..run import Approver, Run
+    from ..runtime.run import Approver, Run
 
 RunKind = Literal["tool", "agent"]
 
@@ -228,7 +229,7 @@ class LiveRun:
         }
 
 
-class TooManyRuns(Exception):
+class TooManyRuns(SkillyardError):
     """The service, or one key, has as many live runs as it may: retry when one has ended."""
 
     def __init__(self, message: str):

@@ -181,14 +181,6 @@ async def _elicit_approval(ctx: Any, tool: str, args: dict[str, Any]) -> bool:
     return answer.action == "accept" and bool((answer.content or {}).get("approve"))
 
 
-async def serve_stdio(engine: "Engine", *, approve_all: bool = False) -> None:
-    """Serve MCP over this process's stdin/stdout until the client closes them; a line the
-    server cannot take is answered with a JSON-RPC error (see `mcp_stdio`)."""
-    from .mcp_stdio import serve_checked_stdio
-
-    await serve_checked_stdio(engine, approve_all=approve_all)
-
-
 def preload() -> None:
     """Import the SDK parts the server uses (slow: run it in a worker thread)."""
     import mcp_types  # noqa: F401

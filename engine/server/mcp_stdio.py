@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
-from ..untrusted import MAX_DEPTH, nesting_problem
+from ..safety.untrusted import MAX_DEPTH, nesting_problem
 
 if TYPE_CHECKING:
     from .._engine import Engine
@@ -129,8 +129,9 @@ async def _stdin_wire() -> AsyncIterator[Any]:
         os.close(wire)
 
 
-async def serve_checked_stdio(engine: "Engine", *, approve_all: bool = False) -> None:
-    """Serve MCP over stdin/stdout until the client closes them, every line checked first."""
+async def serve_stdio(engine: "Engine", *, approve_all: bool = False) -> None:
+    """Serve MCP over this process's stdin/stdout until the client closes them; every line is
+    checked first, and one the server cannot take is answered with a JSON-RPC error."""
     import anyio
     import mcp_types as types
     from mcp.server.stdio import stdio_server

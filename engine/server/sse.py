@@ -24,7 +24,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 if TYPE_CHECKING:
-    from ..events import Event
+    from ..runtime.events import Event
 
 MEDIA_TYPE = "text/event-stream"
 PING = b": ping\n\n"  # a comment line: keeps proxies from closing an idle stream; clients ignore it

@@ -9,12 +9,12 @@ from typing import Any
 
 import jinja2
 
-from ..context import SkillContext
 from ..errors import StepFailure
-from ..pricing import priced_response
+from ..lang.templating import LazyTemplate
 from ..providers.base import ChatMessage, ModelRequest, ProviderError, clean_response
-from ..templating import LazyTemplate
-from .base import Skill
+from ..providers.pricing import priced_response
+from ..runtime.context import SkillContext
+from ..runtime.contracts import Skill
 
 STREAM_PROGRESS_EVERY_S = 0.1
 _FENCE = re.compile(r"^\s*```(?:json)?\s*\n(.*?)\n\s*```\s*$", re.DOTALL)

@@ -2,7 +2,7 @@
 
 The function is called directly (no wrapper on the per-call path); when it raises, the
 workflow executor turns the exception into an error whose details are the user's frames
-(`engine.user_frames`), with `user_roots` saying where the user's package lives.
+(`engine.safety.user_frames`), with `user_roots` saying where the user's package lives.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import asyncio
 import inspect
 from typing import Any, Callable
 
-from ..context import SkillContext
-from ..timing import PLAIN_TYPES
-from ..user_frames import package_root
-from .base import Skill
+from ..runtime.context import SkillContext
+from ..runtime.contracts import Skill
+from ..runtime.timing import PLAIN_TYPES
+from ..safety.user_frames import package_root
 
 
 class PythonSkill(Skill):

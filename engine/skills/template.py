@@ -7,10 +7,10 @@ from typing import Any
 
 import jinja2
 
-from ..context import SkillContext
 from ..errors import StepFailure
-from ..templating import LazyTemplate
-from .base import Skill
+from ..lang.templating import LazyTemplate
+from ..runtime.context import SkillContext
+from ..runtime.contracts import Skill
 
 
 class TemplateSkill(Skill):

@@ -18,9 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..context import RunContext, SkillContext
-from ..executors.base import ToolExecutor
-from .base import Skill
+from ..runtime.context import RunContext, SkillContext
+from ..runtime.contracts import Skill, ToolExecutor
 
 
 class _StepRun:

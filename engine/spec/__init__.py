@@ -1,0 +1,1 @@
+"""Specs: the YAML files read (with their line numbers) into pydantic models, before anything is linked."""

@@ -1,7 +1,7 @@
 """Pydantic models of every YAML file skillyard reads.
 
 These are the *shapes* only; cross-references (tool → workflow → skill → model) and data
-flow are checked in `engine.link`. The JSON Schemas in `schemas/` are generated from these
+flow are checked in `engine.link.linker`. The JSON Schemas in `schemas/` are generated from these
 models (`python -m engine.spec.export`).
 """
 

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from ..redaction import DEFAULT_SENSITIVE_KEYS
+from ..safety.redaction import DEFAULT_SENSITIVE_KEYS
 from .common import Duration, _Spec
 
 # ─── config/engine.yaml ─────────────────────────────────────────────────────────────────

@@ -14,58 +14,26 @@ plain JSON-like data from that stream ourselves, in one pass and without recursi
 
 Most files are plain maps, lists and scalars. Those are built by a lean pass that keeps no
 positions (`_fast_build`); their SourceMap keeps the text and builds the positions with the
-full builder the first time a problem needs one. Everything else (anchors, aliases, tags,
-merges, limits, errors) goes through the full builder straight away.
+full builder (yaml_builder.py) the first time a problem needs one. Everything else (anchors,
+aliases, tags, merges, limits, errors) goes through the full builder straight away.
 """
 
 from __future__ import annotations
 
 import re
 import threading
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import yaml
 
-from ..errors import ConfigIssue, Location
+from ..errors import ConfigIssue, Location, YamlLoadError
+from .yaml_builder import (
+    LOADER, MAX_DEPTH, MAX_NODES, MERGE_TAG, MISSING, SCALAR_TAGS, STR_TAG, TIMESTAMP_TAG, Builder, Mark, YamlPath,
+    construct_scalar, events, resolve_scalar,
+)
 
 MAX_FILE_BYTES = 4 * 1024 * 1024
-MAX_DEPTH = 64
-MAX_NODES = 1_000_000
-# Values that aliases may add beyond the ones written out (shared schemas need a few hundred).
-MAX_ALIAS_EXPANSION = 100_000
-
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-YamlPath = tuple[str | int, ...]
-
-_STR = "tag:yaml.org,2002:str"
-_ALLOWED_SCALAR_TAGS = {
-    _STR,
-    "tag:yaml.org,2002:merge",  # only meaningful as a key: `<<`
-    "tag:yaml.org,2002:int",
-    "tag:yaml.org,2002:float",
-    "tag:yaml.org,2002:bool",
-    "tag:yaml.org,2002:null",
-    "tag:yaml.org,2002:timestamp",  # kept as the original text: JSON has no dates
-}
-_MAP = "tag:yaml.org,2002:map"
-_SEQ = "tag:yaml.org,2002:seq"
-_MERGE = "tag:yaml.org,2002:merge"
-_TIMESTAMP = "tag:yaml.org,2002:timestamp"
-_MERGE_KEY: Any = type("_MergeKey", (), {"__repr__": lambda self: "<<"})()
-
-
-class Mark(NamedTuple):
-    """A value's position (a tuple: cheap to make by the hundred thousand)."""
-
-    line: int  # 1-based
-    col: int  # 1-based
-    style: str | None = None  # scalar style: '|', '>', '"', "'" or None
-    end_line: int = 0  # 1-based line where the value ends (0: unknown)
-
-
 _Positions = tuple[dict[YamlPath, Mark], dict[YamlPath, Mark], dict[YamlPath, YamlPath]]
 
 
@@ -106,7 +74,7 @@ class SourceMap:
                 if self._positions is None:
                     full = SourceMap(self.file)
                     try:
-                        _Builder(full, _raise_load_error(self.file)).build(_events(self._text or ""))
+                        Builder(full, _raise_load_error(self.file)).build(events(self._text or ""))
                     except (YamlLoadError, yaml.YAMLError):  # pragma: no cover - the file loaded once already
                         pass
                     self._positions = full._positions
@@ -261,12 +229,6 @@ def format_path(path: YamlPath) -> str:
     return out
 
 
-class YamlLoadError(Exception):
-    def __init__(self, issue: ConfigIssue):
-        super().__init__(str(issue))
-        self.issue = issue
-
-
 def load_yaml_file(path: Path, display_name: str) -> tuple[Any, SourceMap]:
     """Load one YAML file into plain data and its SourceMap, or raise YamlLoadError."""
 
@@ -310,7 +272,7 @@ def load_yaml_text(text: str, display_name: str) -> tuple[Any, SourceMap]:
     # error): the full builder decides, and reports problems with their positions.
     source = SourceMap(display_name, lines=text.splitlines())
     try:
-        return _Builder(source, fail).build(_events(text)), source
+        return Builder(source, fail).build(events(text)), source
     except yaml.MarkedYAMLError as exc:
         message, hint, line, col = _describe_yaml_error(exc, text)
         raise fail(message, hint, line, col) from None
@@ -339,11 +301,11 @@ _PLAIN: dict[str, tuple[str, Any]] = {}  # plain scalar text → (tag, value); v
 
 
 def _plain(text: str) -> tuple[str, Any]:
-    tag = _resolve_scalar(text, (True, False))
-    if tag == _STR or tag == _TIMESTAMP:
+    tag = resolve_scalar(text, (True, False))
+    if tag == STR_TAG or tag == TIMESTAMP_TAG:
         found: tuple[str, Any] = (tag, text)
-    elif tag in _ALLOWED_SCALAR_TAGS and tag != _MERGE:
-        found = (tag, _CONSTRUCT[tag](_CONSTRUCTOR, yaml.ScalarNode(tag, text)))
+    elif tag in SCALAR_TAGS and tag != MERGE_TAG:
+        found = (tag, construct_scalar(tag, text))
     else:
         found = (tag, _SLOW)
     if len(_PLAIN) < 100_000 and len(text) < 64:
@@ -361,12 +323,12 @@ def _fast_build(text: str, eager_keys: dict[YamlPath, Mark]) -> Any:
     values built are the same as the full builder's. Positions of the keys one and two
     levels down (the entry names) are kept in `eager_keys`: linking asks for them.
     """
-    loader = _Loader(text)
+    loader = LOADER(text)
     get_event = loader.get_event
     scalar_event, mapping_start, sequence_start = yaml.ScalarEvent, yaml.MappingStartEvent, yaml.SequenceStartEvent
     mapping_end, sequence_end = yaml.MappingEndEvent, yaml.SequenceEndEvent
     plain_cache = _PLAIN
-    missing = _MISSING
+    missing = MISSING
     stack: list[tuple[Any, bool]] = []
     push, pop = stack.append, stack.pop
     current: Any = None  # the open dict or list (None: nothing open yet)
@@ -453,19 +415,6 @@ def _fast_build(text: str, eager_keys: dict[YamlPath, Mark]) -> Any:
     return None if root is missing else root
 
 
-def _events(text: str) -> Any:
-    """The parser's events, pulled straight from the (C) loader."""
-    loader = _Loader(text)
-    try:
-        while True:
-            event = loader.get_event()
-            if event is None or type(event) is yaml.StreamEndEvent:
-                return
-            yield event
-    finally:
-        loader.dispose()
-
-
 def _line_col(text: str, position: int) -> tuple[int, int]:
     line = text.count("\n", 0, position) + 1
     return line, position - (text.rfind("\n", 0, position) + 1) + 1
@@ -532,347 +481,3 @@ def _quote_hint(text: str) -> str:
     return f"quote the value: write {match.group(2)}: \"{value}\" (an unquoted ': ' starts a new key)"
 
 
-def _key_text(key: Any) -> str:
-    """Mapping keys become strings as JSON would spell them (true, null, 1)."""
-    if isinstance(key, str):
-        return key
-    if key is None:
-        return "null"
-    if isinstance(key, bool):
-        return "true" if key else "false"
-    return str(key)
-
-
-_RESOLVERS = yaml.resolver.Resolver.yaml_implicit_resolvers
-_CONSTRUCT = yaml.constructor.SafeConstructor.yaml_constructors
-_CONSTRUCTOR = yaml.constructor.SafeConstructor()  # its int/float/bool/null constructors keep no state
-_MISSING: Any = object()
-
-
-def _resolve_scalar(value: str, implicit: tuple[bool, bool]) -> str:
-    """The tag of an untagged scalar, as PyYAML's resolver decides it (plain → int, bool…)."""
-    if not implicit[0]:
-        return _STR
-    tag = _RESOLVED.get(value)
-    if tag is None:
-        tag = _STR
-        for candidate, regexp in _RESOLVERS.get(value[:1], ()) if value else _RESOLVERS.get("", ()):
-            if regexp.match(value):
-                tag = candidate
-                break
-        if len(_RESOLVED) < 100_000 and len(value) < 64:
-            _RESOLVED[value] = tag  # project files repeat the same words (type, string, object…)
-    return tag
-
-
-_RESOLVED: dict[str, str] = {}
-
-
-@dataclass(slots=True)
-class _Anchor:
-    value: Any
-    path: YamlPath  # where the anchored value was written (positions live there)
-    mark: Mark
-    size: int  # values inside, counting itself
-    height: int  # nesting levels inside (0: a scalar)
-
-
-@dataclass(slots=True)
-class _Frame:
-    """An open mapping or sequence while its events stream in."""
-
-    value: Any  # dict or list being filled
-    path: YamlPath
-    mark: Mark
-    anchor: str | None
-    count_start: int  # values built before this frame started
-    height: int = 1
-    key: Any = _MISSING  # mapping: the key waiting for its value
-    merges: list[tuple[Any, YamlPath]] = field(default_factory=list)  # `<<` sources and their paths
-
-
-class _Builder:
-    """Builds plain data straight from the parser's events, in one pass, with no recursion.
-
-    Depth, value count and alias expansion are checked as the events arrive, so a deep or
-    exploding document stops at the first event past a limit. An alias is counted before
-    it is copied, and its positions are not copied at all: the SourceMap redirects paths
-    inside the copy to the anchored text.
-    """
-
-    def __init__(self, source: SourceMap, fail: Any):
-        self.source = source
-        self.fail = fail
-        self.stack: list[_Frame] = []
-        self.anchors: dict[str, _Anchor] = {}
-        self.open_anchors: set[str] = set()
-        self.count = 0  # values built so far, alias copies included
-        self.alias_added = 0
-        self.root: Any = _MISSING
-        self.list_merges: dict[int, list[tuple[Any, YamlPath]]] = {}
-
-    # ─── events ───────────────────────────────────────────────────────────────────────
-
-    def build(self, events: Any) -> Any:
-        documents = 0
-        for event in events:
-            kind = type(event)
-            if kind is yaml.ScalarEvent:
-                self._scalar(event)
-            elif kind is yaml.MappingStartEvent or kind is yaml.SequenceStartEvent:
-                self._start(event, kind is yaml.MappingStartEvent)
-            elif kind is yaml.MappingEndEvent or kind is yaml.SequenceEndEvent:
-                self._end()
-            elif kind is yaml.AliasEvent:
-                self._alias(event)
-            elif kind is yaml.DocumentStartEvent:
-                documents += 1
-                if documents > 1:
-                    mark = _mark(event)
-                    raise self.fail(
-                        "YAML syntax error: found a second document (a skillyard file holds one)",
-                        "remove the `---` separator and everything after it, or move it to its own file",
-                        mark.line,
-                        mark.col,
-                    )
-        return None if self.root is _MISSING else self.root
-
-    def _scalar(self, event: yaml.ScalarEvent) -> None:
-        tag = event.tag
-        if tag is None or tag == "!":
-            tag = _resolve_scalar(event.value, event.implicit)
-        mark = _mark(event, event.style or None)
-        if tag not in _ALLOWED_SCALAR_TAGS:
-            raise self._bad_tag(tag, mark)
-        if tag == _STR or tag == _TIMESTAMP:
-            value: Any = event.value
-        elif tag == _MERGE:
-            value = _MERGE_KEY
-        elif self._expects_key():
-            value = event.value  # a key is a name: `off:` stays "off", not YAML 1.1's false
-        else:
-            value = _CONSTRUCT[tag](_CONSTRUCTOR, yaml.ScalarNode(tag, event.value))
-        if event.anchor is not None:
-            self._define(event.anchor, mark)
-        self._count(mark)
-        path = self._place(mark, value)
-        if event.anchor is not None:
-            self.anchors[event.anchor] = _Anchor(value, path if path is not None else (), mark, 1, 0)
-            self.open_anchors.discard(event.anchor)
-
-    def _expects_key(self) -> bool:
-        """Is the next scalar a mapping key (not a value, an item or the document)?"""
-        if not self.stack:
-            return False
-        frame = self.stack[-1]
-        return type(frame.value) is not list and frame.key is _MISSING
-
-    def _start(self, event: Any, is_map: bool) -> None:
-        mark = _mark(event)
-        tag = event.tag
-        if tag not in (None, "!", _MAP if is_map else _SEQ):
-            raise self._bad_tag(tag, mark)
-        if len(self.stack) >= MAX_DEPTH:
-            raise self.fail(
-                f"nesting is deeper than {MAX_DEPTH} levels",
-                "flatten the structure; deep nesting is not needed in skillyard files",
-                mark.line,
-                mark.col,
-            )
-        path = self._child_path(mark)
-        if event.anchor is not None:
-            self._define(event.anchor, mark)
-        self._count(mark)
-        self.source.values[path] = mark
-        self.stack.append(_Frame({} if is_map else [], path, mark, event.anchor, self.count - 1))
-
-    def _end(self) -> None:
-        frame = self.stack.pop()
-        if frame.merges:
-            if isinstance(frame.value, dict):
-                self._apply_merges(frame)
-            else:  # `<<: [*a, *b]`: the mapping that owns the `<<` takes them
-                self.list_merges[id(frame.value)] = frame.merges
-        if frame.anchor is not None:
-            self.anchors[frame.anchor] = _Anchor(frame.value, frame.path, frame.mark, self.count - frame.count_start, frame.height)
-            self.open_anchors.discard(frame.anchor)
-        self._attach(frame.value, frame.path, frame.height)
-
-    def _alias(self, event: yaml.AliasEvent) -> None:
-        mark = _mark(event)
-        name = event.anchor
-        if name in self.open_anchors:
-            raise self.fail(
-                f"alias *{name} is used inside the collection it names (recursive alias)",
-                "remove the alias, or copy the value out",
-                mark.line,
-                mark.col,
-            )
-        anchor = self.anchors.get(name)
-        if anchor is None:
-            raise self.fail(
-                f"YAML syntax error: found undefined alias *{name}",
-                "define the anchor (&name) before using the alias (*name)",
-                mark.line,
-                mark.col,
-            )
-        self.alias_added += anchor.size
-        self.count += anchor.size
-        if self.count > MAX_NODES or self.alias_added > MAX_ALIAS_EXPANSION:
-            if self.alias_added > MAX_ALIAS_EXPANSION:
-                what = f"aliases add more than {MAX_ALIAS_EXPANSION:,} values to this document"
-            else:
-                what = f"aliases expand this document to more than {MAX_NODES:,} values"
-            raise self.fail(
-                f"{what}: *{name} here copies {anchor.size:,} values (anchored at line {anchor.mark.line})",
-                "remove the alias chain that multiplies the document (a 'billion laughs' pattern)",
-                mark.line,
-                mark.col,
-            )
-        if len(self.stack) + anchor.height > MAX_DEPTH:
-            raise self.fail(
-                f"alias *{name} nests this document deeper than {MAX_DEPTH} levels",
-                "flatten the structure; deep nesting is not needed in skillyard files",
-                mark.line,
-                mark.col,
-            )
-        if anchor.height == 0:  # a scalar: may be a key
-            self._place(mark, anchor.value)
-            return
-        path = self._child_path(mark)
-        self.source.values[path] = mark
-        self.source.aliases[path] = anchor.path
-        self._attach(_copy(anchor.value), path, anchor.height)
-
-    # ─── placing values ───────────────────────────────────────────────────────────────
-
-    def _child_path(self, mark: Mark) -> YamlPath:
-        """The path a collection starting now will have; refuses collections as keys."""
-        if not self.stack:
-            return ()
-        frame = self.stack[-1]
-        if type(frame.value) is list:
-            return frame.path + (len(frame.value),)
-        if frame.key is _MISSING:
-            raise self.fail("mapping keys must be plain scalars", "use a string as the key", mark.line, mark.col)
-        return frame.path + ((frame.key,) if frame.key is not _MERGE_KEY else ("<<",))
-
-    def _place(self, mark: Mark, value: Any) -> YamlPath | None:
-        """Put a scalar where it belongs: as a key, a mapping value, an item or the root."""
-        if not self.stack:
-            self.root = value
-            self.source.values[()] = mark
-            return ()
-        frame = self.stack[-1]
-        if type(frame.value) is list:
-            path = frame.path + (len(frame.value),)
-            self.source.values[path] = mark
-            self._attach(value, path, 0)
-            return path
-        if frame.key is _MISSING:  # this scalar is a key
-            if value is _MERGE_KEY:
-                frame.key = _MERGE_KEY
-                return None
-            key = _key_text(value)
-            path = frame.path + (key,)
-            if key in frame.value:
-                first = self.source.keys.get(path)
-                where = f" (first defined at line {first.line})" if first else ""
-                raise self.fail(f"duplicate key {key!r}{where}", "remove or rename one of them", mark.line, mark.col)
-            frame.key = key
-            self.source.keys[path] = mark
-            return None
-        path = self._child_path(mark)
-        self.source.values[path] = mark
-        self._attach(value, path, 0)
-        return path
-
-    def _attach(self, value: Any, path: YamlPath, height: int) -> None:
-        """Put a finished value in its place in the open collection (or make it the document)."""
-        if not self.stack:
-            self.root = value
-            return
-        frame = self.stack[-1]
-        if height >= frame.height:
-            frame.height = height + 1
-        if type(frame.value) is list:
-            frame.value.append(value)
-            if len(self.stack) >= 2 and self.stack[-2].key is _MERGE_KEY:
-                frame.merges.append((value, path))
-            return
-        key = frame.key
-        frame.key = _MISSING
-        if key is _MERGE_KEY:
-            self._merge_value(frame, value, path)
-        else:
-            frame.value[key] = value
-
-    def _merge_value(self, frame: _Frame, value: Any, path: YamlPath) -> None:
-        if isinstance(value, dict):
-            frame.merges.append((value, path))
-            return
-        if isinstance(value, list):
-            # the sequence collected its items (with their paths) as merge sources
-            sources = self.list_merges.pop(id(value), [])
-            if value and len(sources) == len(value) and all(isinstance(v, dict) for v, _ in sources):
-                frame.merges.extend(sources)
-                return
-        mark = self.source.values.get(path) or frame.mark
-        raise self.fail("a `<<` merge needs a mapping", "merge an anchored mapping (`<<: *name`) or a list of them", mark.line, mark.col)
-
-    def _apply_merges(self, frame: _Frame) -> None:
-        """`<<` keys: merged mappings first (earlier ones win), then the mapping's own keys."""
-        own = frame.value
-        merged: dict[str, Any] = {}
-        for source, path in frame.merges:
-            for key, value in source.items():
-                if key in own or key in merged:
-                    continue
-                merged[key] = value
-                self.source.aliases[frame.path + (key,)] = path + (key,)
-        if merged:
-            merged.update(own)
-            own.clear()
-            own.update(merged)
-
-    # ─── bookkeeping ──────────────────────────────────────────────────────────────────
-
-    def _count(self, mark: Mark) -> None:
-        self.count += 1
-        if self.count > MAX_NODES:
-            raise self.fail(
-                f"document holds more than {MAX_NODES:,} values",
-                "split it into a tools/, skills/ or workflows/ directory of smaller files",
-                mark.line,
-                mark.col,
-            )
-
-    def _define(self, name: str, mark: Mark) -> None:
-        if name in self.anchors or name in self.open_anchors:
-            first = self.anchors[name].mark if name in self.anchors else None
-            where = f" (first at line {first.line})" if first else ""
-            raise self.fail(f"YAML syntax error: found duplicate anchor &{name}{where}", "give each anchor its own name", mark.line, mark.col)
-        self.open_anchors.add(name)
-
-    def _bad_tag(self, tag: str, mark: Mark) -> YamlLoadError:
-        shown = "!!" + tag[len("tag:yaml.org,2002:") :] if tag.startswith("tag:yaml.org,2002:") else tag
-        if shown.startswith("!!python/"):
-            hint = "Python tags could run code, so skillyard never constructs them; write plain data"
-        else:
-            hint = "skillyard reads plain YAML data only (maps, lists, strings, numbers, booleans, null); remove the tag"
-        return self.fail(f"YAML tag {shown} is not allowed", hint, mark.line, mark.col)
-
-
-def _copy(value: Any) -> Any:
-    """A fresh copy of plain data (an alias must not share containers with its anchor).
-    Recursion is bounded: aliases are refused when they would nest deeper than MAX_DEPTH."""
-    if type(value) is dict:
-        return {key: _copy(item) for key, item in value.items()}
-    if type(value) is list:
-        return [_copy(item) for item in value]
-    return value
-
-
-def _mark(event: Any, style: str | None = None) -> Mark:
-    start, end = event.start_mark, event.end_mark
-    return Mark(start.line + 1, start.column + 1, style, end.line + 1)

@@ -6,7 +6,8 @@ the one a URL names; `store_url` says which URL a project uses.
 """
 
 from .base import AmbiguousRunId, RunRecord, Store, StoreError
-from .open import open_store, store_url
+from .open import open_store
 from .sqlite import RunStore
+from .urls import store_url
 
 __all__ = ["AmbiguousRunId", "RunRecord", "RunStore", "Store", "StoreError", "open_store", "store_url"]

@@ -51,17 +51,17 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 import orjson
 
 from ..errors import SkillyardError
-from ..events import RUN_ENDING_EVENTS, Event, record_sink
 from ..logging import logger
-from ..redaction import Redactor, RunScrubber, unparsed_arguments
-from ..untrusted import find_problem, scrub_surrogates
+from ..runtime.events import RUN_ENDING_EVENTS, Event, record_sink
+from ..safety.redaction import Redactor, RunScrubber, unparsed_arguments
+from ..safety.untrusted import find_problem, scrub_surrogates
 from .batches import BatchRecords
 from .rows import EVENT_WIDTH, IMPLYING_TYPES, PACKED, Batch, Implier, json_text
 from .schema import EVENTS_CHANNEL, TOOL_SETTINGS_CHANNEL
 from .tool_settings import DELETE_SETTING, SELECT_SETTINGS, UPSERT_SETTING, ToolSetting, setting_params, setting_from_row
 
 if TYPE_CHECKING:
-    from ..run import Run
+    from ..runtime.run import Run
 
 FLUSH_INTERVAL_S = 0.05  # the writer wakes this often: what was queued by then is committed
 SPILL_EVENTS = 256  # the listener spills the queue at this length (~550 objects: no collection is set off)
@@ -98,7 +98,7 @@ class AmbiguousRunId(StoreError):
         super().__init__(f"run id prefix {prefix!r} matches several runs ({self.counted}: {listed}); give more of the id")
 
 
-class StoreUnavailable(Exception):
+class StoreUnavailable(SkillyardError):
     """Raised by a backend's `_write_rows` when its database cannot be reached: the batch is kept."""
 
 
@@ -851,7 +851,7 @@ class Store(BatchRecords):
         ]
         return self._transaction([*statements, (f"DELETE FROM runs WHERE id IN ({old})", (cutoff,))])[-1]
 
-    # ─── tool settings (layered over the YAML: overlay.py) ───────────────────────────────
+    # ─── tool settings (layered over the YAML: link/overlay.py) ───────────────────────────────
 
     def tool_settings(self) -> dict[str, ToolSetting]:
         """Every stored tool setting, by tool name."""

@@ -25,7 +25,7 @@ from typing import Any, Sequence
 
 import orjson
 
-from ..events import Event
+from ..runtime.events import Event
 from .rows import RUN_OPENING_TYPES, RUN_START, WIDTHS
 
 HOLD_BACK_MS = 200  # a run in flight this long is no longer kept for its end: its events are written as they come

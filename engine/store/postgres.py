@@ -30,11 +30,11 @@ from psycopg import sql as pgsql
 from psycopg_pool import ConnectionPool
 
 from ..logging import logger
-from ..redaction import Redactor
+from ..safety.redaction import Redactor
 from .base import (
     HEARTBEAT_S, HOST, PROCESS_FORGOTTEN_MS, PROCESS_TIMEOUT_MS, RETRY_MAX_S, Store, StoreError, StoreUnavailable, _alive,
 )
-from .open import display_url
+from .urls import display_url
 from .rows import Batch
 from .schema import (
     EVENTS_CHANNEL, INSERT_EVENTS_PG, MIGRATIONS, POSTGRES_BULK, POSTGRESQL, TOOL_SETTINGS_CHANNEL, SchemaTooNew, implied_statements, postgres_ddl,

@@ -14,6 +14,8 @@ import re
 import sqlite3
 from dataclasses import dataclass
 
+from ..errors import SkillyardError
+
 SQLITE_ONLY = "-- sqlite only"  # a migration that starts so is none for PostgreSQL (postgres_ddl)
 
 MIGRATIONS: list[str] = [
@@ -201,7 +203,7 @@ MIGRATIONS: list[str] = [
 ]
 
 
-class SchemaTooNew(Exception):
+class SchemaTooNew(SkillyardError):
     """The file was written by a newer skillyard, whose schema this one does not know."""
 
     def __init__(self, version: int):

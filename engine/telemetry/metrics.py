@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from ..events import Event
+from ..runtime.events import Event
 
 if TYPE_CHECKING:
-    from ..run import Run
+    from ..runtime.run import Run
 
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 UNKNOWN_TOOL = "(unknown)"

@@ -16,7 +16,7 @@ The span tree of one run, in the OpenTelemetry GenAI conventions:
               workflow <name>            a `workflow:` step's sub-workflow; its steps below it
 
 Spans are keyed by (tool call, step id, item index): the items of one forEach step run at
-the same time, and every event in an item carries its `item_index` (engine/workflow_nodes.py).
+the same time, and every event in an item carries its `item_index` (engine/executors/workflow_nodes.py).
 
 A tool run has `execute_tool` at the top. The parent of the top span is the OpenTelemetry
 context current where the run's first event is emitted: the HTTP request span of
@@ -38,14 +38,14 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
-from ..events import Event
+from ..runtime.events import Event
 from .config import TelemetryConfig, TelemetryUnavailable
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SpanExporter
 
-    from ..run import Run
+    from ..runtime.run import Run
 
 _now = time.time_ns
 Key = tuple[str, str, "int | None"]  # (tool_call_id, step_id, item_index): a workflow's key has its caller's step id ("" at the top)

@@ -21,17 +21,17 @@ from typing import TYPE_CHECKING, Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from ...context import RunContext, SkillContext
-from ...deadlines import deadline
-from ...events import Event
 from ...executors.workflow import _invalid_output, _step_failure
-from ...run import Run
-from ...timing import PLAIN_TYPES, elapsed_ms, perf_counter_ns
+from ...runtime.context import RunContext, SkillContext
+from ...runtime.deadlines import deadline
+from ...runtime.events import Event
+from ...runtime.run import Run
+from ...runtime.timing import PLAIN_TYPES, elapsed_ms, perf_counter_ns
 from .protocol import RECORD_ACTIVITY, REVISION_MISMATCH, STEP_ACTIVITY, mismatch_message
 from .served import served
 
 if TYPE_CHECKING:
-    from ...redaction import RunScrubber
+    from ...safety.redaction import RunScrubber
     from ...store import Store
 
 SCRUBBERS_KEPT = 1024  # runs whose redaction state a worker keeps (a run's steps usually come to one worker)
@@ -51,7 +51,7 @@ class Activities:
     async def run_step(self, task: dict[str, Any]) -> dict[str, Any]:
         here = _check_revision(task["revision"])
         if task.get("record"):  # the workflow's events before this step (numbered, so a retry rewrites nothing)
-            await self._write(task["run_id"], task.get("arguments"), task["record"])
+            await self.write_rows(task["run_id"], task.get("arguments"), task["record"])
         step = here.project.tools[task["tool"]].executor.steps[task["step"]]
         events: list[list[Any]] = []
         run = Run(task["run_id"], [lambda e: events.append([e.type, e.ts, e.step_id, e.skill, e.data])])
@@ -71,10 +71,10 @@ class Activities:
 
     @activity.defn(name=RECORD_ACTIVITY)
     async def record_events(self, batch: dict[str, Any]) -> int:
-        await self._write(batch["run_id"], batch.get("arguments"), batch["events"])
+        await self.write_rows(batch["run_id"], batch.get("arguments"), batch["events"])
         return len(batch["events"])
 
-    async def _write(self, run_id: str, arguments: Any, rows: list[list[Any]]) -> None:
+    async def write_rows(self, run_id: str, arguments: Any, rows: list[list[Any]]) -> None:
         """Numbered events into the store, committed before returning (a StoreError fails the
         attempt, and Temporal tries again)."""
         scrub = self._scrubber(run_id, arguments)

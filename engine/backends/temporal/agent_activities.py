@@ -23,9 +23,9 @@ from temporalio import activity
 
 from ...errors import StepFailure
 from ...providers.base import ProviderError, clean_response
-from ...router import route_in_run
-from ...run import Run
-from ...untrusted import replace_lone_surrogates
+from ...runtime.router import route_in_run
+from ...runtime.run import Run
+from ...safety.untrusted import replace_lone_surrogates
 from .activities import _check_revision, _heartbeat
 from .agent_protocol import MODEL_ACTIVITY, TOOL_ACTIVITY, request_in, response_out, result_out
 
@@ -100,4 +100,4 @@ class AgentActivities:
     async def _record(self, task: dict[str, Any]) -> None:
         """The workflow's events before this activity (numbered: a retry rewrites nothing)."""
         if task.get("record"):
-            await self.activities._write(task["run_id"], None, task["record"])
+            await self.activities.write_rows(task["run_id"], None, task["record"])

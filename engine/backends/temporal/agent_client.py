@@ -14,12 +14,12 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any, AsyncIterator
 
-from ...agent import Agent, AgentResult, _agent_run_end, as_messages
 from ...errors import StepFailure
-from ...events import Event, stream_run
-from ...ids import new_id
 from ...providers.base import Usage
-from ...redaction import enter_run, leave_run
+from ...runtime.agent import Agent, AgentResult, _agent_run_end, as_messages
+from ...runtime.events import Event, stream_run
+from ...runtime.ids import new_id
+from ...safety.redaction import enter_run, leave_run
 from .agent_protocol import AGENT_WORKFLOW, APPROVE_SIGNAL, PENDING_QUERY, message_in, message_out, result_in
 from .client import TemporalBackend, _cancel, _Follower
 from .protocol import EXECUTOR, REVISION_MISMATCH
@@ -27,8 +27,8 @@ from .revision import project_revision
 
 if TYPE_CHECKING:
     from ..._engine import Engine
-    from ...project import Project
-    from ...run import Run
+    from ...runtime.project import Project
+    from ...runtime.run import Run
 
 
 def agent_for(engine: "Engine", agent: Agent) -> "Agent | TemporalAgent":

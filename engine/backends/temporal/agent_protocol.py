@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...providers.base import ChatMessage, ModelRequest, ModelResponse, ToolCall, Usage
-from ...result import ToolError, ToolResult
+from ...runtime.result import ToolError, ToolResult
 
 AGENT_WORKFLOW = "skillyard.agent"  # the workflow type of an agent run (workflow id = the run id)
 MODEL_ACTIVITY = "skillyard.model_request"  # one model request (its answer is recorded: never paid for twice)

@@ -1,4 +1,4 @@
-"""The agent loop as a Temporal workflow: the local loop (engine/agent.py), made durable.
+"""The agent loop as a Temporal workflow: the local loop (engine/runtime/agent.py), made durable.
 
 The workflow runs the very `_Loop` of the local agent, deterministically, on the project the
 worker linked; only its two kinds of I/O leave it, each as an activity:
@@ -28,10 +28,10 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
-    from ...agent import Agent, AgentLimits, _Loop
+    from ...runtime.agent import Agent, AgentLimits, _Loop
     from ...providers.base import ModelRequest, ModelResponse, ProviderError
-    from ...result import ToolResult
-    from ...run import Run
+    from ...runtime.result import ToolResult
+    from ...runtime.run import Run
     from .agent_protocol import (AGENT_WORKFLOW, APPROVE_SIGNAL, MODEL_ACTIVITY, PENDING_QUERY, TOOL_ACTIVITY,
                                  message_in, message_out, request_out, response_in, result_in, result_out,
                                  usage_out)

@@ -19,7 +19,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Callable
 
 from ...errors import StepFailure, UsageError
-from ...events import Event, report_listener_failure
+from ...runtime.events import Event, report_listener_failure
 from ...store.schema import EVENTS_CHANNEL
 from .config import TemporalConfig, connect, require_sdk, require_shared_store
 from .protocol import CALL_WORKFLOW, EXECUTOR, REVISION_MISMATCH, STEP_FAILURE, WORKFLOW
@@ -27,9 +27,9 @@ from .revision import project_revision
 
 if TYPE_CHECKING:
     from ..._engine import Engine
-    from ...context import RunContext
-    from ...project import LinkedTool, Project
-    from ...run import Run
+    from ...runtime.context import RunContext
+    from ...runtime.project import LinkedTool, Project
+    from ...runtime.run import Run
     from ...store import Store
 
 CANCEL_WAIT_S = 15.0  # after a cancel, how long the front door waits for the execution to end

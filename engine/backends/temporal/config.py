@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from ...errors import UsageError
 
 if TYPE_CHECKING:
-    from ...project import Project
+    from ...runtime.project import Project
     from ...store import Store
 
 ENV_ADDRESS = "SKILLYARD_TEMPORAL_ADDRESS"

@@ -110,7 +110,7 @@ class Adopter:
             failure, _ = call_failure(outcome, run_id, call.get("tool", "?"), call.get("revision"))
             error = {"code": failure.code, "message": failure.message, "details": failure.details}
             kind, data = "tool_call_error", {"ok": False, "error": error, "metadata": metadata}
-        await self.activities._write(run_id, call.get("arguments"), [[seq, kind, now, call.get("tool_call_id"), None, None, data]])
+        await self.activities.write_rows(run_id, call.get("arguments"), [[seq, kind, now, call.get("tool_call_id"), None, None, data]])
 
     async def _still_running(self, run_id: str) -> bool:
         record = await asyncio.to_thread(self.store.run, run_id)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
 if TYPE_CHECKING:
-    from ...project import Project
+    from ...runtime.project import Project
 
 _SKIPPED_DIRS = frozenset({"__pycache__", "node_modules", "venv", "site-packages"})
 

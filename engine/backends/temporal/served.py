@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ...project import Project
+    from ...runtime.project import Project
     from .config import TemporalConfig
 
 

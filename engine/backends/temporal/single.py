@@ -65,9 +65,9 @@ class OneActivityWorkflow:
 @activity.defn(name=BODY_ACTIVITY)
 async def run_tool(call: dict[str, Any]) -> dict[str, Any]:
     """The tool's executor on this worker: {"ok", "output" | "code", "message", "details", "events"}."""
-    from ...context import RunContext
+    from ...runtime.context import RunContext
     from ...logging import logger
-    from ...run import Run
+    from ...runtime.run import Run
     from .activities import _check_revision, _heartbeat
 
     here = _check_revision(call["revision"])

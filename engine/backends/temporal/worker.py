@@ -20,7 +20,7 @@ from .revision import project_revision
 from .served import Served, serve
 
 if TYPE_CHECKING:
-    from ...project import Project
+    from ...runtime.project import Project
     from ...store import Store
 
 # The engine's modules are shared with the workflow sandbox, not re-imported in it: the workflow

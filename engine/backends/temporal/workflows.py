@@ -30,7 +30,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
-    from ...mapping import MISSING, MappingError
+    from ...lang.mapping import MISSING, MappingError
     from .protocol import (BODY_ACTIVITY, RECORD_ACTIVITY, REVISION_MISMATCH, STEP_ACTIVITY, STEP_FAILURE, WORKFLOW,
                            failure_details, mismatch_message)
     from .served import served

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..base import ToolType
+from ...runtime.contracts import ToolType
 from .config import FetchConfig, description, input_schema
 from .executor import ERROR_CODES, FetchExecutor, FetchResult
 from .guard import NetworkPolicy, Refused, refusal_reason, system_resolver, vet

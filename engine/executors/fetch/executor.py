@@ -27,7 +27,7 @@ from typing import Any, AsyncIterator
 import httpx
 
 from ...errors import StepFailure
-from ...redaction import Redactor
+from ...safety.redaction import Redactor
 from .config import BODY_METHODS, FetchConfig, check_header, human_size
 from .guard import InvalidURL, Refused, Resolver, Target, refusal_reason, system_resolver, vet
 from .parse import (

@@ -27,17 +27,19 @@ from typing import Awaitable, Callable, Iterable, Sequence, Union
 
 import httpx
 
+from ...errors import SkillyardError
+
 IPAddress = Union[ipaddress.IPv4Address, ipaddress.IPv6Address]
 IPNetwork = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
 # hostname → its addresses (as strings). Sync or async; injectable for tests.
 Resolver = Callable[[str], Union[Sequence[str], Awaitable[Sequence[str]]]]
 
 
-class Refused(Exception):
+class Refused(SkillyardError):
     """The URL may not be fetched (code `blocked`); the message says why."""
 
 
-class InvalidURL(Exception):
+class InvalidURL(SkillyardError):
     """The URL cannot be understood as an absolute http(s) URL (code `invalid_url`)."""
 
 

@@ -18,15 +18,16 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urljoin
 
-from ...untrusted import MAX_DEPTH, find_problem, loads, replace_lone_surrogates, scrub_surrogates, text_may_hide_problem
+from ...errors import SkillyardError
+from ...safety.untrusted import MAX_DEPTH, find_problem, loads, replace_lone_surrogates, scrub_surrogates, text_may_hide_problem
 
 # ─── content encodings ──────────────────────────────────────────────────────────────────
 
 ACCEPT_ENCODING = "gzip, deflate"
 
 
-class UnsupportedEncoding(Exception):
-    pass
+class UnsupportedEncoding(SkillyardError):
+    """A Content-Encoding this fetch cannot undo."""
 
 
 class BoundedDecoder:

@@ -14,6 +14,7 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from ...errors import ConfigError, ToolAdminError
+from ...tool_admin import ToolAdmin
 from ..access import current_principal
 from ..api import ApiError, error_responses, jsonable
 from ..auth import Principal
@@ -41,6 +42,7 @@ class ToolCreate(BaseModel):
 
 def router(service: Service) -> APIRouter:
     engine = service.engine
+    admin = ToolAdmin(engine)
     api = APIRouter(tags=["admin"])
     lock = asyncio.Lock()  # one change at a time: each relinks the project
 
@@ -53,7 +55,7 @@ def router(service: Service) -> APIRouter:
                 "confirm": tool.confirm, "permitted": engine.project.policy.permits(name)}
 
     def settings_list() -> list[dict[str, Any]]:
-        return [{**project_view(entry["name"]), **entry} for entry in _admin_call(engine.tool_settings)]
+        return [{**project_view(entry["name"]), **entry} for entry in _admin_call(admin.views)]
 
     async def change(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         async with lock:
@@ -74,7 +76,7 @@ def router(service: Service) -> APIRouter:
                responses=error_responses(404, 409, 422))
     async def admin_patch(body: ToolPatch, name: str = PathParam(max_length=200),
                           principal: Principal = Depends(current_principal)) -> dict[str, Any]:
-        entry = await change(engine.update_tool, name, enabled=body.enabled, config=body.config)
+        entry = await change(admin.update, name, enabled=body.enabled, config=body.config)
         return jsonable({**project_view(name), **(entry or {})})
 
     @api.post("/v1/admin/tools", summary="Create a tool of a registered type (kept in the store)",
@@ -82,14 +84,14 @@ def router(service: Service) -> APIRouter:
               "with 403 `code_tools_disabled` unless config/engine.yaml sets `server.allow_code_tools: true`.",
               status_code=201, responses=error_responses(409, 422))
     async def admin_create(body: ToolCreate, principal: Principal = Depends(current_principal)) -> dict[str, Any]:
-        entry = await change(engine.create_tool, body.name, type=body.type, description=body.description,
+        entry = await change(admin.create, body.name, type=body.type, description=body.description,
                              config=body.config, enabled=body.enabled)
         return jsonable({**project_view(body.name), **(entry or {})})
 
     @api.delete("/v1/admin/tools/{name}", summary="Delete a tool created through the API",
                 status_code=204, responses=error_responses(404, 409))
     async def admin_delete(name: str = PathParam(max_length=200), principal: Principal = Depends(current_principal)) -> Response:
-        await change(engine.delete_tool, name)
+        await change(admin.delete, name)
         return Response(status_code=204)
 
     @api.post("/v1/admin/reload", summary="Load the project files again and swap them in", responses=error_responses(422))

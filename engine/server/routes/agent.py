@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..._engine import new_id
 from ...errors import AgentSetupError
-from ...untrusted import arguments_problem
+from ...safety.untrusted import arguments_problem
 from ..access import current_principal
 from ..api import SSE_DOC, ApiError, error_responses, jsonable
 from ..auth import Principal
@@ -60,7 +60,7 @@ def router(service: Service) -> APIRouter:
         responses={200: {"content": SSE_DOC, "description": "The event stream"}, **error_responses(413, 422, 429)},
     )
     async def agent(request: Request, body: AgentRequest = Body(...), principal: Principal = Depends(current_principal)) -> Any:
-        from ...agent import AgentLimits, as_messages
+        from ...runtime.agent import AgentLimits, as_messages
 
         _check_untrusted(body)
         run_id = new_id("run")

@@ -1,6 +1,6 @@
 """A worked example of a third-party tool type: `type: clock`.
 
-A tool type is data plus small functions (see engine/executors/base.py):
+A tool type is data plus small functions (see engine/runtime/contracts.py):
 
 - a pydantic model of its `config:` (validated at load time; errors point at the YAML line),
 - the JSON Schema of the arguments a model may pass, computed from the config,
@@ -20,7 +20,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from engine.errors import StepFailure
-from engine.executors.base import ToolType
+from engine.runtime.contracts import ToolType
 
 
 class ClockConfig(BaseModel):

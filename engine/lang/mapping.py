@@ -21,6 +21,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Literal
 
+from ..errors import MappingError, MappingSyntaxError  # noqa: F401 - raised here, defined with the error tree
+
 PathPart = str | int
 Resolver = Callable[[dict[str, Any], dict[str, Any]], Any]
 
@@ -35,19 +37,6 @@ class _Missing:
 MISSING: Any = _Missing()
 ITEM = "$item"  # where a forEach step's current item sits among the outputs (not a valid step id)
 INDEX = "$index"
-
-
-class MappingSyntaxError(ValueError):
-    """A reference is written wrongly (found at link time)."""
-
-
-class MappingError(Exception):
-    """A reference could not be resolved at run time."""
-
-    def __init__(self, reference: str, reason: str):
-        super().__init__(f"{reference}: {reason}")
-        self.reference = reference
-        self.reason = reason
 
 
 @dataclass(frozen=True, slots=True)

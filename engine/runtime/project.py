@@ -14,13 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Literal
 
-from .errors import ConfigIssue, StepFailure
-from .executors.base import ToolExecutor
-from .providers.base import Provider, ProviderError, provider_factory
-from .redaction import Redactor
-from .schema import CompiledSchema
-from .skills.base import Skill
-from .spec.models import EngineSettings, ModelSpec
+from ..errors import ConfigIssue, StepFailure
+from ..lang.schema import CompiledSchema
+from ..providers.base import Provider, ProviderError
+from ..providers.registry import provider_factory
+from ..safety.redaction import Redactor
+from ..spec.models import EngineSettings, ModelSpec
+from .contracts import Skill, ToolExecutor
 
 
 @dataclass(frozen=True)

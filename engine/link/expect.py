@@ -12,9 +12,9 @@ import re
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
-from ..errors import UsageError
-from ..result import ToolResult
-from ..schema import CompiledSchema, schema_problem_details
+from ..errors import JudgeError, UsageError
+from ..lang.schema import CompiledSchema, schema_problem_details
+from ..runtime.result import ToolResult
 
 OPERATORS = ("equals", "contains", "matches", "approx", "schema", "error", "judge")
 _OPTIONS = {"path", "tolerance"}
@@ -170,10 +170,6 @@ async def _judge_verdict(check: Check, output: Any, case: dict[str, Any], judge:
         return _verdict(check, False, f"judge {check.operand} failed: {exc}")
     extra = {"score": answer["score"]} if isinstance(answer.get("score"), (int, float)) else {}
     return _verdict(check, answer.get("pass") is True, str(answer.get("reason", "")), judge=check.operand, **extra)
-
-
-class JudgeError(Exception):
-    """A judge skill failed or answered outside {pass, score?, reason}."""
 
 
 def resolve_pointer(value: Any, pointer: str) -> Any:

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import ConfigIssue
-from .spec.loader import LoadedSpecs
-from .workflow_link import leaves
+from ..errors import ConfigIssue
+from ..spec.loader import LoadedSpecs
+from .data_flow import leaves
 
 _KINDS = ("tools", "skills", "workflows", "models")
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
-from .errors import IssueCollector, Location
-from .spec.loader import Entry, LoadedSpecs
-from .spec.models import ToolSpec
-from .spec.yaml_source import SourceMap
-from .store.tool_settings import ToolSetting
+from ..errors import IssueCollector, Location
+from ..spec.loader import Entry, LoadedSpecs
+from ..spec.models import ToolSpec
+from ..spec.yaml_source import SourceMap
+from ..store.tool_settings import ToolSetting
 
 
 def store_source(name: str) -> SourceMap:

@@ -19,12 +19,12 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .conditions import Condition
-from .context import RunContext
-from .errors import StepFailure
-from .executors.workflow import LinkedStep, WorkflowExecutor, call_step
-from .mapping import INDEX, ITEM, MISSING, MappingError, Resolver
-from .timing import elapsed_ms, perf_counter_ns
+from ..errors import StepFailure
+from ..lang.conditions import Condition
+from ..lang.mapping import INDEX, ITEM, MISSING, MappingError, Resolver
+from ..runtime.context import RunContext
+from ..runtime.timing import elapsed_ms, perf_counter_ns
+from .workflow import LinkedStep, WorkflowExecutor, call_step
 
 _SKIPPED: Any = object()  # an item left out of a forEach output
 
@@ -134,6 +134,12 @@ class Step:
                              "step": self.number, "of": self.total, "step_id": self.event_id,
                              "condition": self.condition.text}
 
+    def runs_beside(self, group: list[str]) -> None:
+        """A member of a parallel group: its progress says which steps run at the same time."""
+        self._started["parallel"] = group
+        if self._skipped:
+            self._skipped["parallel"] = group
+
     def clean(self, step_id: str) -> bool:
         """Whether its output is provably free of sensitive keys (decided by the Project after link)."""
         return type(self.unit) is LinkedStep and self.unit.skill.output_clean
@@ -228,10 +234,8 @@ class Parallel:
         self.leaf_ids = tuple(member.id for member in self.members)
         self.id = "+".join(self.leaf_ids)
         group = [member.event_id for member in self.members]
-        for member in self.members:  # progress says which steps run at the same time
-            member._started["parallel"] = group
-            if member._skipped:
-                member._skipped["parallel"] = group
+        for member in self.members:
+            member.runs_beside(group)
 
     def clean(self, step_id: str) -> bool:
         return any(member.id == step_id and member.clean(step_id) for member in self.members)

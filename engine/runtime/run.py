@@ -25,38 +25,35 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Literal, Protocol
 
 import orjson
 
+from ..safety.redaction import scrub_text
 from .events import Event, EventType, SyncListener, encode_data, new_event, report_listener_failure, wants_records
 
-from .redaction import scrub_text
-
 if TYPE_CHECKING:
-    from .events import Listener, QueuedListener
-    from .project import LinkedTool, Project
-    from .redaction import RunScrubber, TextStream
+    from ..safety.redaction import RunScrubber, TextStream
     from .result import ToolResult
 
 RunKind = Literal["tool", "agent"]
 RunStatus = Literal["running", "ok", "error", "cancelled", "interrupted"]
-Approver = Callable[["LinkedTool", dict[str, Any], str], Awaitable[bool]]
 
 
-async def wait_for_answer(tool: "LinkedTool", args: dict[str, Any], tool_call_id: str) -> bool:
+class ToolToApprove(Protocol):
+    """What an approver is shown of the tool asking for confirmation: a `LinkedTool`
+    (project.py), named here by what approvers read, since the Project sits above the Run."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def description(self) -> str: ...
+
+
+Approver = Callable[[ToolToApprove, dict[str, Any], str], Awaitable[bool]]
+
+
+async def wait_for_answer(tool: ToolToApprove, args: dict[str, Any], tool_call_id: str) -> bool:
     """The approver of a run that someone answers through `Run.answer` (the HTTP service):
     it asks nobody itself, so the Run waits for the answer, up to its approval timeout."""
     return await asyncio.Event().wait()  # type: ignore[func-returns-value]  # never returns: the answer wins
-
-
-class RunOpener(Protocol):
-    """What opens and ends Runs (the Engine): all the agent loop needs of it."""
-
-    @property
-    def project(self) -> "Project": ...
-
-    def open_run(self, run_id: str, on_event: "Listener | None" = None, kind: RunKind = "tool", name: str = "",
-                 principal: str | None = None, approver: Approver | None = None,
-                 ) -> "tuple[Run, list[QueuedListener]]": ...
-
-    def end_run(self, run: "Run", status: Any, result: Any = None, error: dict[str, Any] | None = None) -> None: ...
 
 
 _now_ns = time.time_ns
@@ -263,7 +260,7 @@ class Run:
     def pending_approvals(self) -> list[str]:
         return sorted(call for call, future in (self._pending or {}).items() if not future.done())
 
-    async def ask_approval(self, tool: "LinkedTool", args: dict[str, Any], tool_call_id: str) -> bool:
+    async def ask_approval(self, tool: ToolToApprove, args: dict[str, Any], tool_call_id: str) -> bool:
         """Wait for a yes or no to one call: from the run's approver (a person at a terminal,
         an MCP client) or from `answer` (any other front door), whichever comes first.
 

@@ -20,17 +20,10 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from ..errors import ConditionSyntaxError
 from .mapping import MISSING, MappingError, MappingSyntaxError, Reference, Resolver, compile_reference, parse_reference
 
 Types = frozenset[str] | None  # JSON types a value may have; None: unknown (anything)
-
-
-class ConditionSyntaxError(ValueError):
-    """The condition text cannot be read; `pos` is the offset of the problem in it."""
-
-    def __init__(self, message: str, pos: int):
-        super().__init__(message)
-        self.pos = pos
 
 
 # ─── AST ────────────────────────────────────────────────────────────────────────────────

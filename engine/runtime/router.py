@@ -11,16 +11,16 @@ import asyncio
 import json
 from typing import TYPE_CHECKING, Any, Awaitable, Collection
 
+from ..errors import StepFailure
+from ..logging import logger
+from ..safety.redaction import Redactor, unparsed_arguments
+from ..safety.untrusted import Problem, arguments_problem, find_problem, loads, text_may_hide_problem
 from .context import NO_USAGE, RunContext
-from .ids import new_id
 from .deadlines import deadline
-from .errors import StepFailure
-from .logging import logger
+from .ids import new_id
 from .project import LinkedTool
-from .redaction import Redactor, unparsed_arguments
 from .result import ToolError, ToolResult
 from .timing import PLAIN_TYPES, elapsed_ms, perf_counter_ns
-from .untrusted import Problem, arguments_problem, find_problem, loads, text_may_hide_problem
 
 if TYPE_CHECKING:
     from .project import Project
@@ -44,11 +44,13 @@ def route_in_run(
     Returns the router's coroutine itself (await it), so a call has no extra frame.
     """
     context = RunContext(run.run_id, tool_call_id or new_id("call"), name, run, project, model)
-    return route_call(context, arguments, allowed_tools=allowed_tools, timeout=timeout, announce_start=announce_start)
+    return route_call(context, project, arguments, allowed_tools=allowed_tools, timeout=timeout,
+                      announce_start=announce_start)
 
 
 async def route_call(
     run: RunContext,
+    project: "Project",
     arguments: str | dict[str, Any] | None,
     *,
     allowed_tools: Collection[str] | None = None,
@@ -63,7 +65,6 @@ async def route_call(
     """
     started = perf_counter_ns()
     name = run.tool
-    project = run.project
     problem: str | Problem | None = None
     if isinstance(arguments, (str, bytes)):
         arguments, problem = _decode_json(arguments)  # listeners (and redaction) see the object, never the text

@@ -2,15 +2,30 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from .providers.base import ModelRequest, ModelResponse, Usage
+from ..providers.base import ModelRequest, ModelResponse, Provider, Usage
 
 NO_USAGE = Usage()
 
 if TYPE_CHECKING:
+    from ..safety.redaction import Redactor
+    from ..spec.models import ModelSpec
     from .run import Run
-    from .project import Project
+
+
+class CallProject(Protocol):
+    """What the code a call runs (an executor, a skill) reads of its project: a `Project`
+    (project.py). A Protocol, because the Project holds the linked tools and skills, whose
+    contracts (contracts.py) name this module's contexts: it sits above this module."""
+
+    @property
+    def default_model(self) -> str: ...
+
+    @property
+    def redactor(self) -> "Redactor": ...
+
+    def provider(self, model_name: str) -> "tuple[Provider, ModelSpec]": ...
 
 
 class RunContext:
@@ -24,7 +39,7 @@ class RunContext:
         tool_call_id: str,
         tool: str,
         events: "Run",
-        project: "Project",
+        project: CallProject,
         model_override: str | None = None,
     ):
         self.run_id = run_id

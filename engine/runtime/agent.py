@@ -14,21 +14,23 @@ import dataclasses
 import json
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, AsyncIterator, Collection, Literal
+from typing import TYPE_CHECKING, Any, AsyncIterator, Collection, Literal, Protocol
 
-from .errors import StepFailure
+from ..errors import StepFailure
+from ..logging import logger
+from ..providers.base import ChatMessage, ModelRequest, ModelResponse, ProviderError, ToolCall, Usage, clean_response
+from ..providers.pricing import priced_response
+from ..safety.redaction import Redactor, enter_run, leave_run
+from ..safety.untrusted import replace_lone_surrogates
 from .events import Event, Listener, stream_run
 from .ids import new_id
-from .logging import logger
-from .pricing import priced_response
-from .providers.base import ChatMessage, ModelRequest, ModelResponse, ProviderError, ToolCall, Usage, clean_response
-from .redaction import Redactor, enter_run, leave_run
 from .result import ToolResult
 from .router import route_in_run
-from .untrusted import replace_lone_surrogates
 
 if TYPE_CHECKING:
-    from .run import Approver, Run, RunOpener
+    from .events import QueuedListener
+    from .project import Project
+    from .run import Approver, Run, RunKind
 
 StopReason = Literal["answer", "max_steps", "timeout", "token_budget", "repeated_call", "error", "cancelled"]
 CORRECTABLE = frozenset({"unknown_tool", "invalid_arguments"})
@@ -122,6 +124,19 @@ def as_messages(messages: str | list[Any]) -> list[ChatMessage]:
         else:
             raise ValueError(f"messages[{index}] must be a ChatMessage or {{'role': 'user'|'assistant'|'system', 'content': str}}")
     return out
+
+
+class RunOpener(Protocol):
+    """What opens and ends Runs (the Engine): all the agent loop needs of it."""
+
+    @property
+    def project(self) -> "Project": ...
+
+    def open_run(self, run_id: str, on_event: "Listener | None" = None, kind: RunKind = "tool", name: str = "",
+                 principal: str | None = None, approver: Approver | None = None,
+                 ) -> "tuple[Run, list[QueuedListener]]": ...
+
+    def end_run(self, run: "Run", status: Any, result: Any = None, error: dict[str, Any] | None = None) -> None: ...
 
 
 class Agent:

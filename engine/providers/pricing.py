@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .providers.base import ModelResponse, Usage
-from .spec.models import PricesSpec
+from ..spec.models import PricesSpec
+from .base import ModelResponse, Usage
 
 PER = 1_000_000  # prices are per million tokens
 

@@ -19,11 +19,11 @@ import functools
 import json
 from typing import Any, Callable
 
-from ..context import SkillContext
 from ..errors import StepFailure
 from ..executors.workflow import WorkflowExecutor
-from ..project import Project
 from ..providers.base import ModelRequest, ModelResponse, ProviderError
+from ..runtime.context import SkillContext
+from ..runtime.project import Project
 from ..spec.models import ModelSpec
 
 REPLAY_MODEL = "__replay__"
@@ -137,7 +137,7 @@ def replay_project(project: Project, provider: ReplayProvider, recording: Record
     models = {**project.models, REPLAY_MODEL: ModelSpec(provider="replay")}
     if recording is None:
         return dataclasses.replace(project, models=models, _providers={REPLAY_MODEL: provider})
-    from ..link import load_project  # a copy of its own: its tool skills are changed below
+    from ..link.linker import load_project  # a copy of its own: its tool skills are changed below
 
     fresh = load_project(project.root)
     for skill in fresh.skills.values():

@@ -114,7 +114,7 @@ class Problem:
         return f"{self.pointer}: {self.message}"
 
     def as_dict(self) -> dict[str, str]:
-        """The shape of a schema violation (`engine.schema.Violation.as_dict`)."""
+        """The shape of a schema violation (`engine.lang.schema.Violation.as_dict`)."""
         return {"pointer": self.pointer, "message": self.message, "keyword": "untrusted"}
 
 

@@ -1,6 +1,11 @@
-"""The tool-type registry: `type:` in tools.yaml → a ToolType that builds an executor.
+"""The contracts the layers above implement: a tool type (and its executor), and a skill kind.
 
-`workflow` is linked by `engine.link` itself (it needs the project's skills). Other types are
+A new tool type (executors/, or a third-party package) is a `ToolType` whose `create` builds
+a `ToolExecutor`; a new skill kind (skills/) is a `Skill`. Both see a running call through
+`RunContext` / `SkillContext` (context.py) and nothing above this layer.
+
+The tool-type registry: `type:` in tools.yaml → a ToolType that builds an executor.
+`workflow` is linked by `engine.link.linker` itself (it needs the project's skills). Other types are
 data plus small functions: a pydantic config model, the input schema and description given to
 the model, and a factory for the executor. Third-party packages register types through the
 `skillyard.tool_types` entry-point group; each entry point names a `ToolType` object.
@@ -8,14 +13,15 @@ the model, and a factory for the executor. Third-party packages register types t
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from importlib.metadata import entry_points
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import Any, Callable, Protocol
 
 from pydantic import BaseModel
 
-if TYPE_CHECKING:
-    from ..context import RunContext
+from ..lang.schema import CompiledSchema
+from .context import RunContext, SkillContext
 
 
 class ToolExecutor(Protocol):
@@ -79,3 +85,34 @@ def tool_type(name: str) -> ToolType | None:
 def known_tool_types() -> list[str]:
     _load_entry_points()
     return sorted({"workflow", *_TYPES})
+
+
+class Skill(ABC):
+    """A linked skill: validated input in, output out (validated by the executor)."""
+
+    kind: str
+
+    def __init__(self, name: str, input_schema: dict[str, Any], output_schema: dict[str, Any] | None):
+        self.name = name
+        self.input_schema_raw = input_schema
+        self.output_schema_raw = output_schema
+        self.input_schema = CompiledSchema(input_schema)
+        self.output_schema = CompiledSchema(output_schema) if output_schema is not None else None
+        # Set by the Project from its redaction settings: True when the schema proves that
+        # no sensitive key can appear, so events need not walk the value (see Redactor.schema_is_clean).
+        self.input_clean = False
+        self.output_clean = False
+        # How the executor calls the skill: `call(input, ctx)` returns the output or an
+        # awaitable of it. Kinds that can, point it straight at the user's function, so a
+        # step costs no wrapper coroutine. `needs_context=False`: `ctx` may be None.
+        self.call: Callable[[dict[str, Any], SkillContext | None], Any] = self.run
+        self.needs_context = True
+
+    @property
+    def produces(self) -> dict[str, Any] | None:
+        """The schema of what this skill returns, for link-time data-flow checks (None: anything)."""
+        return self.output_schema_raw
+
+    @abstractmethod
+    async def run(self, input: dict[str, Any], ctx: SkillContext) -> Any:
+        """Do the work. Raise StepFailure for a failure the caller should see by code."""

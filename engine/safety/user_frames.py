@@ -34,7 +34,7 @@ from .redaction import REDACTED, Redactor, active_scrubber
 
 MAX_FRAMES = 30  # the innermost ones; a RecursionError would otherwise bring ~1,000
 MAX_SOURCE_CHARS = 200
-_ENGINE_DIR = str(Path(__file__).resolve().parent) + os.sep
+_ENGINE_DIR = str(Path(__file__).resolve().parents[1]) + os.sep  # engine/, this file being in engine/safety/
 _STRING = re.compile(r"""(?i)(?:(?<![a-z0-9_])[rbfu]{1,2})?("""
                      r'''"""[\s\S]*?(?:"""|$)|\'\'\'[\s\S]*?(?:\'\'\'|$)|"(?:[^"\\]|\\.)*(?:"|$)|'(?:[^'\\]|\\.)*(?:'|$))''')
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

@@ -16,21 +16,21 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from pydantic import ValidationError
 
-from .batch.expect import ExpectationError, compile_checks
-from .errors import ConfigError, ConfigIssue, IssueCollector, Location
-from .executors.base import ToolType, known_tool_types, tool_type
-from .executors.workflow import WorkflowExecutor
-from .link_closure import problems_by_tool, project_wide
-from .mapping import MappingSyntaxError, compile_mapping, iter_references, parse_value
-from .project import LinkedTool, Project, ToolPolicy
-from .providers.base import known_providers, provider_factory
-from .schema import CompiledSchema, SchemaReader, schema_problem_details
-from .schema_keywords import warn_unknown_keywords
-from .skills import PromptSkill, PythonSkill, Skill, TemplateSkill
-from .skills.python import signature_problem
-from .skills.tool import ToolSkill
-from .spec.loader import Entry, LoadedSpecs, load_specs, report_pydantic_error
-from .spec.models import (
+from ..errors import ConfigError, ConfigIssue, IssueCollector, Location
+from ..executors.workflow import WorkflowExecutor
+from ..lang.schema import CompiledSchema, SchemaReader, schema_problem_details
+from ..lang.schema_keywords import warn_unknown_keywords
+from ..lang.templating import ENV as TEMPLATE_ENV
+from ..lang.templating import check_template
+from ..providers.registry import known_providers, provider_factory
+from ..runtime.contracts import Skill, ToolType, known_tool_types, tool_type
+from ..runtime.project import LinkedTool, Project, ToolPolicy
+from ..skills.prompt import PromptSkill
+from ..skills.python import PythonSkill, signature_problem
+from ..skills.template import TemplateSkill
+from ..skills.tool import ToolSkill
+from ..spec.loader import Entry, LoadedSpecs, load_specs, report_pydantic_error
+from ..spec.models import (
     ModelSpec,
     PromptSkillSpec,
     PythonSkillSpec,
@@ -38,13 +38,13 @@ from .spec.models import (
     ToolSkillSpec,
     ToolSpec,
 )
-from .spec.yaml_source import YamlPath
-from .templating import ENV as TEMPLATE_ENV
-from .templating import check_template
-from .workflow_link import DataFlow, Site, WorkflowLink, leaves, workflow_order
+from .closure import problems_by_tool, project_wide
+from .expect import ExpectationError, compile_checks
+from .data_flow import DataFlow, Site, leaves, suggest
+from .workflow_link import WorkflowLink, workflow_order
 
 if TYPE_CHECKING:
-    from .store.tool_settings import ToolSetting
+    from ..store.tool_settings import ToolSetting
 
 EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}
 _PYTHON_TARGET = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
@@ -82,7 +82,7 @@ def _publish_warnings(project: Project, warnings: list[ConfigIssue]) -> None:
     """Load warnings (the project still runs): logged once each, and kept as `project.warnings`."""
     project.warnings = list(dict.fromkeys(warnings))  # type: ignore[attr-defined]
     if project.warnings:
-        from .logging import logger
+        from ..logging import logger
 
         for warning in project.warnings:
             logger.warning(f"config warning: {warning}")
@@ -284,20 +284,6 @@ class _Linker:
             return None
         return function
 
-    # ─── workflows ────────────────────────────────────────────────────────────────────
-
-    def _compile(self, entry: Entry[Any], path: YamlPath, mapping: Any) -> Any:
-        try:
-            return compile_mapping(mapping)
-        except MappingSyntaxError:
-            pass  # report each malformed reference at its own position
-        for sub, text in iter_references(mapping):
-            try:
-                parse_value(text)
-            except MappingSyntaxError as exc:
-                self.issues.add(entry.loc(*path, *sub), str(exc), "see the mapping language in docs/mapping.md")
-        return None
-
     # ─── tools ────────────────────────────────────────────────────────────────────────
 
     def _tool(self, entry: Entry[ToolSpec]) -> LinkedTool | None:
@@ -317,7 +303,7 @@ class _Linker:
             if spec.workflow not in self.specs.workflows and self.specs.reported("workflows", spec.workflow):
                 return None  # the workflow's own definition is already reported
             if spec.workflow not in self.specs.workflows:
-                self.issues.add(entry.loc("workflow"), f"tool {entry.name!r} runs unknown workflow {spec.workflow!r}", _suggest(spec.workflow, self.specs.workflows))
+                self.issues.add(entry.loc("workflow"), f"tool {entry.name!r} runs unknown workflow {spec.workflow!r}", suggest(spec.workflow, self.specs.workflows))
                 return None
             workflow_entry = self.specs.workflows[spec.workflow]
             if not DataFlow(self, workflow_entry, leaves(workflow_entry.spec), tool_parameters=parameters, tool_name=entry.name).check_tool_args():
@@ -412,13 +398,3 @@ def _declared_properties(schema: Any) -> set[str] | None:
     if schema.get("additionalProperties") not in (None, False) and not schema.get("properties"):
         return None  # an open object: any name may arrive
     return set((schema.get("properties") or {}).keys())
-
-
-def _suggest(name: str, known: Any) -> str:
-    import difflib
-
-    close = difflib.get_close_matches(name, list(known), n=1)
-    if close:
-        return f"did you mean {close[0]!r}?"
-    names = sorted(known)
-    return f"known: {', '.join(names[:10])}" if names else "none are defined"

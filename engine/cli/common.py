@@ -1,0 +1,110 @@
+"""What the `skillyard` subcommands share with main.py: exit codes, opening the engine, the
+--backend option, reporting config problems, writing JSON to stdout, closing the recording.
+
+Exit codes: 0 success · 1 the tool ran and failed · 2 usage, config or argument errors ·
+130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from .._engine import Engine
+from ..errors import ConfigError, UsageError
+from ..link.linker import load_project
+from ..runtime.events import Event
+from ..safety.untrusted import replace_lone_surrogates
+from ..store import StoreError
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def add_backend_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--backend", choices=("local", "temporal"),
+                        help="where tool calls execute, for this command (default: execution.backend in "
+                             "config/engine.yaml, else local); temporal needs a postgresql:// store and `skillyard worker`s")
+
+
+def fail(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def report_config(error: ConfigError) -> int:
+    for issue in error.issues:
+        print(str(issue), file=sys.stderr)
+    count = len(error.issues)
+    print(f"{count} problem{'s' if count != 1 else ''} found; nothing was run.", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def emit_json(value: Any, *, pretty: bool = False) -> None:
+    """One JSON document on stdout; lone surrogates (no terminal can print them) become U+FFFD."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=str, indent=2 if pretty else None)
+    except (ValueError, RecursionError) as exc:  # e.g. an integer of 5,000 digits in a tool's output
+        text = json.dumps({"error": f"this value cannot be written as JSON: {exc}"})
+    sys.stdout.write(replace_lone_surrogates(text) + "\n")
+    sys.stdout.flush()
+
+
+def emit_event(event: Event) -> None:
+    """One event as a JSON line on stdout (`--output events`), built around the data its Run
+    encoded once (`Event.json`); the standard library's writer when there is no fast encoding."""
+    body = event.json()
+    if body is None:
+        emit_json(event.to_dict())
+        return
+    sys.stdout.write(body.decode() + "\n")
+    sys.stdout.flush()
+
+
+def close_recording(engine: Engine) -> str | None:
+    """Close the engine; why its run was not (wholly) recorded in the run store, or None."""
+    try:
+        if engine.store is not None:
+            engine.store.flush()
+    except StoreError as exc:
+        return str(exc)
+    finally:
+        engine.close()
+    return None
+
+
+def warn_broken(broken: dict[str, Any]) -> None:
+    """One line on stderr: other tools cannot run, and where to see why."""
+    names = ", ".join(sorted(broken))
+    print(f"warning: {len(broken)} tool{'s' if len(broken) != 1 else ''} cannot run because of problems in "
+          f"{'their' if len(broken) != 1 else 'its'} configuration ({names}); `skillyard validate` lists them",
+          file=sys.stderr)
+
+
+def report_unrecorded(problem: str | None, code: int) -> int:
+    """The exit code once the store has had its say: a run that was not recorded is a failure."""
+    if problem is None:
+        return code
+    print(f"error: this run was not recorded as it happened: {problem}", file=sys.stderr)
+    return code or EXIT_FAILED
+
+
+def open_engine(ns: argparse.Namespace) -> Engine:
+    """The engine for a CLI call, recording runs unless --no-store or engine.yaml says not to.
+
+    A tool broken by a problem in its own parts does not stop the others (`project.broken`).
+    """
+    project = load_project(ns.dir, isolate_broken_tools=True)
+    try:
+        engine = Engine.from_project(project, store=project.settings.store.enabled and not ns.no_store)
+    except StoreError as exc:
+        raise UsageError(str(exc)) from None
+    try:
+        from ..backends import attach_backend
+
+        attach_backend(engine, getattr(ns, "backend", None))
+    except UsageError:
+        engine.close()
+        raise
+    return engine
