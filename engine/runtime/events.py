@@ -17,7 +17,7 @@ import functools
 import inspect
 import types
 from collections import namedtuple
-from typing import Any, AsyncIterator, Awaitable, Callable, Literal, TypeVar, Union
+from typing import Any, AsyncIterator, Awaitable, Callable, Literal, Mapping, TypeVar, Union
 
 import orjson
 
@@ -83,6 +83,12 @@ class Event(_EventFields):
             out["skill"] = self.skill
         out["data"] = self.data
         return out
+
+    @classmethod
+    def from_dict(cls, event: "Mapping[str, Any]") -> "Event":
+        """The Event of its dict (`to_dict()`'s form: a stored event), without encoded data."""
+        return cls(event["type"], event["run_id"], event["seq"], event["ts"], event.get("tool_call_id"),
+                   event.get("step_id"), event.get("skill"), event.get("data"))
 
     def json(self) -> bytes | None:
         """`to_dict()` as compact JSON bytes, built around `data_json` (put in as an

@@ -50,6 +50,29 @@ class ToolToApprove(Protocol):
 Approver = Callable[[ToolToApprove, dict[str, Any], str], Awaitable[bool]]
 
 
+def end_status(code: str | None) -> RunStatus:
+    """How a run ended, from the code it stopped with: the one copy of this rule.
+
+    `code` is a tool call's error code, or an agent's stop reason as `stop_code` gives it;
+    None: the run did its job. No code: ok; `cancelled`: cancelled; any other: error. The
+    engine (tool runs), the agent loop, the hub (a task that ended without its run) and the
+    store (from a run's last event, store/rows.py) all end runs by it.
+    """
+    if code is None:
+        return "ok"
+    return "cancelled" if code == "cancelled" else "error"
+
+
+def stop_code(stop_reason: str | None) -> str | None:
+    """An agent's stop reason as the code its run ended with: None when it answered."""
+    return None if stop_reason == "answer" else stop_reason or "error"
+
+
+def cancelled_error() -> dict[str, Any]:
+    """The error of a run cancelled before it could say how it ended."""
+    return {"code": "cancelled", "message": "the run was cancelled"}
+
+
 async def wait_for_answer(tool: ToolToApprove, args: dict[str, Any], tool_call_id: str) -> bool:
     """The approver of a run that someone answers through `Run.answer` (the HTTP service):
     it asks nobody itself, so the Run waits for the answer, up to its approval timeout."""
@@ -245,6 +268,12 @@ class Run:
                 callback(self)
             except Exception as exc:  # noqa: BLE001 - an observer's bug must not hurt the run
                 report_listener_failure(callback, "run_end", exc)
+
+    def crash(self, exc: BaseException) -> None:
+        """End the run in error because its work raised `exc` (a bug: the router answers a
+        bad call, it never raises one); no-op if it has ended. The message hides the run's
+        known secrets."""
+        self.finish("error", error={"code": "server_error", "message": self.scrub_text(f"{type(exc).__name__}: {exc}")})
 
     def cancel(self) -> bool:
         """Cancel the task executing the run; False when it is not running (or not here)."""

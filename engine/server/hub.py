@@ -1,7 +1,8 @@
 """The live runs of this server process, and who follows them.
 
-A run's state (status, result, pending approvals, cancellation) is its `Run` (engine/runtime/run.py);
-the hub adds what a follower needs: the run's events in `seq` order (as the Run made them;
+A run's state (kind, name, principal, status, error, result, times, pending approvals,
+cancellation) is its `Run`'s (engine/runtime/run.py): a `LiveRun` reads it there and keeps
+none of it. The hub adds what a follower needs: the run's events in `seq` order (as the Run made them;
 their SSE frames encoded once, when a follower first asks), so a follower can start from any
 `seq` and gets every later event exactly once, live, until the run ends.
 
@@ -9,11 +10,12 @@ their SSE frames encoded once, when a follower first asks), so a follower can st
 over HTTP, over MCP at `/mcp`, or by Python code in the same process — from its first event.
 It takes each run whole (`Engine.subscribe`'s `for_run`): as the run opens, the Run is given
 its LiveRun's list's `append` as its listener, so recording an event costs no Python call;
-a follower about to wait swaps that for `LiveRun._arrive`, which also wakes it (from any
+a follower about to wait swaps that for `LiveRun.arrive`, which also wakes it (from any
 thread). Events come in the order the Run numbered them, except that a worker thread's may
 overtake another: readers take them through `LiveRun._settled`, which checks the order.
-Finished runs stay a while (the newest `keep_finished`: few when there is a run store) so a client that reconnects right after the end still resumes from memory; older
-ones are served from the run store.
+Finished runs stay a while (the newest `keep_finished`: few when there is a run store) so a
+client that reconnects right after the end still resumes from memory; older ones are served
+from the run store.
 """
 
 from __future__ import annotations
@@ -23,20 +25,17 @@ import contextlib
 import functools
 import operator
 import threading
-import time
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Coroutine, Literal
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Coroutine
 
 from ..errors import SkillyardError
 from ..logging import logger
 from ..runtime.events import Event, record_sink
+from ..runtime.run import Run, RunKind, cancelled_error, end_status
 from .sse import Final, event_frames
 
 if TYPE_CHECKING:
-    from ..runtime.run import Approver, Run
-
-RunKind = Literal["tool", "agent"]
-
+    from ..runtime.run import Approver
 
 _get_ident = threading.get_ident
 _SEQ = operator.attrgetter("seq")
@@ -53,23 +52,22 @@ KEEP_FINISHED = 256
 KEEP_FINISHED_WITH_STORE = 16
 
 
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 class LiveRun:
-    """One run's events in memory, and who is waiting for more. State comes from its Run."""
+    """One run's events in memory, and who is waiting for more.
 
-    __slots__ = ("run_id", "kind", "name", "principal", "run", "records", "_dicts", "_frames", "_in_order", "_ordered",
-                 "_hub", "_waking", "started_at", "finished_at", "status", "error", "_result", "task", "background",
-                 "_changed")
+    The run's state (kind, name, principal, status, error, result, times, pending approvals)
+    is its `Run`'s, read from it, never copied: until the engine opens the run, a Run of the
+    LiveRun's own stands in (status `running`); the engine's takes its place as it opens.
+    """
 
-    def __init__(self, run_id: str, kind: RunKind | None, name: str, *, principal: str | None = None):
+    __slots__ = ("run_id", "run", "records", "_dicts", "_frames", "_in_order", "_ordered", "_hub", "_waking",
+                 "_closed", "task", "background", "_changed")
+
+    def __init__(self, run_id: str, kind: RunKind | None, name: str, *, principal: str | None = None,
+                 run: "Run | None" = None):
+        """`run`: its Run, if it is open (else one stands in, made of `kind`, `name` and `principal`)."""
         self.run_id = run_id
-        self.kind = kind
-        self.name = name
-        self.principal = principal  # the key name that started it; None: not started over HTTP (admins only)
-        self.run: "Run | None" = None  # attached when it opens
+        self.run: Run = Run(run_id, [], None, kind or "tool", name, principal, records=False) if run is None else run
         # The run's events as the Run made them (redacted, data encoded once), as they came: the
         # Run's listener for the hub is this list's `append` (no Python call per event). Their
         # dicts and SSE frames are built when first asked for (a follower, a replay): most calls
@@ -80,19 +78,60 @@ class LiveRun:
         self._in_order = 0  # records[:_in_order] are seq 1.._in_order (checked)
         self._ordered: list[Event] | None = None  # when some came out of order: them sorted, up to a gap
         self._hub: "RunHub | None" = None
-        self._waking = False  # the Run delivers to `_arrive` (a follower may wait), not to records.append
-        self.started_at = _now_ms()
-        self.finished_at: int | None = None
-        self.status = "running"
-        self.error: Any = None
-        self._result: Any = None  # the Run's result (a ToolResult, an agent's answer): `result` is its dict
+        self._waking = False  # the Run delivers to `arrive` (a follower may wait), not to records.append
+        self._closed = False  # the hub has taken the run's end (a run of another thread's loop: after its events)
         self.task: asyncio.Task[Any] | None = None  # set for runs this server started
         self.background = False
         self._changed: asyncio.Event | None = None  # made only when a follower waits
 
+    # ─── the run's state: its Run's ──────────────────────────────────────────────
+
+    @property
+    def kind(self) -> str:
+        return self.run.kind
+
+    @property
+    def name(self) -> str:
+        return self.run.name
+
+    @property
+    def principal(self) -> str | None:
+        """The key name that started it; None: not started over HTTP (admins only)."""
+        return self.run.principal
+
+    @property
+    def status(self) -> str:
+        return self.run.status
+
+    @property
+    def error(self) -> dict[str, Any] | None:
+        return self.run.error
+
+    @property
+    def started_at(self) -> int:
+        return self.run.started_at
+
+    @property
+    def finished_at(self) -> int | None:
+        return self.run.finished_at
+
+    @property
+    def result(self) -> Any:
+        """The Run's result as JSON: a tool run's ToolResult as its dict, an agent's answer."""
+        result = self.run.result
+        to_dict = getattr(result, "to_dict", None)
+        return to_dict() if callable(to_dict) else result
+
+    @property
+    def pending_approvals(self) -> list[str]:
+        return self.run.pending_approvals
+
     @property
     def done(self) -> bool:
-        return self.finished_at is not None
+        """The hub has the run's end (and, for a run of another thread's loop, every event before it)."""
+        return self._closed
+
+    # ─── its events ──────────────────────────────────────────────────────────────
 
     @property
     def last_seq(self) -> int:
@@ -133,21 +172,15 @@ class LiveRun:
         self._ordered = ordered[:gap]
         return self._ordered
 
-    @property
-    def result(self) -> Any:
-        to_dict = getattr(self._result, "to_dict", None)  # a tool run's ToolResult; an agent's answer
-        return to_dict() if callable(to_dict) else self._result
+    # ─── the hub's side ──────────────────────────────────────────────────────────
 
-    @property
-    def pending_approvals(self) -> list[str]:
-        return self.run.pending_approvals if self.run is not None and not self.done else []
+    def open(self, run: "Run", hub: "RunHub") -> Callable[[Event], None]:
+        """Its Run has opened (it takes the stand-in's place); `hub` wakes its followers. The
+        Run's listener for this LiveRun: `records.append`, or `arrive` once a follower waits."""
+        self.run, self._hub = run, hub
+        return self.arrive if self._waking else self.records.append
 
-    def attach(self, run: "Run", hub: "RunHub") -> None:
-        """Its Run (state, end) and its hub (a follower's wake-up comes through it)."""
-        self.run, self.kind, self.name, self._hub = run, run.kind, run.name, hub
-        self.principal = self.principal or run.principal
-
-    def _arrive(self, event: Event) -> None:
+    def arrive(self, event: Event) -> None:
         """The Run's listener while a follower may wait: the event, and a wake-up on the loop."""
         self.records.append(event)
         if self._changed is not None and self._hub is not None:
@@ -157,23 +190,19 @@ class LiveRun:
         """From now on, an event wakes whoever waits (until now the Run appended it, silently)."""
         if not self._waking:
             self._waking = True
-            if self.run is not None:  # (not open yet: RunHub.for_run gives it `_arrive` then)
-                self.run.redirect(self.records.append, self._arrive)
+            self.run.redirect(self.records.append, self.arrive)  # (the stand-in: no-op; `open` gives `arrive`)
 
-    def _notify(self) -> None:
+    def notify(self) -> None:
+        """Wake every follower waiting for a change (call on the hub's loop)."""
         changed, self._changed = self._changed, None
         if changed is not None:
             changed.set()
 
-    def finish(self, run: "Run | None" = None, *, status: str = "error", error: Any = None) -> None:
-        """The run has ended: take its end from `run` (or the given status), wake every follower."""
-        if self.done:
-            return
-        if run is not None:
-            status, error, self._result = run.status, run.error, run.result
-        self.status, self.error = status, error
-        self.finished_at = run.finished_at if run is not None and run.finished_at else _now_ms()
-        self._notify()
+    def close(self) -> None:
+        """Its Run has ended, and the hub has its events: wake every follower."""
+        if not self._closed:
+            self._closed = True
+            self.notify()
 
     async def follow(self, after: int = 0, *, heartbeat: float | None = None, as_frames: bool = True) -> AsyncIterator[Any]:
         """Every event with seq > `after`, live until the run ends; `None` after `heartbeat`
@@ -214,18 +243,20 @@ class LiveRun:
                 yield None
 
     def summary(self) -> dict[str, Any]:
+        run = self.run
+        started, finished = run.started_at, run.finished_at
         return {
             "id": self.run_id,
-            "kind": self.kind,
-            "name": self.name,
-            "status": self.status,
-            "started_at": self.started_at,
-            "finished_at": self.finished_at,
-            "duration_ms": None if self.finished_at is None else self.finished_at - self.started_at,
-            "error": self.error,
-            "principal": self.principal,
+            "kind": run.kind,
+            "name": run.name,
+            "status": run.status,
+            "started_at": started,
+            "finished_at": finished,
+            "duration_ms": None if finished is None else finished - started,
+            "error": run.error,
+            "principal": run.principal,
             "live": not self.done,
-            "pending_approvals": self.pending_approvals,
+            "pending_approvals": run.pending_approvals,
         }
 
 
@@ -285,23 +316,22 @@ class RunHub:
     def for_run(self, run: "Run") -> Callable[[Event], None]:
         """The listener of one run's events, given as the run opens (Engine.subscribe): its
         LiveRun's `records.append`, no Python call per event. A follower that waits makes the
-        Run deliver to `LiveRun._arrive` instead, which wakes it."""
+        Run deliver to `LiveRun.arrive` instead, which wakes it."""
         if _get_ident() != self._thread:
             return self._opened_elsewhere(run)
         live = self.runs.get(run.run_id)
         if live is None:  # not started here (MCP, Python code in this process)
-            live = self._add(LiveRun(run.run_id, run.kind, run.name))
-        live.attach(run, self)
+            live = self._add(LiveRun(run.run_id, run.kind, run.name, run=run))
         run.on_end(functools.partial(self._run_ended, live))
-        return live._arrive if live._waking else live.records.append
+        return live.open(run, self)
 
     def _opened_elsewhere(self, run: "Run") -> Callable[[Event], None]:
         """A run opened by another thread's loop: its LiveRun, events and end are taken on this
         loop, in the order they came (call_soon_threadsafe keeps it)."""
         loop = self._loop
         assert loop is not None
-        live = LiveRun(run.run_id, run.kind, run.name)
-        live.attach(run, self)
+        live = LiveRun(run.run_id, run.kind, run.name, run=run)
+        live.open(run, self)
         loop.call_soon_threadsafe(self._add, live)
         run.on_end(lambda run: loop.call_soon_threadsafe(self._run_ended, live, run))
         return self.listener
@@ -315,17 +345,17 @@ class RunHub:
     def _record(self, event: Event) -> None:
         live = self.runs.get(event.run_id)
         if live is not None:
-            live._arrive(event)
+            live.arrive(event)
 
     def wake(self, live: LiveRun) -> None:
         """Wake the followers of `live`, from any thread."""
         if _get_ident() == self._thread:
-            live._notify()
+            live.notify()
         elif self._loop is not None:
-            self._loop.call_soon_threadsafe(live._notify)
+            self._loop.call_soon_threadsafe(live.notify)
 
     def _run_ended(self, live: LiveRun, run: "Run") -> None:
-        live.finish(run)
+        live.close()
         if live.task is None:  # not ours: nothing else will retire it
             self._retire(live)
 
@@ -362,7 +392,7 @@ class RunHub:
             store.record_owner(run_id, principal)
         live.background = background
         live.task = task = asyncio.get_running_loop().create_task(work(), name=f"skillyard-run-{run_id}")
-        task.add_done_callback(functools.partial(self._ended, live))
+        task.add_done_callback(functools.partial(self._ended, live, principal))
         return live
 
     def reserve(self, principal: str | None) -> None:
@@ -391,17 +421,18 @@ class RunHub:
             raise TooManyRuns(f"this key has {self.max_live_per_principal} live runs (server.max_live_runs_per_key); "
                               "retry when one has ended")
 
-    def _ended(self, live: LiveRun, task: "asyncio.Task[Any]") -> None:
-        self.release(live.principal)
+    def _ended(self, live: LiveRun, principal: str | None, task: "asyncio.Task[Any]") -> None:
+        """The task of a run this server started is done (`principal` reserved it): a Run its
+        work did not end (or never opened) ends here, as cancelled or crashed."""
+        self.release(principal)
         if task.cancelled():
-            live.finish(live.run if live.run is not None and live.run.done else None, status="cancelled",
-                        error={"code": "cancelled", "message": "the run was cancelled"})
-        elif task.exception() is not None:
-            exc = task.exception()
+            live.run.finish("cancelled", error=cancelled_error())  # (each a no-op when the Run has ended)
+        elif (exc := task.exception()) is not None:
             logger.error("server: run failed", run_id=live.run_id, error=f"{type(exc).__name__}: {exc}")
-            live.finish(status="error", error={"code": "server_error", "message": f"{type(exc).__name__}: {exc}"})
+            live.run.crash(exc)
         else:
-            live.finish(live.run)
+            live.run.finish(end_status(None))
+        live.close()
         self._retire(live)
 
     def approver(self, run_id: str) -> "Approver":

@@ -1,10 +1,10 @@
 """Server-sent events: the frame format and a response that notices a client leaving.
 
 Every frame is one engine event: `id:` is its `seq`, `event:` its `type`, `data:` the event
-JSON (`Event.to_dict()`, one line; for a live event, `Event.json()` — written by
-`event_frames` from pieces kept per type, step and run — around the data its Run encoded
-once). A browser's `EventSource` or any SSE client resumes a
-stream by sending the last `id:` it saw as `Last-Event-ID`.
+JSON (`Event.to_dict()`, one line), written by the one encoder, `event_frames`, around the
+data its Run encoded once — for a live event (the hub's frames) and a stored one (a replay)
+alike. A browser's `EventSource` or any SSE client resumes a stream by sending the last
+`id:` it saw as `Last-Event-ID`.
 
 `EventStreamResponse` listens for the client's disconnect *while* it waits for the next
 event (Starlette's `StreamingResponse` notices only when a write fails, which for an idle
@@ -17,14 +17,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Mapping, Sequence
+from typing import Any, AsyncIterator, Callable, Iterable, Mapping
 
 import orjson
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-if TYPE_CHECKING:
-    from ..runtime.events import Event
+from ..runtime.events import Event
 
 MEDIA_TYPE = "text/event-stream"
 PING = b": ping\n\n"  # a comment line: keeps proxies from closing an idle stream; clients ignore it
@@ -35,39 +34,12 @@ class Final(bytes):
     """The last chunk of a stream: sent together with the end of the response (one write)."""
 
 
-def dumps(value: Any) -> str:
-    """Compact JSON on one line (newlines inside strings are escaped, as SSE needs)."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
-
-
-_ORJSON_OPTIONS = orjson.OPT_NON_STR_KEYS
-
-
-def _dumps_bytes(value: Any) -> bytes:
-    try:
-        return orjson.dumps(value, default=str, option=_ORJSON_OPTIONS)
-    except (TypeError, orjson.JSONEncodeError):  # integers beyond 64 bits, lone surrogates (escaped: still JSON)
-        return json.dumps(value, ensure_ascii=True, separators=(",", ":"), default=str).encode()
-
-
-def frame(event: Mapping[str, Any]) -> bytes:
-    """The SSE frame of one event dict (`type`, `seq`, …)."""
-    return b"id: %d\nevent: %s\ndata: %s\n\n" % (event["seq"], event["type"].encode(), _dumps_bytes(event))
-
-
-def event_frame(event: "Event") -> bytes:
-    """The SSE frame of an engine event, around the data its Run encoded once (`Event.json`)."""
-    body = event.json()
-    if body is None:  # no fast encoding: the escaped fallback of `frame`
-        return frame(event.to_dict())
-    return b"id: %d\nevent: %s\ndata: %s\n\n" % (event.seq, event.type.encode(), body)
-
-
-# `event_frames` writes a frame as `event_frame` does (the event JSON of `Event.json` around the
-# data its Run encoded), joining ready pieces: the envelope's strings are encoded once and
-# kept — per (type, step, skill) for as long as the process runs (a project has few), per seq
-# below 1024, the run and call ids and the time for a batch of a run's events. (A `%` format
-# per event costs several times a join: bench.request_cost.)
+# The one encoder of the service's SSE frames, live or stored: `event_frames` writes an event's
+# JSON (`Event.to_dict()`, compact, on one line) around the data its Run encoded once, joining
+# ready pieces: the envelope's strings are encoded once and kept — per (type, step, skill) for
+# as long as the process runs (a project has few), per seq below 1024, the run and call ids and
+# the time for a batch of a run's events. (A `%` format per event costs several times a join:
+# bench.request_cost.)
 _IDS = tuple(b"id: %d" % seq for seq in range(1024))  # most runs have fewer events
 _SEQS = tuple(b',"seq":%d,"ts":' % seq for seq in range(1024))
 _PIECES: dict[tuple[str, str | None, str | None], tuple[bytes, bytes]] = {}  # (type, step, skill) → (head, tail)
@@ -75,34 +47,57 @@ _MAX_KEPT = 4096
 _END = b"}\n\n"
 
 
-def event_frames(events: "Sequence[Event]") -> list[bytes]:
-    """The SSE frames of events, the bytes `event_frame` makes: one join of ready pieces per
-    event instead of a dict per event for orjson to walk. An event without encoded data, or
-    with a string orjson refuses (a lone surrogate), takes `event_frame`."""
+def event_frames(events: "Iterable[Event]") -> list[bytes]:
+    """The SSE frames of events: `id:` is its seq, `event:` its type, `data:` its JSON.
+
+    One join of ready pieces per event, around the data its Run encoded (or, for an event
+    without it — a stored one —, its data encoded here). What orjson cannot write (a lone
+    surrogate, an integer beyond 64 bits) takes the one fallback, `_escaped_frame`."""
     frames: list[bytes] = []
     append = frames.append
     ids, seqs, pieces, end = _IDS, _SEQS, _PIECES, _END
     run_of = call_of = ts_of = object()
     run_json = call_json = ts_text = b""
     for event in events:
-        kind, run_id, seq, ts, call, step, skill, _, _, data = event
+        seq, ts, call, data = event.seq, event.ts, event.tool_call_id, event.data_json
         try:
-            if run_id is not run_of:
-                run_of, run_json = run_id, orjson.dumps(run_id)
+            if data is None:
+                data = _dumps(event.data, default=str, option=_NON_STR_KEYS)
+            if event.run_id is not run_of:
+                run_of, run_json = event.run_id, _dumps(event.run_id)
             if call is not call_of:
-                call_of, call_json = call, b"" if call is None else b',"tool_call_id":' + orjson.dumps(call)
+                call_of, call_json = call, b"" if call is None else b',"tool_call_id":' + _dumps(call)
             if ts != ts_of:  # a run's events share a few milliseconds
                 ts_of, ts_text = ts, b"%d" % ts
+            kind, step, skill = event.type, event.step_id, event.skill
             head, tail = pieces.get((kind, step, skill)) or _pieces(kind, step, skill)
             if seq < 1024:
                 id_text, seq_text = ids[seq], seqs[seq]
             else:
                 id_text, seq_text = b"id: %d" % seq, b',"seq":%d,"ts":' % seq
             append(b"".join((id_text, head, run_json, seq_text, ts_text, call_json, tail, data, end)))
-        except (TypeError, UnicodeEncodeError, orjson.JSONEncodeError):  # no encoded data (None), a lone surrogate…
+        except (TypeError, UnicodeEncodeError, orjson.JSONEncodeError):  # a lone surrogate, an integer beyond 64 bits…
             run_of = call_of = object()
-            append(event_frame(event))
+            append(_escaped_frame(event.to_dict()))
     return frames
+
+
+def stored_frames(events: "Iterable[Mapping[str, Any]]") -> list[bytes]:
+    """The SSE frames of stored events (dicts as `Event.to_dict()` gives them), by `event_frames`."""
+    return event_frames(map(Event.from_dict, events))
+
+
+def _escaped_frame(event: Mapping[str, Any]) -> bytes:
+    """The frame of an event orjson cannot write: the standard library's JSON, non-ASCII
+    escaped (a lone surrogate comes out as `\\udc80`: still valid JSON), non-JSON values as
+    their str."""
+    body = json.dumps(event, ensure_ascii=True, separators=(",", ":"), default=str)
+    return b"id: %d\nevent: %s\ndata: %s\n\n" % (event["seq"], str(event["type"]).encode("ascii", "backslashreplace"),
+                                                  body.encode())
+
+
+_dumps = orjson.dumps
+_NON_STR_KEYS = orjson.OPT_NON_STR_KEYS
 
 
 def _pieces(kind: str, step: str | None, skill: str | None) -> tuple[bytes, bytes]:
@@ -110,8 +105,8 @@ def _pieces(kind: str, step: str | None, skill: str | None) -> tuple[bytes, byte
     this type, step and skill."""
     if len(_PIECES) > _MAX_KEPT:
         _PIECES.clear()
-    head = b'\nevent: %s\ndata: {"type":%s,"run_id":' % (kind.encode(), orjson.dumps(kind))
-    names = b"".join(name + orjson.dumps(value) for name, value in ((b',"step_id":', step), (b',"skill":', skill))
+    head = b'\nevent: %s\ndata: {"type":%s,"run_id":' % (kind.encode(), _dumps(kind))
+    names = b"".join(name + _dumps(value) for name, value in ((b',"step_id":', step), (b',"skill":', skill))
                      if value is not None)
     found = _PIECES[(kind, step, skill)] = head, names + b',"data":'
     return found
