@@ -67,8 +67,8 @@ class Event(_EventFields):
     stream and `--output events` write `json()` around it. None when no sink of the run
     needs it, or when no fast encoding exists (a lone surrogate, nesting past 255 levels,
     an integer beyond 64 bits: each sink then writes its own fallback).
-    An immutable named tuple: a run builds 17+ of them per tool call, and a tuple is built
-    in one step where a dataclass runs an `__init__` (≈0.3 µs saved per event).
+    An immutable named tuple, built in one C call by `new_event` (see there for what it buys).
+    Read it by field name: its order is this module's business.
     """
 
     __slots__ = ()
@@ -113,7 +113,12 @@ class Event(_EventFields):
             return None
 
 
-new_event = tuple.__new__  # Event from a ready tuple: one C call (the Run builds 17+ per tool call)
+# Event from a ready tuple, `new_event(Event, (type, run_id, …))`: one C call, where the named
+# tuple's own constructor runs a Python frame per event (the Run builds 17+ per tool call).
+# What it buys, by `python -m bench.opcodes` (3-step routed call, bytecodes per call, same
+# session): 3,323 with it, 3,561 with `Event(...)`: 6.7 %. (A dataclass's `__init__` would
+# run more Python per event than the named tuple's constructor.)
+new_event = tuple.__new__
 
 
 def encode_data(data: Any) -> bytes | None:

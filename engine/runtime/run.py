@@ -79,8 +79,6 @@ async def wait_for_answer(tool: ToolToApprove, args: dict[str, Any], tool_call_i
     return await asyncio.Event().wait()  # type: ignore[func-returns-value]  # never returns: the answer wins
 
 
-_now_ns = time.time_ns
-_dumps = orjson.dumps
 
 
 class _PassThrough:
@@ -128,13 +126,13 @@ class Run:
         self.status: RunStatus = "running"
         self.result: Any = None  # a tool run's ToolResult, an agent run's answer
         self.error: dict[str, Any] | None = None
-        self.started_at = _now_ns() // 1_000_000
+        self.started_at = time.time_ns() // 1_000_000
         self.finished_at: int | None = None
         self.approver = approver  # None: a confirmation nobody can give is denied at once
         self.approval_timeout = approval_timeout
-        self._pending: dict[str, asyncio.Future[bool]] | None = None  # most runs never ask
+        self._pending: dict[str, asyncio.Future[bool]] = {}
         self._task: asyncio.Task[Any] | None = None
-        self._on_end: list[Callable[["Run"], None]] | None = None
+        self._on_end: list[Callable[["Run"], None]] = []
 
     # ─── events ──────────────────────────────────────────────────────────────────
 
@@ -160,8 +158,7 @@ class Run:
 
         Every event type passes through the run's redaction here (text deltas included: a
         model may echo a password). When a listener is a record sink, the redacted data is
-        encoded here, once, for all of them (`Event.data_json`); otherwise never. Hot callers
-        pass everything positionally (cheaper than keywords, 17+ times per call).
+        encoded here, once, for all of them (`Event.data_json`); otherwise never.
         """
         self._seq = seq = self._seq + 1
         redact = self._redact
@@ -173,10 +170,10 @@ class Run:
         encoded = None
         if self._records:
             try:
-                encoded = _dumps(data, default=str)
+                encoded = orjson.dumps(data, default=str)
             except Exception:  # noqa: BLE001 - non-string keys, or no fast encoding (the sinks then write their own)
                 encoded = encode_data(data)
-        event = new_event(Event, (type, self.run_id, seq, _now_ns() // 1_000_000, tool_call_id, step_id, skill, data, result,
+        event = new_event(Event, (type, self.run_id, seq, time.time_ns() // 1_000_000, tool_call_id, step_id, skill, data, result,
                                   encoded))
         for listener in self._listeners:
             try:
@@ -246,8 +243,6 @@ class Run:
         """Call `callback(run)` once the run has ended (at once if it has)."""
         if self.done:
             callback(self)
-        elif self._on_end is None:
-            self._on_end = [callback]
         else:
             self._on_end.append(callback)
 
@@ -256,14 +251,13 @@ class Run:
         if self.finished_at is not None:
             return
         self.status, self.result, self.error = status, result, error
-        self.finished_at = _now_ns() // 1_000_000
-        if self._pending:
-            for future in self._pending.values():
-                if not future.done():
-                    future.set_result(False)
-            self._pending.clear()
-        callbacks, self._on_end = self._on_end, None
-        for callback in callbacks or ():
+        self.finished_at = time.time_ns() // 1_000_000
+        for future in self._pending.values():
+            if not future.done():
+                future.set_result(False)
+        self._pending.clear()
+        callbacks, self._on_end = self._on_end, []
+        for callback in callbacks:
             try:
                 callback(self)
             except Exception as exc:  # noqa: BLE001 - an observer's bug must not hurt the run
@@ -287,7 +281,7 @@ class Run:
 
     @property
     def pending_approvals(self) -> list[str]:
-        return sorted(call for call, future in (self._pending or {}).items() if not future.done())
+        return sorted(call for call, future in self._pending.items() if not future.done())
 
     async def ask_approval(self, tool: ToolToApprove, args: dict[str, Any], tool_call_id: str) -> bool:
         """Wait for a yes or no to one call: from the run's approver (a person at a terminal,
@@ -299,8 +293,6 @@ class Run:
         if self.approver is None:
             return False
         future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        if self._pending is None:
-            self._pending = {}
         self._pending[tool_call_id] = future
         asked = asyncio.ensure_future(self.approver(tool, args, tool_call_id))
         try:
@@ -312,12 +304,12 @@ class Run:
         finally:
             if not asked.done():
                 asked.cancel()
-            if self._pending is not None and self._pending.get(tool_call_id) is future:
+            if self._pending.get(tool_call_id) is future:
                 del self._pending[tool_call_id]
 
     def answer(self, tool_call_id: str, approve: bool) -> bool:
         """Answer a pending approval; False when none is pending under that id."""
-        future = (self._pending or {}).get(tool_call_id)
+        future = self._pending.get(tool_call_id)
         if future is None or future.done():
             return False
         future.set_result(approve)
