@@ -166,11 +166,12 @@ class Agent:
         principal: str | None = None,
     ) -> AgentResult:
         """Run the loop to a stop. On cancellation the partial result is in `last_result`."""
+        parsed = as_messages(messages)  # a bad message raises here, before any run opens
         run, queued = self.runs.open_run(run_id or new_id("run"), on_event, kind="agent", name=self.model,
                                          principal=principal, approver=self.approve)
         token = enter_run(run.scrubber)  # log lines written during the run hide its secrets too
         try:
-            return await _Loop(self, run, as_messages(messages)).run()
+            return await _Loop(self, run, parsed).run()
         except Exception as exc:  # a bug: the run ended in error (the loop stops for every expected reason)
             run.crash(exc)
             raise
