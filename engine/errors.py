@@ -4,6 +4,7 @@
     ├── ConfigError          a project that cannot load: carries every ConfigIssue (file:line:col)
     ├── UsageError           a front door was used wrongly (bad CLI argument, sync call inside a loop)
     └── StepFailure          internal: a step or skill failed; the router turns it into a ToolResult
+        └── LimitExceeded    a run went past a limit of config/engine.yaml (`limit_exceeded`)
 
 Call failures never surface as exceptions: the router translates them into a ToolResult with
 an error code. Control signals (cancellation, timeouts) stay asyncio's own.
@@ -86,6 +87,14 @@ class StepFailure(SkillyardError):
 
     def __post_init__(self) -> None:
         Exception.__init__(self, self.message)
+
+
+class LimitExceeded(StepFailure):
+    """A run went past a limit of config/engine.yaml (`limits.max_items`, `limits.max_events_per_run`):
+    the whole call stops with code `limit_exceeded`, whatever a forEach's `onItemError` says."""
+
+    def __init__(self, setting: str, limit: int, message: str):
+        super().__init__("limit_exceeded", message, {"setting": setting, "limit": limit})
 
 
 class IssueCollector:

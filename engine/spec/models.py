@@ -139,6 +139,11 @@ class StepSpec(_Spec):
     forEach: str | None = Field(default=None, description="Reference to an array: the step runs once per item ($item, $index).")
     concurrency: int = Field(default=4, ge=1, le=1000, description="forEach: items in flight at once.")
     onItemError: Literal["fail", "skip", "collect"] = Field(default="fail", description="forEach: what a failed item does.")
+    max_items: int | None = Field(
+        default=None, ge=1,
+        description="forEach: most items this step takes (more fails the call with limit_exceeded); at most the "
+        "engine's limits.max_items, which applies when this is not set.",
+    )
     timeout: Duration | None = None
     retry: RetrySpec | int | None = None
 
