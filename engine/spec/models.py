@@ -87,8 +87,10 @@ class PythonSkillSpec(_Spec):
     function: str = Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
     input: JsonSchema = Field(default_factory=lambda: {"type": "object"})
     output: JsonSchema | None = None
-    threaded: StrictBool = Field(
-        default=False, description="Run a sync function in a worker thread (for blocking code)."
+    threaded: StrictBool | None = Field(
+        default=None,
+        description="true: run a sync function in a worker thread (blocking code); false: always on the event loop; "
+        "not set: on the loop until its calls take longer than limits.python_thread_after, then in a thread.",
     )
 
 

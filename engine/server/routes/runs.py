@@ -143,7 +143,10 @@ def router(service: Service) -> APIRouter:
         if live is None:
             raise _unknown(run_id)
         if as_json:
-            return jsonable(live.events[after:])
+            held = live.events_after(after)
+            if held is None and store is not None:  # memory let the older ones go: the store has them all
+                held = await store_call(lambda: (store.flush(), store.events(live.run_id, after_seq=after))[1])
+            return jsonable(held or [])
         return stream(hub, live, after, cancel_on_disconnect=False)
 
     @api.post(
