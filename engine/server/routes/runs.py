@@ -145,7 +145,13 @@ def router(service: Service) -> APIRouter:
         if as_json:
             held = live.events_after(after)
             if held is None and store is not None:  # memory let the older ones go: the store has them all
-                held = await store_call(lambda: (store.flush(), store.events(live.run_id, after_seq=after))[1])
+                found_id = live.run_id
+
+                def stored() -> list[dict[str, Any]]:
+                    store.flush()
+                    return store.events(found_id, after_seq=after)
+
+                held = await store_call(stored)
             return jsonable(held or [])
         return stream(hub, live, after, cancel_on_disconnect=False)
 
