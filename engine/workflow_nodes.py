@@ -13,8 +13,9 @@ Each forEach item runs with an `ItemRun`: the same call, but every event emitted
 
 A forEach step takes at most `max_items` items (its own, or `limits.max_items`): more fails the
 call with `limit_exceeded` before any item runs. A limit (LimitExceeded) is never an item's
-failure: it stops the call whatever `onItemError` says. Items whose skills never wait still
-let the event loop turn every YIELD_EVERY items, so other requests are served meanwhile.
+failure: it stops the call whatever `onItemError` says. Items whose skills never wait still let
+the event loop turn, at least every YIELD_EVERY × concurrency items (the workers take turns),
+so other requests are served meanwhile.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from .mapping import INDEX, ITEM, MISSING, MappingError, Resolver
 from .timing import elapsed_ms, perf_counter_ns
 
 _SKIPPED: Any = object()  # an item left out of a forEach output
-YIELD_EVERY = 64  # items done between two turns of the event loop (a mask: a power of two)
+YIELD_EVERY = 64  # each worker lets the loop turn after this many items (a mask: a power of two)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,8 +111,8 @@ class ForEach:
     items: Resolver  # the array
     concurrency: int
     on_item_error: Literal["fail", "skip", "collect"]
-    max_items: int = 1000
-    limit_name: str = "limits.max_items"  # the engine's setting, or "max_items": the step's own (lower)
+    max_items: int
+    limit_name: str  # "limits.max_items" (the engine's setting), or "max_items": the step's own (lower)
 
     def check_count(self, step_id: str, count: int) -> None:
         """LimitExceeded when the array has more items than the step may take."""

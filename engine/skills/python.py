@@ -1,8 +1,8 @@
 """Python skills: `function: package.module:name`, sync or async.
 
-The function is called directly (no wrapper on the per-call path); when it raises, the
-workflow executor turns the exception into an error whose details are the user's frames
-(`engine.user_frames`), with `user_roots` saying where the user's package lives.
+The function is called directly, or through one small wrapper that times it (below); when it
+raises, the workflow executor turns the exception into an error whose details are the user's
+frames (`engine.user_frames`), with `user_roots` saying where the user's package lives.
 
 Where a sync function runs (`threaded:` in skills.yaml):
 
