@@ -45,7 +45,6 @@ if TYPE_CHECKING:
     from ..runtime.run import Approver
     from ..store import Store
 
-_get_ident = threading.get_ident
 _SEQ = operator.attrgetter("seq")
 
 
@@ -420,7 +419,7 @@ class RunHub:
         """The listener of one run's events, given as the run opens (Engine.subscribe): its
         LiveRun's `records.append`, no Python call per event. A follower that waits makes the
         Run deliver to `LiveRun.arrive` instead, which wakes it."""
-        if _get_ident() != self._thread:
+        if threading.get_ident() != self._thread:
             return self._opened_elsewhere(run)
         live = self.runs.get(run.run_id)
         if live is None:  # not started here (MCP, Python code in this process)
@@ -452,7 +451,7 @@ class RunHub:
 
     def wake(self, live: LiveRun) -> None:
         """Wake the followers of `live`, from any thread."""
-        if _get_ident() == self._thread:
+        if threading.get_ident() == self._thread:
             live.notify()
         elif self._loop is not None:
             self._loop.call_soon_threadsafe(live.notify)
