@@ -9,9 +9,11 @@ their SSE frames encoded once, when a follower first asks), so a follower can st
 `RunHub` subscribes to the engine once, so it sees every run the engine executes — started
 over HTTP, over MCP at `/mcp`, or by Python code in the same process — from its first event.
 It takes each run whole (`Engine.subscribe`'s `for_run`): as the run opens, the Run is given
-its LiveRun's deque's `append` as its listener, so recording an event costs no Python call;
-a follower about to wait swaps that for `LiveRun.arrive`, which also wakes it (from any
-thread). Events come in the order the Run numbered them, except that a worker thread's may
+its LiveRun's `arrive` as its listener, which keeps the event and wakes a follower that waits
+(from any thread). (Giving the Run the deque's `append` until a follower waits, no Python call
+per event, bought 1.6 % of a JSON call's instructions — 717,800 against 729,400,
+`python -m bench.request_cost --cases json`, callgrind — under the 3 % a hot-path trick must
+buy: undone.) Events come in the order the Run numbered them, except that a worker thread's may
 overtake another: readers take them through `LiveRun._settle`, which checks the order.
 
 With a run store, memory holds only the newest LIVE_TAIL events of a run (and their frames):
@@ -68,11 +70,12 @@ class LiveRun:
     """One run's newest events in memory, and who is waiting for more.
 
     The run's state (kind, name, principal, status, error, result, times, pending approvals)
-    is its `Run`'s, read from it, never copied: until the engine opens the run, a Run of the
-    LiveRun's own stands in (status `running`); the engine's takes its place as it opens.
+    is its `Run`'s, read from it, never copied. Until the engine opens the run (its task's
+    first step), a Run of the LiveRun's own stands in, made from what the run was started as
+    when first asked for (most calls never ask: the engine's Run has opened by then).
     """
 
-    __slots__ = ("run_id", "run", "records", "_frames", "_last", "_waiting", "_store", "_hub", "_waking", "_closed",
+    __slots__ = ("run_id", "_run", "_asked", "records", "_frames", "_last", "_waiting", "_store", "_hub", "_closed",
                  "task", "background", "_changed")
 
     def __init__(self, run_id: str, kind: RunKind | None, name: str, *, principal: str | None = None,
@@ -81,25 +84,33 @@ class LiveRun:
         then (None: all; without a store, all are kept). `run`: its Run, if it is open (else one
         stands in, made of `kind`, `name` and `principal`)."""
         self.run_id = run_id
-        self.run: Run = Run(run_id, [], None, kind or "tool", name, principal, records=False) if run is None else run
+        self._run = run
+        self._asked = (kind or "tool", name, principal)  # what it was started as: for a stand-in
         kept = tail if store is not None else None
-        # The run's newest events as the Run made them (redacted, data encoded once), as they came:
-        # the Run's listener for the hub is this deque's `append` (no Python call per event). Their
-        # SSE frames are built when first asked for (a follower, a replay): most calls are answered
-        # with their result and nobody asks.
+        # The run's newest events as the Run made them (redacted, data encoded once), as they came
+        # (`arrive`, the Run's listener for the hub). Their SSE frames are built when first asked
+        # for (a follower, a replay): most calls are answered with their result and nobody asks.
         self.records: deque[Event] = deque(maxlen=kept)
         self._frames: deque[bytes] = deque(maxlen=kept)  # the frames of the settled events, in seq order
         self._last = 0  # the seq of the last settled (framed) event
         self._waiting = False  # an event came before one that is still on its way
         self._store = store
         self._hub: "RunHub | None" = None
-        self._waking = False  # the Run delivers to `arrive` (a follower may wait), not to records.append
         self._closed = False  # the hub has taken the run's end (a run of another thread's loop: after its events)
         self.task: asyncio.Task[Any] | None = None  # set for runs this server started
         self.background = False
         self._changed: asyncio.Event | None = None  # made only when a follower waits
 
     # ─── the run's state: its Run's ──────────────────────────────────────────────
+
+    @property
+    def run(self) -> Run:
+        """Its Run: the engine's once open; until then a stand-in (status `running`)."""
+        run = self._run
+        if run is None:
+            kind, name, principal = self._asked
+            run = self._run = Run(self.run_id, [], None, kind, name, principal, records=False)  # type: ignore[arg-type]
+        return run
 
     @property
     def kind(self) -> str:
@@ -262,21 +273,15 @@ class LiveRun:
 
     def open(self, run: "Run", hub: "RunHub") -> Callable[[Event], None]:
         """Its Run has opened (it takes the stand-in's place); `hub` wakes its followers. The
-        Run's listener for this LiveRun: `records.append`, or `arrive` once a follower waits."""
-        self.run, self._hub = run, hub
-        return self.arrive if self._waking else self.records.append
+        Run's listener for this LiveRun: `arrive`."""
+        self._run, self._hub = run, hub
+        return self.arrive
 
     def arrive(self, event: Event) -> None:
-        """The Run's listener while a follower may wait: the event, and a wake-up on the loop."""
+        """The Run's listener: keep the event, and wake a follower that waits (on the hub's loop)."""
         self.records.append(event)
         if self._changed is not None and self._hub is not None:
             self._hub.wake(self)
-
-    def _wake_followers(self) -> None:
-        """From now on, an event wakes whoever waits (until now the Run appended it, silently)."""
-        if not self._waking:
-            self._waking = True
-            self.run.redirect(self.records.append, self.arrive)  # (the stand-in: no-op; `open` gives `arrive`)
 
     def notify(self) -> None:
         """Wake every follower waiting for a change (call on the hub's loop)."""
@@ -331,7 +336,6 @@ class LiveRun:
             changed = self._changed
             if changed is None:
                 changed = self._changed = asyncio.Event()
-                self._wake_followers()
                 if (records[-1] if records else None) is not newest:  # one came from a worker thread meanwhile
                     continue
             if heartbeat is None:
@@ -417,8 +421,7 @@ class RunHub:
 
     def for_run(self, run: "Run") -> Callable[[Event], None]:
         """The listener of one run's events, given as the run opens (Engine.subscribe): its
-        LiveRun's `records.append`, no Python call per event. A follower that waits makes the
-        Run deliver to `LiveRun.arrive` instead, which wakes it."""
+        LiveRun's `arrive`."""
         if threading.get_ident() != self._thread:
             return self._opened_elsewhere(run)
         live = self.runs.get(run.run_id)
