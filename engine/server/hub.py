@@ -56,7 +56,9 @@ _SEQ = operator.attrgetter("seq")
 # size (dropping each kept run's Run object changed nothing), perhaps because a new run's
 # objects are built in the memory the oldest kept one gives back, out of the processor's caches
 # by then (not pinned down). bench.service at once, SQLite, 10 connections: keeping 256, JSON
-# 0.52 and SSE 0.50; 16, 0.58 and 0.53 (docs/operations.md, "Throughput").
+# 0.52 and SSE 0.50; 16, 0.58 and 0.53 (docs/operations.md, "Throughput"). Measured again
+# for issue 29 (one run each, load average 6–8): keeping 16, SQLite at once 0.55 · 0.49 ·
+# 0.52 · 0.46 (10 JSON · 10 SSE · 100 JSON · 100 SSE); keeping 256, 0.49 · 0.45 · 0.50 · 0.42.
 KEEP_FINISHED = 256
 KEEP_FINISHED_WITH_STORE = 16
 # The events of one run held in memory when there is a store (its newest; older ones are read

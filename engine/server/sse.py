@@ -39,8 +39,12 @@ class Final(bytes):
 # JSON (`Event.to_dict()`, compact, on one line) around the data its Run encoded once, joining
 # ready pieces: the envelope's strings are encoded once and kept — per (type, step, skill) for
 # as long as the process runs (a project has few), per seq below 1024, the run and call ids and
-# the time for a batch of a run's events. (A `%` format per event costs several times a join:
-# bench.request_cost.)
+# the time for a batch of a run's events. What it buys, by `python -m bench.request_cost
+# --cases sse` (callgrind, instructions per SSE request, no store, measured in one session):
+# 840,800 against 905,400 for a frame per event written by `Event.json` and a `%` format (7.1 %);
+# of that, the pieces kept per seq and the time written once per millisecond 36,500 (877,300
+# without them: 4.2 %; 20,000 when first measured, docs/operations.md). bench.service could
+# not separate them on this shared VM: its at-once ratios moved by ±0.03 between runs.
 _IDS = tuple(b"id: %d" % seq for seq in range(1024))  # most runs have fewer events
 _SEQS = tuple(b',"seq":%d,"ts":' % seq for seq in range(1024))
 _PIECES: dict[tuple[str, str | None, str | None], tuple[bytes, bytes]] = {}  # (type, step, skill) → (head, tail)
