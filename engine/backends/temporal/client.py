@@ -129,8 +129,9 @@ class RemoteTool:
 
 
 def call_failure(exc: Any, run_id: str, tool: str, revision: str | None) -> "tuple[StepFailure, int | None]":
-    """The call's failure for a failed execution (`WorkflowFailureError`), and the last seq the
-    execution wrote (None: unknown, read what is stored)."""
+    """The one place a failed execution (temporalio's `WorkflowFailureError`) becomes a skillyard
+    failure — for a tool call, an agent run (agent_client.py) and an adopted orphan (orphans.py):
+    the StepFailure, and the last seq the execution wrote (None: unknown, read what is stored)."""
     from temporalio.exceptions import ApplicationError, CancelledError
 
     cause = exc.cause
