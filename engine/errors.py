@@ -64,7 +64,9 @@ class ErrorCode(StrEnum):
     - `advice`: the line a model reads after a failed call (`ToolResult.model_text`);
     - `status`: the HTTP status of an answer with this code. A tool call's status is its code's
       only for the codes a ToolResult carries (`tool_result`); a call failing with any other
-      code is 502 (a tool type that raises `StepFailure("unauthorized", …)` makes no 401);
+      code is 502 (a tool type that raises `StepFailure("unauthorized", …)` makes no 401).
+      How a run ended (`interrupted`, an agent's `max_steps`…) is read from the run, never
+      answered as a status: those say 500;
     - `exit_code`: `skillyard call`'s exit code for a call that failed with it.
 
     A tool type may fail with a code of its own (any string): `ErrorCode.of` is then None, and
@@ -227,7 +229,7 @@ class UsageError(SkillyardError):
 class AgentSetupError(UsageError):
     """`Engine.agent()` was asked for something the project does not have.
 
-    `code`: unknown_model, unknown_tool or invalid_request; `field`: model, tools or tool_choice
+    `code`: unknown_model, unknown_tool or invalid_request (ErrorCode); `field`: model, tools or tool_choice
     (front doors name their own flag or JSON field from it).
     """
 
@@ -306,7 +308,8 @@ class IssueCollector:
 
 
 class ToolAdminError(SkillyardError):
-    """A tool-settings change was refused. `code`: unknown_tool, read_only, invalid_config, exists, no_store."""
+    """A tool-settings change was refused. `code`: an ErrorCode member (unknown_tool, read_only,
+    code_tools_disabled, invalid_config, exists, no_store), whose status the admin API answers."""
 
     def __init__(self, code: str, message: str):
         super().__init__(message)
