@@ -445,10 +445,6 @@ def test_fetch_an_answer_that_is_not_http(pages: LoopbackServer) -> None:
     assert failure.message == f"GET {pages.url('/garbage')}: RemoteProtocolError: illegal status line: bytearray(b'NOT HTTP AT ALL')"
 
 
-# slow: the first client of the openai SDK in a process starts `uname -p` (its platform headers)
-openai_sdk = pytest.mark.slow
-
-
 def _openai(served: FakeServer, **entry: Any) -> OpenAIProvider:
     return OpenAIProvider(ModelSpec(**OpenAIWire().model_entry(served.url, **entry)))
 
@@ -459,7 +455,6 @@ def _ask(provider: OpenAIProvider) -> ProviderError:
     return caught.value
 
 
-@openai_sdk
 def test_openai_a_refused_request_is_not_retried(server: FakeServer) -> None:  # noqa: F811 - the fixture
     server.script(OpenAIWire().status(400, "context length exceeded"))
     error = _ask(_openai(server))
@@ -467,7 +462,6 @@ def test_openai_a_refused_request_is_not_retried(server: FakeServer) -> None:  #
     assert len(server.requests) == 1
 
 
-@openai_sdk
 def test_openai_an_endpoint_that_never_answers(server: FakeServer) -> None:  # noqa: F811 - the fixture
     server.script(Reply(delay=5, events=[]))
     error = _ask(_openai(server, timeout="200ms", options={"max_retries": 0}))
