@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Literal, Protocol
 
 import orjson
 
-from ..errors import LimitExceeded
+from ..errors import ErrorCode, LimitExceeded
 from ..safety.redaction import scrub_text
 from .events import RUN_ENDING_EVENTS, Event, EventType, SyncListener, encode_data, new_event, report_listener_failure, wants_records
 
@@ -63,7 +63,7 @@ def end_status(code: str | None) -> RunStatus:
     """
     if code is None:
         return "ok"
-    return "cancelled" if code == "cancelled" else "error"
+    return "cancelled" if code == ErrorCode.CANCELLED else "error"
 
 
 def stop_code(stop_reason: str | None) -> str | None:
@@ -73,7 +73,7 @@ def stop_code(stop_reason: str | None) -> str | None:
 
 def cancelled_error() -> dict[str, Any]:
     """The error of a run cancelled before it could say how it ended."""
-    return {"code": "cancelled", "message": "the run was cancelled"}
+    return {"code": ErrorCode.CANCELLED, "message": "the run was cancelled"}
 
 
 async def wait_for_answer(tool: ToolToApprove, args: dict[str, Any], tool_call_id: str) -> bool:
@@ -286,7 +286,8 @@ class Run:
         """End the run in error because its work raised `exc` (a bug: the router answers a
         bad call, it never raises one); no-op if it has ended. The message hides the run's
         known secrets."""
-        self.finish("error", error={"code": "server_error", "message": self.scrub_text(f"{type(exc).__name__}: {exc}")})
+        self.finish("error", error={"code": ErrorCode.SERVER_ERROR,
+                                    "message": self.scrub_text(f"{type(exc).__name__}: {exc}")})
 
     def cancel(self) -> bool:
         """Cancel the task executing the run; False when it is not running (or not here)."""
