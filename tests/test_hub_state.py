@@ -141,3 +141,17 @@ def test_no_class_reads_another_classs_private_attributes() -> None:
                         and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))):
                     found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {ast.unparse(node)}")
     assert found == []
+
+
+def test_the_run_builds_every_field_of_its_events(engine: Engine) -> None:
+    """`new_event` takes a ready tuple (one C call): a field added to Event without the Run's
+    tuple growing with it would make events one short."""
+    async def main() -> Event:
+        run, _ = engine.open_run("run_fields", kind="tool", name="t")
+        event = run.emit("tool_progress_delta", {"n": 1}, tool_call_id="call_1", step_id="s", skill="k")
+        engine.end_run(run, "ok")
+        return event
+
+    event = asyncio.run(main())
+    assert len(event) == len(Event._fields) and event._asdict()["tool_call_id"] == "call_1"
+    assert (event.step_id, event.skill, event.data, event.data_json) == ("s", "k", {"n": 1}, None)

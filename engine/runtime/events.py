@@ -53,9 +53,6 @@ _EventFields = namedtuple(
     defaults=(None, None, None, {}, None, None),
 )
 
-_dumps = orjson.dumps
-_Fragment = orjson.Fragment
-
 
 class Event(_EventFields):
     """One thing that happened in a run. `result` is set on the terminal tool event.
@@ -106,9 +103,9 @@ class Event(_EventFields):
             head["step_id"] = self.step_id
         if self.skill is not None:
             head["skill"] = self.skill
-        head["data"] = _Fragment(data)
+        head["data"] = orjson.Fragment(data)
         try:
-            return _dumps(head)
+            return orjson.dumps(head)
         except (TypeError, orjson.JSONEncodeError):  # a lone surrogate in an id
             return None
 
@@ -125,11 +122,11 @@ def encode_data(data: Any) -> bytes | None:
     """An event's data as compact JSON bytes (non-JSON values as their str); None when orjson
     cannot write it. Non-string keys cost orjson more: tried only when the plain call fails."""
     try:
-        return _dumps(data, default=str)
+        return orjson.dumps(data, default=str)
     except (TypeError, orjson.JSONEncodeError):
         pass
     try:
-        return _dumps(data, default=str, option=orjson.OPT_NON_STR_KEYS)
+        return orjson.dumps(data, default=str, option=orjson.OPT_NON_STR_KEYS)
     except (TypeError, orjson.JSONEncodeError):  # a lone surrogate, too deep, an integer beyond 64 bits
         return None
 

@@ -67,11 +67,11 @@ def event_frames(events: "Iterable[Event]") -> list[bytes]:
         kind, run_id, seq, ts, call, step, skill, data = _ENVELOPE(event)
         try:
             if data is None:
-                data = _dumps(event.data, default=str, option=_NON_STR_KEYS)
+                data = orjson.dumps(event.data, default=str, option=orjson.OPT_NON_STR_KEYS)
             if run_id is not run_of:
-                run_of, run_json = run_id, _dumps(run_id)
+                run_of, run_json = run_id, orjson.dumps(run_id)
             if call is not call_of:
-                call_of, call_json = call, b"" if call is None else b',"tool_call_id":' + _dumps(call)
+                call_of, call_json = call, b"" if call is None else b',"tool_call_id":' + orjson.dumps(call)
             if ts != ts_of:  # a run's events share a few milliseconds
                 ts_of, ts_text = ts, b"%d" % ts
             head, tail = pieces.get((kind, step, skill)) or _pieces(kind, step, skill)
@@ -100,8 +100,6 @@ def _escaped_frame(event: Mapping[str, Any]) -> bytes:
                                                   body.encode())
 
 
-_dumps = orjson.dumps
-_NON_STR_KEYS = orjson.OPT_NON_STR_KEYS
 # An event's envelope and encoded data, read by field name in one C call (as fast as unpacking
 # the tuple, which would break silently if Event gained a field).
 _ENVELOPE = operator.attrgetter("type", "run_id", "seq", "ts", "tool_call_id", "step_id", "skill", "data_json")
@@ -112,8 +110,8 @@ def _pieces(kind: str, step: str | None, skill: str | None) -> tuple[bytes, byte
     this type, step and skill."""
     if len(_PIECES) > _MAX_KEPT:
         _PIECES.clear()
-    head = b'\nevent: %s\ndata: {"type":%s,"run_id":' % (kind.encode(), _dumps(kind))
-    names = b"".join(name + _dumps(value) for name, value in ((b',"step_id":', step), (b',"skill":', skill))
+    head = b'\nevent: %s\ndata: {"type":%s,"run_id":' % (kind.encode(), orjson.dumps(kind))
+    names = b"".join(name + orjson.dumps(value) for name, value in ((b',"step_id":', step), (b',"skill":', skill))
                      if value is not None)
     found = _PIECES[(kind, step, skill)] = head, names + b',"data":'
     return found
