@@ -8,7 +8,8 @@ loop with its tool calls. Its `Run` owns
   SSE followers, CLI timeline, an embedder's callback) sees it, and at most `max_events` of
   them (`limits.max_events_per_run`): the next one raises LimitExceeded in whoever emits it,
   and so does every later one, so the run stops and ends with `limit_exceeded`;
-- its status, result and end (set by whoever runs it, never re-derived from event types);
+- its status, result and end (set by whoever runs it, by the one rule `end_status`; the
+  hub's LiveRun reads them here, and the store derives a run's end by the same rule);
 - its pending approvals, keyed by `tool_call_id`, answered through the Run from any front
   door (the terminal, MCP elicitation, `POST /v1/runs/{id}/approvals/{tool_call_id}`);
 - its cancellation.
