@@ -5,6 +5,7 @@ opened the run) has that end recorded on its Run, by the runs' one end rule."""
 from __future__ import annotations
 
 import ast
+import functools
 import asyncio
 from pathlib import Path
 from typing import Any
@@ -155,3 +156,34 @@ def test_the_run_builds_every_field_of_its_events(engine: Engine) -> None:
     event = asyncio.run(main())
     assert len(event) == len(Event._fields) and event._asdict()["tool_call_id"] == "call_1"
     assert (event.step_id, event.skill, event.data, event.data_json) == ("s", "k", {"n": 1}, None)
+
+
+def test_a_finished_run_leaves_no_cycle_for_the_collector(engine: Engine) -> None:
+    """The Run holds its LiveRun's `arrive` while it runs; at its end the LiveRun gives it the
+    deque's `append` instead, so a retired run is freed at once, not left to the garbage
+    collector (which `skillyard serve` runs rarely: the memory it holds costs every call)."""
+    import gc
+
+    async def calls(hub: RunHub, count: int) -> None:
+        for n in range(count):
+            live = hub.start(f"run_gc_{n}", "tool", "echo", functools.partial(
+                engine.call_tool, "echo", {"name": "a"}, run_id=f"run_gc_{n}"))
+            await live.task
+
+    async def main() -> int:
+        hub = RunHub(engine, keep_finished=0)
+        hub.attach()
+        await calls(hub, 5)  # warm-up: first-call caches
+        gc.collect()
+        gc.disable()
+        try:
+            await calls(hub, 40)
+            await asyncio.sleep(0)
+            found = gc.collect()
+        finally:
+            gc.enable()
+        await hub.detach()
+        return found
+
+    found = asyncio.run(main())
+    assert found < 40  # fewer unreachable objects than runs: no cycle per run

@@ -10,10 +10,14 @@ their SSE frames encoded once, when a follower first asks), so a follower can st
 over HTTP, over MCP at `/mcp`, or by Python code in the same process — from its first event.
 It takes each run whole (`Engine.subscribe`'s `for_run`): as the run opens, the Run is given
 its LiveRun's `arrive` as its listener, which keeps the event and wakes a follower that waits
-(from any thread). (Giving the Run the deque's `append` until a follower waits, no Python call
-per event, bought 1.6 % of a JSON call's instructions — 717,800 against 729,400,
-`python -m bench.request_cost --cases json`, callgrind — under the 3 % a hot-path trick must
-buy: undone.) Events come in the order the Run numbered them, except that a worker thread's may
+(from any thread). That makes a reference cycle (the Run holds `arrive`, the LiveRun its Run),
+which the LiveRun breaks as the run ends (`close` gives the Run the deque's `append`
+instead): a retired run is then freed at once rather than by the garbage collector, which
+`skillyard serve` runs rarely. What that buys: 15,000 JSON calls in process (`python -m
+bench.request_cost --one json 15000`, CPU time, issue 29) took 2.5–2.6 s with the cycle
+broken, 2.9–3.0 s without (≈ 15 %), though callgrind counted only 1.6 % more instructions
+without: the cost is in the memory a run leaves to the collector, not in instructions.
+Events come in the order the Run numbered them, except that a worker thread's may
 overtake another: readers take them through `LiveRun._settle`, which checks the order.
 
 With a run store, memory holds only the newest LIVE_TAIL events of a run (and their frames):
@@ -292,9 +296,12 @@ class LiveRun:
             changed.set()
 
     def close(self) -> None:
-        """Its Run has ended, and the hub has its events: wake every follower."""
+        """Its Run has ended, and the hub has its events: wake every follower, and give the Run
+        the deque's `append` instead of `arrive` (see the module's docstring: the cycle)."""
         if not self._closed:
             self._closed = True
+            if self._run is not None:
+                self._run.redirect(self.arrive, self.records.append)
             self.notify()
 
     async def follow(self, after: int = 0, *, heartbeat: float | None = None) -> AsyncIterator[bytes | None]:
