@@ -23,7 +23,6 @@ import atexit
 import contextlib
 import os
 import time
-import weakref
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..safety.redaction import Redactor
@@ -40,7 +39,7 @@ if TYPE_CHECKING:
     from ..runtime.events import Event
     from ..runtime.run import Run
 
-_OPEN_STORES: "weakref.WeakSet[Store]" = weakref.WeakSet()
+_OPEN_STORES: "set[Store]" = set()  # until closed: a store dropped unclosed still writes its queue at exit
 
 
 @atexit.register
@@ -59,6 +58,10 @@ class Store:
     """Takes events one by one: a store used by hand, a Temporal worker, an event after its run's
     end (an Engine's runs come whole instead, `for_run`). Redacts them unless the store was
     opened with `redacted_events=True`."""
+    for_run: Callable[["Run"], Callable[["Event"], None]]
+    """The listener of one run's events (Engine.subscribe's `for_run`): the `append` of a list of
+    the run's own, handed to the writer whole at the run's end (the writer's own method: no
+    call of the facade's per run)."""
     where: str
     """The store as users name it in messages (a file, or a URL without its password)."""
 
@@ -81,6 +84,7 @@ class Store:
         self.settings = ToolSettings(database, notices, self.origin, settings_watch)
         self.listener = (self.writer.listener if redacted_events
                          else RedactingListener(self.redactor, self.writer.listener, self.failures))
+        self.for_run = self.writer.for_run
         _OPEN_STORES.add(self)
 
     def __enter__(self) -> "Store":
@@ -90,11 +94,6 @@ class Store:
         self.close()
 
     # ─── writing (writer.py) ─────────────────────────────────────────────────────────
-
-    def for_run(self, run: "Run") -> Callable[["Event"], None]:
-        """The listener of one run's events (Engine.subscribe's `for_run`): the `append` of a
-        list of the run's own, handed to the writer whole at the run's end."""
-        return self.writer.for_run(run)
 
     def open_buffer(self) -> RunEvents:
         """A list for one run's events, handed back by `take_run` (see Writer.open_buffer)."""
@@ -119,7 +118,8 @@ class Store:
             "INSERT INTO approvals (run_id, tool_call_id, status, updated_at) VALUES (?, ?, ?, ?) "
             "ON CONFLICT (run_id, tool_call_id) DO UPDATE SET status = excluded.status, updated_at = excluded.updated_at",
             (run_id, tool_call_id, status, int(time.time() * 1000)),
-        ), soon=True)  # a pending approval is news for other replicas: do not wait for the next tick
+        ))
+        self.writer.wake()  # a pending approval is news for other replicas: do not wait for the next tick
 
     @property
     def queue_depth(self) -> int:

@@ -398,7 +398,8 @@ class SettingsPoll:
                 self._thread.start()
 
     def seen(self) -> None:
-        self._seen = self._mark()  # our own change: nobody else needs telling
+        if self._thread is not None:  # (not watching yet: start() reads the table then)
+            self._seen = self._mark()  # our own change: nobody else needs telling
 
     def close(self) -> None:
         self._stop = True

@@ -163,12 +163,16 @@ class Writer:
         owner = getattr(listener, "__self__", None)
         return listener is self.listener or (isinstance(owner, RunEvents) and owner.writer is self)
 
-    def add_side(self, statement: Statement, *, soon: bool = False) -> None:
-        """A small write beside the events, written by the writer thread before the next events
-        (`soon`: wake it now, news for other replicas)."""
+    def add_side(self, statement: Statement) -> None:
+        """A small write beside the events, written by the writer thread before the next events."""
         self._side.append(statement)
-        if soon:
-            self._poke()
+
+    def wake(self) -> None:
+        """Wake the writer thread now rather than at its next tick."""
+        try:
+            self._wake.release()
+        except RuntimeError:  # already awake
+            pass
 
     @property
     def queue_depth(self) -> int:
@@ -192,7 +196,7 @@ class Writer:
             with self._lock:
                 barrier = _Barrier(self._taken + self._waiting())
                 self._barriers.append(barrier)
-            self._poke()
+            self.wake()
             if not barrier.done.wait(timeout):
                 raise StoreError(f"the run store {self._where} did not finish writing within {timeout:g}s")
             if barrier.unreachable is not None:
@@ -215,7 +219,7 @@ class Writer:
             logger.error("run store: some events were not recorded", error=str(exc))
         self._closed = True
         self._stop = True
-        self._poke()
+        self.wake()
         self._thread.join(timeout=10)
         self._writing = False
         return True
@@ -229,12 +233,6 @@ class Writer:
             return time.clock_gettime(time.pthread_getcpuclockid(ident))
         except OSError:
             return None
-
-    def _poke(self) -> None:
-        try:
-            self._wake.release()
-        except RuntimeError:  # already awake
-            pass
 
     # ─── the thread ──────────────────────────────────────────────────────────────────
 
