@@ -9,6 +9,7 @@ that belongs to one part stays in its module (named on the right), below its pla
     │   ├── ExpectationError   a batch expectation that cannot be compiled          link/expect.py
     │   └── TelemetryUnavailable  telemetry asked for, its packages missing         telemetry/config.py
     ├── StepFailure            internal: a step or skill failed; the router turns it into a ToolResult
+    │   └── LimitExceeded      a run went past a limit of config/engine.yaml (`limit_exceeded`)
     ├── ToolAdminError         a tool-settings change was refused (`code`)
     ├── ProviderError          a model call failed (`retryable`)
     │   └── PromptChanged      a replayed prompt differs from the recorded one      batch/replay.py
@@ -151,6 +152,12 @@ class YamlLoadError(SkillyardError):
 
 class JudgeError(SkillyardError):
     """A judge skill failed or answered outside {pass, score?, reason}."""
+class LimitExceeded(StepFailure):
+    """A run went past a limit of config/engine.yaml (`limits.max_items`, `limits.max_events_per_run`):
+    the whole call stops with code `limit_exceeded`, whatever a forEach's `onItemError` says."""
+
+    def __init__(self, setting: str, limit: int, message: str):
+        super().__init__("limit_exceeded", message, {"setting": setting, "limit": limit})
 
 
 class IssueCollector:

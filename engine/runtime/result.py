@@ -15,6 +15,8 @@ ERROR_ADVICE: dict[str, str] = {
     "invalid_arguments": "Fix the arguments to match the schema and call again.",
     "confirmation_denied": "The user declined this call; do not repeat it unless the user asks.",
     "timeout": "The tool ran out of time; retry only with a smaller request.",
+    "limit_exceeded": "The call asked for more work than this server allows (the message names the limit); "
+    "retry only with a smaller request, e.g. fewer items.",
     "invalid_model_output": "The model behind this tool gave unusable output; one retry may help.",
     "execution_error": "Retrying with the same arguments will most likely fail the same way.",
     "cancelled": "The call was cancelled.",

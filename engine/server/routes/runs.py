@@ -152,7 +152,16 @@ def router(service: Service) -> APIRouter:
         if live is None:
             raise _unknown(run_id)
         if as_json:
-            return jsonable(live.events[after:])
+            held = live.events_after(after)
+            if held is None and store is not None:  # memory let the older ones go: the store has them all
+                found_id = live.run_id
+
+                def stored() -> list[dict[str, Any]]:
+                    store.flush()
+                    return store.events(found_id, after_seq=after)
+
+                held = await store_call(stored)
+            return jsonable(held or [])
         return stream(hub, live, after, cancel_on_disconnect=False)
 
     @api.post(

@@ -30,6 +30,7 @@ STATUS_OF_CODE: dict[str, int] = {
     "blocked": 403,
     "invalid_arguments": 422,
     "invalid_url": 422,
+    "limit_exceeded": 422,  # the work asked for is past a limit of this server (not the body's size: that is 413)
     "timeout": 504,
     "fetch_timeout": 504,
     "cancelled": 409,
