@@ -25,6 +25,7 @@ from ..runtime.deadlines import deadline
 from ..runtime.timing import PLAIN_TYPES, elapsed_ms, perf_counter_ns
 from ..safety.user_frames import failure_details
 
+
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
     """A step's `retry:`, the rule every path applies: a failed attempt is tried again while
