@@ -3,7 +3,7 @@
 
 An access `x._name` is the owner's when `x` is `self`, `cls`, or a class defined in the same
 module (a module-level table of the class's own methods); `_replace`, `_asdict`, `_fields` and
-`_make` are the public API of named tuples. Everything else in engine/ is a read of another's
+`_make` are the public API of named tuples, and `_sunder_` names (`_value_`) Enum's. Everything else in engine/ is a read of another's
 private, and fails here, but for the ones listed in KNOWN: reads of another instance of the
 reader's own class (which this check cannot tell), and reads that other work on the same issue
 removes (delete an entry once its file is cleared). A new read anywhere fails at once.
@@ -37,7 +37,7 @@ def private_reads(path: Path) -> set[str]:
         if not isinstance(node, ast.Attribute):
             continue
         name = node.attr
-        if not name.startswith("_") or name.startswith("__") or name in NAMED_TUPLE_API:
+        if not name.startswith("_") or name.startswith("__") or name.endswith("_") or name in NAMED_TUPLE_API:
             continue
         owner = node.value
         if isinstance(owner, ast.Name) and (owner.id in OWN or owner.id in classes):
@@ -60,5 +60,5 @@ def test_no_module_of_engine_reads_another_class_private_attributes() -> None:
 
 def test_the_check_sees_a_private_read(tmp_path: Path) -> None:
     planted = tmp_path / "planted.py"
-    planted.write_text("class A:\n    def f(self, other):\n        return self._x, other._y, A._z, self.run._w\n")
+    planted.write_text("class A:\n    def f(self, other):\n        return self._x, other._y, A._z, self.run._w, other._value_\n")
     assert private_reads(planted) == {"other._y", "self.run._w"}
