@@ -222,7 +222,7 @@ class Engine:
         inline, queued = prepare_listeners(listeners)  # new lists: a later subscribe() does not reach this run
         records = self._records_wanted or (on_event is not None and wants_records((on_event,)))
         run = Run(run_id, inline, self._project.redactor.for_run(), kind, name, principal, approver, approval_timeout,
-                  records)
+                  records, self._project.settings.limits.max_events_per_run)
         if self._openers:
             self._open_whole(run, inline)
         run.attach(asyncio.current_task())

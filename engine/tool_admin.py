@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .errors import ConfigError, ToolAdminError
+from .errors import ConfigError, ErrorCode, ToolAdminError
 from .runtime.contracts import known_tool_types, tool_type
 from .spec.models import TOOL_NAME_RE
 from .store.tool_settings import ToolSetting
@@ -29,7 +29,7 @@ class ToolAdmin:
     @property
     def store(self) -> "Store":
         if self.engine.store is None:
-            raise ToolAdminError("no_store", "tool settings live in the run store; open the engine with store=True")
+            raise ToolAdminError(ErrorCode.NO_STORE, "tool settings live in the run store; open the engine with store=True")
         return self.engine.store
 
     def settings(self) -> dict[str, ToolSetting]:
@@ -66,17 +66,17 @@ class ToolAdmin:
         for item in self.views():
             if item["name"] == name:
                 return item
-        raise ToolAdminError("unknown_tool", f"there is no tool named {name!r}")
+        raise ToolAdminError(ErrorCode.UNKNOWN_TOOL, f"there is no tool named {name!r}")
 
     def update(self, name: str, *, enabled: bool | None = None, config: dict[str, Any] | None = None) -> dict[str, Any]:
         if name not in self.engine.project.tools:
-            raise ToolAdminError("unknown_tool", f"there is no tool named {name!r}")
+            raise ToolAdminError(ErrorCode.UNKNOWN_TOOL, f"there is no tool named {name!r}")
         stored = self.settings()
         before = stored.get(name)
         base = before or ToolSetting(name)
         merged_config = {**base.config, **(config or {})}
         if config and self.engine.project.tools[name].executor.kind == "workflow":
-            raise ToolAdminError("invalid_config", f"tool {name!r} runs a workflow and has no config to override")
+            raise ToolAdminError(ErrorCode.INVALID_CONFIG, f"tool {name!r} runs a workflow and has no config to override")
         if config:
             self._check_code_type(self.engine.project.tools[name].executor.kind, name)
         after = ToolSetting(name, base.type, base.description, base.enabled if enabled is None else enabled, merged_config)
@@ -85,12 +85,12 @@ class ToolAdmin:
 
     def create(self, name: str, *, type: str, description: str, config: dict[str, Any], enabled: bool = True) -> dict[str, Any]:
         if not TOOL_NAME_RE.match(name):
-            raise ToolAdminError("invalid_config", f"invalid tool name {name!r}: use 1-64 letters, digits, '_' or '-'")
+            raise ToolAdminError(ErrorCode.INVALID_CONFIG, f"invalid tool name {name!r}: use 1-64 letters, digits, '_' or '-'")
         if name in self.engine.project.tools:
-            raise ToolAdminError("exists", f"a tool named {name!r} already exists")
+            raise ToolAdminError(ErrorCode.EXISTS, f"a tool named {name!r} already exists")
         if type == "workflow" or type not in known_tool_types():
             usable = [t for t in known_tool_types() if t != "workflow"]
-            raise ToolAdminError("invalid_config", f"unknown tool type {type!r}; use one of: {', '.join(usable)}")
+            raise ToolAdminError(ErrorCode.INVALID_CONFIG, f"unknown tool type {type!r}; use one of: {', '.join(usable)}")
         self._check_code_type(type, name)
         self._apply(ToolSetting(name, type, description, enabled, dict(config)), None)
         return self.view(name)
@@ -101,7 +101,7 @@ class ToolAdmin:
         if kind is None or not kind.runs_code or self.engine.project.settings.server.allow_code_tools:
             return
         raise ToolAdminError(
-            "code_tools_disabled",
+            ErrorCode.CODE_TOOLS_DISABLED,
             f"tool {name!r} is of type {type_name!r}, which runs code on this host; creating or reconfiguring it "
             "through the admin API is off. Declare it in tools.yaml, or set `server.allow_code_tools: true` in "
             "config/engine.yaml (then an admin key means code execution on this host)",
@@ -111,8 +111,8 @@ class ToolAdmin:
         stored = self.settings().get(name)
         if stored is None or not stored.is_instance:
             if name in self.engine.project.tools:
-                raise ToolAdminError("read_only", f"tool {name!r} is declared in YAML; edit the YAML to remove it (or disable it)")
-            raise ToolAdminError("unknown_tool", f"there is no tool named {name!r}")
+                raise ToolAdminError(ErrorCode.READ_ONLY, f"tool {name!r} is declared in YAML; edit the YAML to remove it (or disable it)")
+            raise ToolAdminError(ErrorCode.UNKNOWN_TOOL, f"there is no tool named {name!r}")
         self.store.delete_tool_setting(name)
         self.engine.reload()
 
@@ -131,4 +131,4 @@ class ToolAdmin:
             if self.engine.project.broken.get(after.name):
                 self.engine.reload()  # the refused change is not kept, not even as a broken tool
             problems = "; ".join(f"{i.message}" + (f" — {i.hint}" if i.hint else "") for i in issues[:5])
-            raise ToolAdminError("invalid_config", f"the change was not applied: {problems}")
+            raise ToolAdminError(ErrorCode.INVALID_CONFIG, f"the change was not applied: {problems}")

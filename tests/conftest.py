@@ -102,6 +102,9 @@ def _watch_processes() -> None:
 
 
 def pytest_configure(config) -> None:  # type: ignore[no-untyped-def]
+    import platform
+
+    platform.uname().processor  # cached for the session: its `uname -p` (asked by the openai SDK) is not a test's process
     _watch_processes()
 
 

@@ -7,6 +7,7 @@ on a copy of engine/ with a planted import, run in subprocesses (slow)."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import shutil
@@ -147,3 +148,17 @@ def test_a_new_top_level_module_must_be_given_a_layer(tmp_path: Path) -> None:
     done = _lint_imports(tmp_path)
     assert done.returncode != 0
     assert "helpers" in done.stdout
+
+
+MAX_FUNCTION_LINES = 100  # issue 29 §2: no function in engine/ longer than this (a screen or two)
+
+
+def test_no_function_in_engine_is_longer_than_100_lines() -> None:
+    long = []
+    for path in sorted((REPO / "engine").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    long.append(f"{path.relative_to(REPO)}:{node.lineno} {node.name}: {lines} lines")
+    assert long == []

@@ -19,7 +19,7 @@ import functools
 import json
 from typing import Any, Callable
 
-from ..errors import StepFailure
+from ..errors import ErrorCode, StepFailure
 from ..executors.workflow import WorkflowExecutor
 from ..providers.base import ModelRequest, ModelResponse, ProviderError
 from ..runtime.context import SkillContext
@@ -90,8 +90,8 @@ class Recording:
         """The recorded outcome of this step for this input (else its first one not yet used)."""
         entries = self.steps.get(ctx.step_id)
         if not entries:
-            raise StepFailure("execution_error", f"step {ctx.step_id!r} calls tool skill {skill!r}, and the recording "
-                                                 "holds no output of that step; replay never calls a tool")
+            raise StepFailure(ErrorCode.EXECUTION_ERROR, f"step {ctx.step_id!r} calls tool skill {skill!r}, and the "
+                              "recording holds no output of that step; replay never calls a tool")
         wanted = _canonical(input)
         index = next((i for i, (given, _) in enumerate(entries) if given == wanted), 0)
         outcome = entries[index][1] if len(entries) == 1 else entries.pop(index)[1]

@@ -13,7 +13,7 @@ import asyncio
 import sys
 from typing import Any
 
-from ..errors import AgentSetupError, ConfigError, UsageError
+from ..errors import AgentSetupError, ConfigError, ErrorCode, UsageError
 from ..logging import configure_logging
 from ..runtime.agent import AgentLimits
 from ..runtime.events import Event, record_sink
@@ -152,7 +152,7 @@ def failed_calls(results: list[Any]) -> list[Any]:
     (a model that fixes its own invalid arguments has not failed; a call the user declined did not fail)."""
     failed: dict[str, Any] = {}
     for tool_result in results:
-        if tool_result.ok or tool_result.error.code == "confirmation_denied":
+        if tool_result.ok or tool_result.error.code == ErrorCode.CONFIRMATION_DENIED:
             failed.pop(tool_result.tool, None)
         else:
             failed[tool_result.tool] = tool_result

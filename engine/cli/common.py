@@ -2,7 +2,8 @@
 --backend option, reporting config problems, writing JSON to stdout, closing the recording.
 
 Exit codes: 0 success · 1 the tool ran and failed · 2 usage, config or argument errors ·
-130 interrupted.
+130 interrupted. A failed call's is its error code's (`ErrorCode.exit_code`: 2 for a call the
+router refused as the caller's mistake, `unknown_tool`, `invalid_arguments`…).
 """
 
 from __future__ import annotations
@@ -13,13 +14,19 @@ import sys
 from typing import Any
 
 from .._engine import Engine
-from ..errors import ConfigError, UsageError
+from ..errors import EXIT_FAILED, EXIT_USAGE, ConfigError, ErrorCode, UsageError
 from ..link.linker import load_project
 from ..runtime.events import Event
+from ..runtime.result import ToolError
 from ..safety.untrusted import replace_lone_surrogates
 from ..store import StoreError
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_INTERRUPTED = 0, 130  # EXIT_FAILED (1) and EXIT_USAGE (2) come from errors.py: ErrorCode carries them
+
+
+def exit_code(error: ToolError | None) -> int:
+    """The exit code of a call that ended with `error` (None: it succeeded)."""
+    return EXIT_OK if error is None else ErrorCode.exit_code_for(error.code)
 
 
 def add_backend_argument(parser: argparse.ArgumentParser) -> None:

@@ -22,15 +22,12 @@ from ..store import StoreError
 from .approval import terminal_approver
 from .arguments import build_arguments
 from .common import (
-    EXIT_FAILED, EXIT_OK, EXIT_USAGE, add_backend_argument, close_recording, emit_event, emit_json, fail, open_engine,
-    report_config, report_unrecorded, warn_broken,
+    EXIT_OK, add_backend_argument, close_recording, emit_event, emit_json, exit_code, fail, open_engine, report_config,
+    report_unrecorded, warn_broken,
 )
 from .error_view import add_error_arguments, show_error
 from .mock_note import MockNote
 from .timeline import Timeline, error_hints
-
-# Codes that mean "the call itself was wrong", not "the tool failed while running".
-_USAGE_CODES = frozenset({"unknown_tool", "invalid_arguments", "not_allowed", "tool_disabled"})
 
 
 def _add_call_arguments(parser: argparse.ArgumentParser) -> None:
@@ -123,7 +120,7 @@ def _show_result(ns: argparse.Namespace, result: ToolResult) -> int:
         for hint in error_hints(result.error.to_dict()):
             print(f"  {hint}", file=sys.stderr)
     show_error(ns, result.error, sys.stderr)  # the user's frame or traceback (error_view.py)
-    return EXIT_USAGE if result.error.code in _USAGE_CODES else EXIT_FAILED
+    return exit_code(result.error)
 
 
 def cmd_validate(ns: argparse.Namespace) -> int:

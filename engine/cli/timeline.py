@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any, TextIO
 
+from ..errors import ErrorCode
 from ..providers.pricing import format_usd, usage_cost
 from ..runtime.events import Event
 
@@ -138,7 +139,7 @@ def _hidden_item(data: dict[str, Any]) -> bool:
 def error_hints(error: dict[str, Any]) -> list[str]:
     """What the user can do next, from the error's details (e.g. which tools exist)."""
     details = error.get("details") or {}
-    if error.get("code") == "unknown_tool" and "available_tools" in details:
+    if error.get("code") == ErrorCode.UNKNOWN_TOOL and "available_tools" in details:
         available = details["available_tools"]
         return [f"available tools: {', '.join(available)}" if available else "no tools are available"]
     return []

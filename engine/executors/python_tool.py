@@ -33,7 +33,7 @@ from typing import Any, Callable, get_type_hints
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, create_model, field_validator
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
-from ..errors import StepFailure
+from ..errors import ErrorCode, StepFailure
 from ..logging import logger
 from ..runtime.context import RunContext
 from ..runtime.contracts import ToolType
@@ -90,7 +90,7 @@ class _Signature:
                 {"pointer": "/" + "/".join(str(p) for p in error["loc"]), "message": error["msg"]} for error in exc.errors()
             ]
             summary = "; ".join(f"{p['pointer']}: {p['message']}" for p in problems[:5])
-            raise StepFailure("invalid_arguments", f"{len(problems)} argument error(s): {summary}", {"errors": problems}) from None
+            raise StepFailure(ErrorCode.INVALID_ARGUMENTS, f"{len(problems)} argument error(s): {summary}", {"errors": problems}) from None
         kwargs = {name: getattr(parsed, name) for name in type(parsed).model_fields}
         if self.takes_any and parsed.model_extra:
             kwargs.update(parsed.model_extra)
@@ -184,14 +184,14 @@ class PythonToolExecutor:
         try:
             return to_jsonable_python(value)
         except PydanticSerializationError as exc:
-            raise StepFailure("execution_error", f"{self.target} returned a value that is not JSON-able: {exc}") from None
+            raise StepFailure(ErrorCode.EXECUTION_ERROR, f"{self.target} returned a value that is not JSON-able: {exc}") from None
 
     def _failure(self, exc: Exception, run: RunContext) -> StepFailure:
         details = failure_details(exc, self.user_roots, run.project.redactor)
         frame = last_user_frame(details)
         at = f"{frame['file']}:{frame['line']} in {frame['function']}" if frame else self.target
         logger.warning("tool execution failed", tool=run.tool, run_id=run.run_id, error=type(exc).__name__, at=at)
-        return StepFailure("execution_error", f"{type(exc).__name__}: {exc}", details)
+        return StepFailure(ErrorCode.EXECUTION_ERROR, f"{type(exc).__name__}: {exc}", details)
 
 
 PYTHON = ToolType(

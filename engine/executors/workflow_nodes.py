@@ -1,7 +1,7 @@
 """The workflow constructs beyond a plain step: `when`, `forEach`, `workflow:` and `parallel`.
 
 Built by the linker (everything decided at load), run by `WorkflowExecutor.execute`, which
-inlines plain steps and awaits `node.run(args, outputs, run)` for these. A node stores its
+runs plain steps through `call_step` and awaits `node.run(args, outputs, run)` for these. A node stores its
 output under its step id in `outputs` (a skipped step stores nothing: its output is absent).
 
 Cancellation is real: a parallel group's members and a forEach step's items run as asyncio
@@ -10,6 +10,12 @@ for them before the failure goes on.
 
 Each forEach item runs with an `ItemRun`: the same call, but every event emitted in the item
 (skill events, skill progress, model exchanges, a sub-workflow's events) says `item_index`.
+
+A forEach step takes at most `max_items` items (its own, or `limits.max_items`): more fails the
+call with `limit_exceeded` before any item runs. A limit (LimitExceeded) is never an item's
+failure: it stops the call whatever `onItemError` says. Items whose skills never wait still let
+the event loop turn, at least every YIELD_EVERY × concurrency items (the workers take turns),
+so other requests are served meanwhile.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..errors import StepFailure
+from ..errors import LimitExceeded, StepFailure
 from ..lang.conditions import Condition
 from ..lang.mapping import INDEX, ITEM, MISSING, MappingError, Resolver
 from ..runtime.context import RunContext
@@ -27,6 +33,7 @@ from ..runtime.timing import elapsed_ms, perf_counter_ns
 from .workflow import LinkedStep, WorkflowExecutor, call_step
 
 _SKIPPED: Any = object()  # an item left out of a forEach output
+YIELD_EVERY = 64  # each worker lets the loop turn after this many items (a mask: a power of two)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +111,17 @@ class ForEach:
     items: Resolver  # the array
     concurrency: int
     on_item_error: Literal["fail", "skip", "collect"]
+    max_items: int
+    limit_name: str  # "limits.max_items" (the engine's setting), or "max_items": the step's own (lower)
+
+    def check_count(self, step_id: str, count: int) -> None:
+        """LimitExceeded when the array has more items than the step may take."""
+        if count > self.max_items:
+            where = ("limits.max_items in config/engine.yaml" if self.limit_name == "limits.max_items"
+                     else "the step's own max_items")
+            raise LimitExceeded(self.limit_name, self.max_items,
+                                f"step {step_id!r}: forEach over {count} items, more than max_items {self.max_items} "
+                                f"({where}); make the input smaller, or raise the limit")
 
 
 @dataclass(slots=True)
@@ -182,6 +200,7 @@ class Step:
         if not isinstance(items, list):
             raise StepFailure("execution_error", f"step {self.id!r}: forEach needs an array, got {type(items).__name__}")
         total = len(items)
+        spec.check_count(self.id, total)
         emit("tool_progress_delta", {**self._started, "items_total": total}, call_id, None, None, None, True)
         results: list[Any] = [_SKIPPED] * total
         positions = iter(range(total))  # shared by the workers: each item is taken once
@@ -200,6 +219,8 @@ class Step:
                     try:
                         # its own ItemRun: a skill's late event (a thread that outlived its timeout) keeps its item
                         output = await _call(unit, args, scope, ItemRun(run, index))
+                    except LimitExceeded:
+                        raise  # the call's limit, not the item's failure: onItemError does not apply
                     except StepFailure as error:
                         if mode == "fail":
                             raise StepFailure(error.code, f"step {self.id!r} item {index}: {error.message}",
@@ -213,6 +234,8 @@ class Step:
                      {"stage": "item_finished", "message": f"step {self.id}: {finished} of {total} items done",
                       "step_id": event_id, "item_index": index, "items_done": finished, "items_total": total},
                      call_id, None, None, None, True)
+                if not finished & (YIELD_EVERY - 1):  # items that never wait must not hold the loop for long
+                    await asyncio.sleep(0)
 
         workers = min(spec.concurrency, total)
         if workers == 1:

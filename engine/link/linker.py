@@ -246,7 +246,8 @@ class _Linker:
             function = self._import(entry, spec.function)
             if function is None or not ok:
                 return None
-            return PythonSkill(entry.name, function, spec.input, spec.output, spec.threaded)
+            return PythonSkill(entry.name, function, spec.input, spec.output, spec.threaded,
+                               self.specs.settings.limits.python_thread_after)
         raise AssertionError(f"unhandled skill kind {type(spec).__name__}")  # pragma: no cover
 
     def _tool_skill(self, entry: Entry[Any]) -> Skill | None:

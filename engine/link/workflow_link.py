@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..executors.workflow import LinkedStep, WorkflowExecutor
+from ..executors.workflow import LinkedStep, RetryPolicy, WorkflowExecutor
 from ..executors.workflow_nodes import ForEach, Parallel, Step, SubWorkflow
 from ..lang.conditions import Condition, ConditionSyntaxError, check_types
 from ..lang.mapping import Fallback, MappingSyntaxError, Reference, compile_mapping, compile_reference, is_reference, parse_value
 from ..lang.schema import SchemaReader, describe_types_article
 from ..spec.loader import Entry
-from ..spec.models import ParallelSpec, WorkflowSpec
+from ..spec.models import ParallelSpec, StepSpec, WorkflowSpec
 from ..spec.yaml_source import YamlPath
 from .data_flow import LOOKS_LIKE_REFERENCE, DataFlow, Leaf, Linking, compile_or_report, leaves, may_skip, suggest
 
@@ -123,10 +123,15 @@ class WorkflowLink:
             if step.workflow is not None and step.retry is not None:
                 self._error(path + ("retry",), f"step {step.id!r} runs a workflow, which has no retry of its own", "set `retry:` on the sub-workflow's steps")
                 ok = False
-            for option in ("concurrency", "onItemError"):
+            for option in ("concurrency", "onItemError", "max_items"):
                 if option in step.model_fields_set and step.forEach is None:
                     self._error(path + (option,), f"step {step.id!r}: {option} applies to forEach steps only", f"remove `{option}:`, or add `forEach: <array reference>`")
                     ok = False
+            ceiling = self.linker.specs.settings.limits.max_items
+            if step.max_items is not None and step.max_items > ceiling:
+                self._error(path + ("max_items",), f"step {step.id!r}: max_items {step.max_items} is above the engine's limit of {ceiling} items (limits.max_items)",
+                            f"lower it to {ceiling} or less, or raise limits.max_items in config/engine.yaml")
+                ok = False
         last = self.entry.spec.steps[-1]
         if isinstance(last, ParallelSpec) and self.entry.spec.output is None:
             self._error(("steps", len(self.entry.spec.steps) - 1, "parallel"), f"workflow {name!r} ends with a parallel group, so it has no last step to return", "add `output:` saying what the workflow returns (e.g. a mapping of the members' outputs)")
@@ -273,7 +278,8 @@ class WorkflowLink:
         unit: Any
         if step.skill is not None:
             retry = step.retry_spec
-            unit = LinkedStep(step.id, self.linker.skills[step.skill], resolver, step.timeout, retry.times, retry.delay, event_id)
+            unit = LinkedStep(step.id, self.linker.skills[step.skill], resolver, step.timeout, RetryPolicy(retry.times, retry.delay),
+                              event_id)
             if leaf.plain:
                 return unit
         else:
@@ -283,9 +289,17 @@ class WorkflowLink:
         if step.forEach is not None:
             ref = parse_value(step.forEach)
             assert isinstance(ref, Reference)
-            for_each = ForEach(compile_reference(ref, ref.step_id in skippable), step.concurrency, step.onItemError)
+            for_each = ForEach(compile_reference(ref, ref.step_id in skippable), step.concurrency, step.onItemError,
+                               *_max_items(step, self.linker.specs.settings.limits.max_items))
         condition = Condition(step.when) if step.when is not None else None
         return Step(step.id, event_id, unit, number, total, condition, for_each)
+
+
+def _max_items(step: StepSpec, ceiling: int) -> tuple[int, str]:
+    """The most items a forEach step takes, and the setting that says so (the step's own is lower)."""
+    if step.max_items is None:
+        return ceiling, "limits.max_items"
+    return step.max_items, "max_items"
 
 
 def _items_schema(produced: Any, mode: str) -> Any:

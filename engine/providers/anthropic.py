@@ -296,17 +296,23 @@ class AnthropicProvider:
                     await response.aread()
                     raise _status_error(response)
                 return await _read_stream(response, on_text, output)
-        except httpx.UnsupportedProtocol:
-            raise ProviderError(f"base_url must start with http:// or https:// (got {self.url})") from None
-        except httpx.TimeoutException:
-            error = ProviderError(f"{self.url} did not answer within {self.timeout_s:g}s", retryable=True)
-            if not started:
+        except httpx.HTTPError as exc:
+            error = self._translate(exc, started)
+            if error.retryable and not started:
                 raise _Retry(error) from None
             raise error from None
-        except httpx.HTTPError as exc:
-            if not started:
-                raise _Retry(ProviderError(f"cannot reach {self.url}: {type(exc).__name__}: {exc}", retryable=True)) from None
-            raise ProviderError(f"the stream broke off: {type(exc).__name__}: {exc}", retryable=True) from None
+
+    def _translate(self, exc: httpx.HTTPError, started: bool) -> ProviderError:
+        """The one place an httpx error becomes a ProviderError (`started`: the server had answered
+        with a status line, so the stream broke off); `request` takes the API key out of its text.
+        An error status is `_status_error`'s: it is an answer, not an exception of httpx."""
+        if isinstance(exc, httpx.UnsupportedProtocol):
+            return ProviderError(f"base_url must start with http:// or https:// (got {self.url})")
+        if isinstance(exc, httpx.TimeoutException):
+            return ProviderError(f"{self.url} did not answer within {self.timeout_s:g}s", retryable=True)
+        if not started:
+            return ProviderError(f"cannot reach {self.url}: {type(exc).__name__}: {exc}", retryable=True)
+        return ProviderError(f"the stream broke off: {type(exc).__name__}: {exc}", retryable=True)
 
 
 class _OutputMode:

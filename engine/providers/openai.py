@@ -156,23 +156,30 @@ class OpenAIProvider:
                 return await self._stream(params, on_text, stream)
             except openai.BadRequestError as exc:
                 if request.output_schema is None or self._format == "none" or "response_format" not in str(exc):
-                    raise ProviderError(f"the endpoint refused the request: {self._short(exc)}") from None
-                self._format = _FORMAT_LADDER[_FORMAT_LADDER.index(self._format) + 1]
-            except openai.APIStatusError as exc:
-                retryable = exc.status_code == 429 or exc.status_code >= 500
-                raise ProviderError(f"HTTP {exc.status_code}: {self._short(exc)}", retryable=retryable) from None
-            except openai.APITimeoutError:
-                raise ProviderError(f"the endpoint did not answer within {self.spec.timeout or 60.0:g}s", retryable=True) from None
-            except openai.APIConnectionError as exc:
-                cause = exc.__cause__
-                detail = without_key(f"{type(cause).__name__}: {cause}", self.spec.api_key) if cause is not None else self._short(exc)
-                if stream.started:  # the endpoint had answered: the body broke off mid-stream
-                    raise ProviderError(f"the stream broke off: {detail}", retryable=True) from None
-                raise ProviderError(f"the connection to the endpoint failed: {detail}", retryable=True) from None
-            except _HTTP_ERRORS as exc:  # the connection dropped mid-stream
-                raise ProviderError(f"the stream broke off: {type(exc).__name__}: {self._short(exc)}", retryable=True) from None
-            except openai.OpenAIError as exc:
-                raise ProviderError(f"{type(exc).__name__}: {self._short(exc)}") from None
+                    raise self._translate(exc, stream) from None
+                self._format = _FORMAT_LADDER[_FORMAT_LADDER.index(self._format) + 1]  # refused: the next rung
+            except (openai.OpenAIError, *_HTTP_ERRORS) as exc:
+                raise self._translate(exc, stream) from None
+
+    def _translate(self, exc: Exception, stream: "_StreamState") -> ProviderError:
+        """The one place an error of the SDK (or of the httpx under it) becomes a ProviderError,
+        retryable when another attempt may succeed; never with this model's API key in it."""
+        if isinstance(exc, openai.BadRequestError):
+            return ProviderError(f"the endpoint refused the request: {self._short(exc)}")
+        if isinstance(exc, openai.APIStatusError):
+            retryable = exc.status_code == 429 or exc.status_code >= 500
+            return ProviderError(f"HTTP {exc.status_code}: {self._short(exc)}", retryable=retryable)
+        if isinstance(exc, openai.APITimeoutError):
+            return ProviderError(f"the endpoint did not answer within {self.spec.timeout or 60.0:g}s", retryable=True)
+        if isinstance(exc, openai.APIConnectionError):
+            cause = exc.__cause__
+            detail = without_key(f"{type(cause).__name__}: {cause}", self.spec.api_key) if cause is not None else self._short(exc)
+            if stream.started:  # the endpoint had answered: the body broke off mid-stream
+                return ProviderError(f"the stream broke off: {detail}", retryable=True)
+            return ProviderError(f"the connection to the endpoint failed: {detail}", retryable=True)
+        if isinstance(exc, _HTTP_ERRORS):  # the connection dropped mid-stream
+            return ProviderError(f"the stream broke off: {type(exc).__name__}: {self._short(exc)}", retryable=True)
+        return ProviderError(f"{type(exc).__name__}: {self._short(exc)}")
 
     def _short(self, exc: Exception) -> str:
         """The error's message, without this model's API key (some endpoints and proxies echo it)."""

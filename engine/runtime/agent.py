@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, AsyncIterator, Collection, Literal, Protocol
 
-from ..errors import StepFailure
+from ..errors import LimitExceeded, StepFailure
 from ..logging import logger
 from ..providers.base import ChatMessage, ModelRequest, ModelResponse, ProviderError, ToolCall, Usage, clean_response
 from ..providers.pricing import priced_response
@@ -234,6 +234,9 @@ class _Loop:
             self.result.error = stop.message if stop.reason == "error" else None
             if stop.reason == "error":
                 self.events.emit("agent_error", {"message": stop.message})
+        except LimitExceeded as limit:  # the run's event cap (limits.max_events_per_run): it says which
+            self.result.stop_reason, self.result.error = "error", limit.message
+            self.events.emit("agent_error", {"message": limit.message, "code": limit.code})
         except TimeoutError:
             self.result.stop_reason = "timeout"
         except asyncio.CancelledError:
@@ -293,6 +296,8 @@ class _Loop:
             response = await provider.request(request, on_text)
         except ProviderError as exc:
             raise _Stop("error", self.events.scrub_text(f"model {self.agent.model!r} failed: {exc}")) from None
+        except LimitExceeded:  # raised by a text delta past the run's event cap: not the model's fault
+            raise
         except Exception as exc:  # noqa: BLE001 - a provider's own bug ends the run with a reason, not a crash
             logger.exception("model provider failed", model=self.agent.model, run_id=self.events.run_id)
             raise _Stop("error", self.events.scrub_text(f"model {self.agent.model!r} failed: {type(exc).__name__}: {exc}")) from None

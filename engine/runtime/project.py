@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Literal
 
-from ..errors import ConfigIssue, StepFailure
+from ..errors import ConfigIssue, ErrorCode, StepFailure
 from ..lang.schema import CompiledSchema
 from ..providers.base import Provider, ProviderError
 from ..providers.registry import provider_factory
@@ -99,7 +99,7 @@ def interpolate_env(value: str | None, what: str) -> str | None:
     def replace(match: re.Match[str]) -> str:
         name = match.group(1)
         if name not in os.environ:
-            raise StepFailure("execution_error", f"{what} needs the environment variable {name}, which is not set")
+            raise StepFailure(ErrorCode.EXECUTION_ERROR, f"{what} needs the environment variable {name}, which is not set")
         return os.environ[name]
 
     return _ENV_VAR.sub(replace, value)
@@ -152,7 +152,7 @@ class Project:
         spec = self.models.get(model_name)
         if spec is None:
             raise StepFailure(
-                "execution_error",
+                ErrorCode.EXECUTION_ERROR,
                 f"unknown model {model_name!r}; known models: {', '.join(sorted(self.models))}",
             )
         cached = self._providers.get(model_name)
@@ -162,12 +162,12 @@ class Project:
             if model_name not in self._providers:
                 factory = provider_factory(spec.provider)
                 if factory is None:
-                    raise StepFailure("execution_error", f"model {model_name!r} uses unknown provider {spec.provider!r}")
+                    raise StepFailure(ErrorCode.EXECUTION_ERROR, f"model {model_name!r} uses unknown provider {spec.provider!r}")
                 resolved = spec.model_copy(update={"api_key": interpolate_env(spec.api_key, f"model {model_name!r}")})
                 try:
                     self._providers[model_name] = factory(resolved, self.root)
                 except ProviderError as exc:
-                    raise StepFailure("execution_error", f"model {model_name!r}: {exc}") from None
+                    raise StepFailure(ErrorCode.EXECUTION_ERROR, f"model {model_name!r}: {exc}") from None
             return self._providers[model_name], spec
 
     def tool_schemas(

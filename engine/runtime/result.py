@@ -6,32 +6,13 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-# Error codes the router can return, and what a model should do about each.
-ERROR_ADVICE: dict[str, str] = {
-    "unknown_tool": "Call one of the available tools instead.",
-    "tool_disabled": "This tool is switched off; do not call it again.",
-    "config_error": "This tool's configuration is broken; do not call it again until it is fixed.",
-    "not_allowed": "This tool may not be called here; do not call it again.",
-    "invalid_arguments": "Fix the arguments to match the schema and call again.",
-    "confirmation_denied": "The user declined this call; do not repeat it unless the user asks.",
-    "timeout": "The tool ran out of time; retry only with a smaller request.",
-    "invalid_model_output": "The model behind this tool gave unusable output; one retry may help.",
-    "execution_error": "Retrying with the same arguments will most likely fail the same way.",
-    "cancelled": "The call was cancelled.",
-    "sensitive_arguments": "Never send passwords, tokens or keys to tools; call again without them.",
-    "approval_unavailable": "This tool needs a person's approval and this client cannot ask for it; do not retry. "
-    "Use a client that supports elicitation, or a server started with --yes.",
-    # fetch (engine/executors/fetch): say what failed and that the same URL will not do better
-    "blocked": "This tool's network policy refuses that URL; retrying it will not help. Do not fetch it again.",
-    "invalid_url": "Give an absolute http:// or https:// URL and call again.",
-    "http_error": "The server answered with an error status; retrying the same URL will not help. Try another URL or answer without it.",
-    "fetch_failed": "The page could not be fetched; retrying the same URL will not help. Try another URL or answer without it.",
-    "fetch_timeout": "The server was too slow; retrying the same URL will not help. Try another URL or answer without it.",
-}
+from ..errors import ErrorCode
 
 
 @dataclass(frozen=True, slots=True)
 class ToolError:
+    """Why a call failed: `code` is an ErrorCode member (equal to its string), or a tool type's own code."""
+
     code: str
     message: str
     details: dict[str, Any] = field(default_factory=dict)
@@ -82,7 +63,7 @@ class ToolResult:
             lines.append("Expected arguments schema: " + json.dumps(self.error.details["schema"], ensure_ascii=False, default=str))
         if "available_tools" in self.error.details:
             lines.append("Available tools: " + ", ".join(self.error.details["available_tools"]))
-        lines.append(ERROR_ADVICE.get(self.error.code, "Do not retry the same call."))
+        lines.append(ErrorCode.advice_for(self.error.code))
         return "\n".join(lines)
 
 

@@ -11,7 +11,7 @@ import asyncio
 import json
 from typing import TYPE_CHECKING, Any, Awaitable, Collection
 
-from ..errors import StepFailure
+from ..errors import ErrorCode, StepFailure
 from ..logging import logger
 from ..safety.redaction import Redactor, unparsed_arguments
 from ..safety.untrusted import Problem, arguments_problem, find_problem, loads, text_may_hide_problem
@@ -87,14 +87,14 @@ async def route_call(
             await asyncio.sleep(0)
         if tool is None:
             if name in project.broken and project.policy.permits(name) and (allowed_tools is None or name in allowed_tools):
-                raise StepFailure("config_error", f"tool {name!r} cannot run: its configuration has problems",
+                raise StepFailure(ErrorCode.CONFIG_ERROR, f"tool {name!r} cannot run: its configuration has problems",
                                   {"problems": [str(issue) for issue in project.broken[name]]})
             available = [n for n, t in project.tools.items() if t.enabled and project.policy.permits(n)]
-            raise StepFailure("unknown_tool", f"there is no tool named {name!r}", {"available_tools": available})
+            raise StepFailure(ErrorCode.UNKNOWN_TOOL, f"there is no tool named {name!r}", {"available_tools": available})
         if not project.policy.permits(name) or (allowed_tools is not None and name not in allowed_tools):
-            raise StepFailure("not_allowed", f"tool {name!r} is not allowed here")
+            raise StepFailure(ErrorCode.NOT_ALLOWED, f"tool {name!r} is not allowed here")
         if not tool.enabled:
-            raise StepFailure("tool_disabled", f"tool {name!r} is disabled")
+            raise StepFailure(ErrorCode.TOOL_DISABLED, f"tool {name!r} is disabled")
         args = _parse_arguments(arguments, problem, tool, valid)
         if project.settings.redaction.arguments == "refuse":
             _refuse_sensitive(args, project.redactor)
@@ -108,14 +108,14 @@ async def route_call(
         return _finish(run, started, error=ToolError(failure.code, failure.message, failure.details))
     except TimeoutError:
         if limit is None:  # raised before the tool ran, e.g. by an approval callback
-            return _finish(run, started, error=ToolError("execution_error", "the call timed out before it could run"))
-        return _finish(run, started, error=ToolError("timeout", f"tool {name!r} took longer than {limit:g}s"))
+            return _finish(run, started, error=ToolError(ErrorCode.EXECUTION_ERROR, "the call timed out before it could run"))
+        return _finish(run, started, error=ToolError(ErrorCode.TIMEOUT, f"tool {name!r} took longer than {limit:g}s"))
     except asyncio.CancelledError:
-        _finish(run, started, error=ToolError("cancelled", f"call of {name!r} was cancelled"))
+        _finish(run, started, error=ToolError(ErrorCode.CANCELLED, f"call of {name!r} was cancelled"))
         raise
     except Exception as exc:  # noqa: BLE001 - the translation boundary: never raise to the caller
         logger.exception("tool execution failed", tool=name, run_id=run.run_id)
-        return _finish(run, started, error=ToolError("execution_error", f"{type(exc).__name__}: {exc}"))
+        return _finish(run, started, error=ToolError(ErrorCode.EXECUTION_ERROR, f"{type(exc).__name__}: {exc}"))
     return _finish(run, started, data=data, clean=tool.result_clean)
 
 
@@ -151,17 +151,17 @@ def _decode_json(text: str | bytes) -> tuple[Any, str | Problem | None]:
 def _parse_arguments(arguments: Any, problem: str | Problem | None, tool: LinkedTool, valid: bool) -> dict[str, Any]:
     if isinstance(problem, Problem):
         raise StepFailure(
-            "invalid_arguments",
+            ErrorCode.INVALID_ARGUMENTS,
             f"arguments cannot be accepted: {problem}",
             {"errors": [problem.as_dict()], "schema": tool.parameters},
         )
     if problem is not None:
-        raise StepFailure("invalid_arguments", f"arguments are not valid JSON: {problem}", {"schema": tool.parameters})
+        raise StepFailure(ErrorCode.INVALID_ARGUMENTS, f"arguments are not valid JSON: {problem}", {"schema": tool.parameters})
     if arguments is None:
         arguments = {}
     if not isinstance(arguments, dict):
         raise StepFailure(
-            "invalid_arguments",
+            ErrorCode.INVALID_ARGUMENTS,
             f"arguments must be a JSON object, not {type(arguments).__name__}",
             {"schema": tool.parameters},
         )
@@ -170,7 +170,7 @@ def _parse_arguments(arguments: Any, problem: str | Problem | None, tool: Linked
     violations = tool.validator.check(arguments)
     summary = "; ".join(f"{v.pointer or '/'}: {v.message}" for v in violations[:5])
     raise StepFailure(
-        "invalid_arguments",
+        ErrorCode.INVALID_ARGUMENTS,
         f"{len(violations)} argument error(s): {summary}",
         {"errors": [v.as_dict() for v in violations], "schema": tool.parameters},
     )
@@ -180,7 +180,7 @@ def _refuse_sensitive(args: dict[str, Any], redactor: Redactor) -> None:
     paths = redactor.sensitive_paths(args)
     if paths:
         raise StepFailure(
-            "sensitive_arguments",
+            ErrorCode.SENSITIVE_ARGUMENTS,
             f"the arguments hold sensitive fields ({', '.join(paths)}), which this engine refuses to pass to tools",
             {"fields": paths},
         )
@@ -192,7 +192,7 @@ async def _confirm(run: RunContext, tool: LinkedTool, args: dict[str, Any]) -> N
     )
     approved = await run.events.ask_approval(tool, args, run.tool_call_id)  # the Run: its approver, or any front door
     if not approved:
-        raise StepFailure("confirmation_denied", f"the user declined the call of {tool.name!r}")
+        raise StepFailure(ErrorCode.CONFIRMATION_DENIED, f"the user declined the call of {tool.name!r}")
 
 
 def _finish(run: RunContext, started: int, *, data: Any = None, error: ToolError | None = None, clean: bool = False) -> ToolResult:

@@ -5,7 +5,9 @@ loop with its tool calls. Its `Run` owns
 
 - its ids, kind, name and the principal that started it;
 - its events: a gap-free `seq`, redaction done once per event before any listener (store,
-  SSE followers, CLI timeline, an embedder's callback) sees it;
+  SSE followers, CLI timeline, an embedder's callback) sees it, and at most `max_events` of
+  them (`limits.max_events_per_run`): the next one raises LimitExceeded in whoever emits it,
+  and so does every later one, so the run stops and ends with `limit_exceeded`;
 - its status, result and end (set by whoever runs it, never re-derived from event types);
 - its pending approvals, keyed by `tool_call_id`, answered through the Run from any front
   door (the terminal, MCP elicitation, `POST /v1/runs/{id}/approvals/{tool_call_id}`);
@@ -25,8 +27,9 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Literal, Protocol
 
 import orjson
 
+from ..errors import LimitExceeded
 from ..safety.redaction import scrub_text
-from .events import Event, EventType, SyncListener, encode_data, new_event, report_listener_failure, wants_records
+from .events import RUN_ENDING_EVENTS, Event, EventType, SyncListener, encode_data, new_event, report_listener_failure, wants_records
 
 if TYPE_CHECKING:
     from ..safety.redaction import RunScrubber, TextStream
@@ -58,6 +61,9 @@ async def wait_for_answer(tool: ToolToApprove, args: dict[str, Any], tool_call_i
 
 _now_ns = time.time_ns
 _dumps = orjson.dumps
+# What a run past its event cap may still emit: its end (and an agent's reason for it), so the
+# caller learns why it stopped and every sink sees the run end.
+_PAST_THE_CAP = RUN_ENDING_EVENTS | {"agent_error"}
 
 
 class _PassThrough:
@@ -78,6 +84,7 @@ class Run:
     __slots__ = (
         "run_id", "_seq", "_listeners", "_redact", "kind", "name", "principal", "status", "result", "error",
         "started_at", "finished_at", "approver", "approval_timeout", "_pending", "_task", "_on_end", "_records",
+        "max_events",
     )
 
     def __init__(
@@ -91,8 +98,10 @@ class Run:
         approver: Approver | None = None,
         approval_timeout: float = 600.0,
         records: bool | None = None,
+        max_events: int | None = None,
     ):
-        """`records`: whether a listener is a record sink (None: look at the listeners)."""
+        """`records`: whether a listener is a record sink (None: look at the listeners).
+        `max_events`: the most events it may emit before its end (None: no cap)."""
         self.run_id = run_id
         self._seq = 0
         self._listeners = listeners
@@ -112,6 +121,7 @@ class Run:
         self._pending: dict[str, asyncio.Future[bool]] | None = None  # most runs never ask
         self._task: asyncio.Task[Any] | None = None
         self._on_end: list[Callable[["Run"], None]] | None = None
+        self.max_events = max_events if max_events is not None else 1 << 62
 
     # ─── events ──────────────────────────────────────────────────────────────────
 
@@ -140,7 +150,10 @@ class Run:
         encoded here, once, for all of them (`Event.data_json`); otherwise never. Hot callers
         pass everything positionally (cheaper than keywords, 17+ times per call).
         """
-        self._seq = seq = self._seq + 1
+        seq = self._seq + 1
+        if seq > self.max_events and type not in _PAST_THE_CAP:
+            raise self._over_the_cap()  # not numbered: the seq stays gap-free
+        self._seq = seq
         redact = self._redact
         if redact is not None:
             if not clean:
@@ -161,6 +174,12 @@ class Run:
             except Exception as exc:  # noqa: BLE001 - a listener's bug must not hurt the run
                 report_listener_failure(listener, type, exc)
         return event
+
+    def _over_the_cap(self) -> LimitExceeded:
+        cap = self.max_events
+        return LimitExceeded("limits.max_events_per_run", cap,
+                             f"the run emitted {cap} events, its limit (limits.max_events_per_run in config/engine.yaml); "
+                             "make the call smaller (fewer items), or raise the limit")
 
     def relay(self, event: Event, skip: Callable[[SyncListener], bool] | None = None) -> None:
         """An event numbered, redacted and stored elsewhere (a Temporal worker): deliver it to

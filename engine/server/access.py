@@ -33,7 +33,7 @@ from starlette.exceptions import HTTPException
 from starlette.routing import get_route_path  # the router's own rule: the path without the root path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..errors import SkillyardError
+from ..errors import ErrorCode, SkillyardError
 from .api import ApiError
 from .auth import LOCAL, ApiKeys, Principal, host_header_name, is_loopback_host, loopback_origin, presented_key
 
@@ -58,7 +58,7 @@ def request_principal(request: Request) -> Principal:
     a request that reached a route without passing `Access`'s check is nobody, not an admin."""
     principal: Principal | None = request.scope.get(PRINCIPAL_KEY)
     if principal is None:
-        raise ApiError(401, "unauthorized", KEY_REQUIRED)
+        raise ApiError(ErrorCode.UNAUTHORIZED, KEY_REQUIRED)
     return principal
 
 
@@ -75,7 +75,7 @@ def optional_principal(request: Request) -> Principal | None:
 
 async def send_unauthorized(send: Send) -> None:
     """401 with the usual body, for an ASGI endpoint (no exception handlers) that found no principal."""
-    await _send_error(send, 401, "unauthorized", KEY_REQUIRED, {"WWW-Authenticate": "Bearer"})
+    await _send_error(send, ErrorCode.UNAUTHORIZED, KEY_REQUIRED, {"WWW-Authenticate": "Bearer"})
 
 
 class Access:
@@ -100,7 +100,7 @@ class Access:
         declared = headers.get(b"content-length")
         if declared is not None:
             if not declared.isdigit() or int(declared) > self.max_body_bytes:
-                await _send_error(send, 413, "payload_too_large", f"the request body may be at most {self.max_body_bytes} bytes")
+                await _send_error(send, ErrorCode.PAYLOAD_TOO_LARGE, f"the request body may be at most {self.max_body_bytes} bytes")
                 return
             # The HTTP server frames the body by its Content-Length: it cannot pass the cap, and
             # the request needs no counting wrappers around receive and send.
@@ -108,8 +108,8 @@ class Access:
             return
         await self._call_capped(scope, receive, send)
 
-    def _refusal(self, scope: Scope, headers: dict[bytes, bytes]) -> tuple[int, str, str, dict[str, str]] | None:
-        """(status, code, message, headers) when the request may not go further."""
+    def _refusal(self, scope: Scope, headers: dict[bytes, bytes]) -> tuple[ErrorCode, str, dict[str, str]] | None:
+        """(code, message, headers) when the request may not go further."""
         if not self.keys:
             client = scope.get("client")
             refusal = _loopback_verdict(str(client[0]) if client else None, headers.get(b"host"), headers.get(b"origin"))
@@ -126,9 +126,9 @@ class Access:
         if principal is None:
             if not protected:
                 return None
-            return 401, "unauthorized", "the API key is not valid" if key else KEY_REQUIRED, {"WWW-Authenticate": "Bearer"}
+            return ErrorCode.UNAUTHORIZED, "the API key is not valid" if key else KEY_REQUIRED, {"WWW-Authenticate": "Bearer"}
         if path.startswith(_ADMIN_ONLY) and not principal.is_admin:
-            return 403, "forbidden", "this needs an API key with the admin role", {}
+            return ErrorCode.FORBIDDEN, "this needs an API key with the admin role", {}
         scope[PRINCIPAL_KEY] = principal
         return None
 
@@ -155,21 +155,21 @@ class Access:
             await self.app(scope, capped_receive, tracking_send)
         except BodyTooLarge:  # raised where no route handler turned it into a response (e.g. /mcp)
             if not started:
-                await _send_error(send, 413, "payload_too_large", f"the request body may be at most {limit} bytes")
+                await _send_error(send, ErrorCode.PAYLOAD_TOO_LARGE, f"the request body may be at most {limit} bytes")
 
 
 @functools.lru_cache(maxsize=256)
-def _loopback_verdict(client: str | None, host: bytes | None, origin: bytes | None) -> tuple[int, str, str, dict[str, str]] | None:
+def _loopback_verdict(client: str | None, host: bytes | None, origin: bytes | None) -> tuple[ErrorCode, str, dict[str, str]] | None:
     """The refusal for this peer, Host and Origin, or None. Cached: a server without keys sees the
     same few loopback values on every request, and parsing addresses is most of the check's cost."""
     if client and not is_loopback_host(client):
-        return 403, "peer_not_allowed", ("no API keys are configured, so this server answers only loopback clients "
-                                         "(set SKILLYARD_API_KEYS to serve others)"), {}
+        return ErrorCode.PEER_NOT_ALLOWED, ("no API keys are configured, so this server answers only loopback clients "
+                                            "(set SKILLYARD_API_KEYS to serve others)"), {}
     if host is not None and not is_loopback_host(host_header_name(host.decode("latin-1"))):
-        return 403, "host_not_allowed", ("no API keys are configured, so this server answers only requests to a "
-                                         "loopback address (set SKILLYARD_API_KEYS to serve others)"), {}
+        return ErrorCode.HOST_NOT_ALLOWED, ("no API keys are configured, so this server answers only requests to a "
+                                            "loopback address (set SKILLYARD_API_KEYS to serve others)"), {}
     if origin is not None and not loopback_origin(origin.decode("latin-1")):
-        return 403, "origin_not_allowed", "no API keys are configured, so cross-site requests are refused", {}
+        return ErrorCode.ORIGIN_NOT_ALLOWED, "no API keys are configured, so cross-site requests are refused", {}
     return None
 
 
@@ -188,7 +188,8 @@ def first_values(scope: Scope) -> dict[bytes, bytes]:
     return headers
 
 
-async def _send_error(send: Send, status: int, code: str, message: str, headers: dict[str, str] | None = None) -> None:
+async def _send_error(send: Send, code: ErrorCode, message: str, headers: dict[str, str] | None = None) -> None:
+    status = code.status
     body = json.dumps({"error": {"code": code, "message": message}}).encode()
     raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     raw += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in (headers or {}).items()]

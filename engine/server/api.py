@@ -1,7 +1,8 @@
 """What every router of the service shares: the error shape, its documentation, helpers.
 
 Every error body is `{"error": {"code", "message", "details"?}}` — or, for a tool call, the
-ToolResult itself, whose `error.code` is the router's.
+ToolResult itself, whose `error.code` is the router's. Every code is an `ErrorCode` member,
+whose `status` is the answer's HTTP status.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import orjson
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
-from ..errors import SkillyardError
+from ..errors import ErrorCode, SkillyardError
 from ..safety.untrusted import scrub_surrogates
 from ..store import AmbiguousRunId, StoreError
 
@@ -22,11 +23,15 @@ T = TypeVar("T")
 
 
 class ApiError(SkillyardError):
-    """A refusal with an HTTP status and a stable code; rendered by the app's handler."""
+    """A refusal with a stable code, rendered by the app's handler. Its HTTP status is the
+    code's own (`ErrorCode.status`), unless `status` names the one place a code answers
+    with another (say why there)."""
 
-    def __init__(self, status: int, code: str, message: str, *, headers: dict[str, str] | None = None, **details: Any):
+    def __init__(self, code: ErrorCode, message: str, *, status: int | None = None, headers: dict[str, str] | None = None,
+                 **details: Any):
         super().__init__(message)
-        self.status, self.code, self.message, self.details = status, code, message, details
+        self.status = code.status if status is None else status
+        self.code, self.message, self.details = code, message, details
         self.headers = headers
 
     def response(self, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -92,8 +97,8 @@ async def store_call(read: Callable[[], T], *, ambiguous: bool = False) -> T:
         return await asyncio.to_thread(read)
     except AmbiguousRunId as exc:
         if not ambiguous:
-            raise ApiError(503, "store_unavailable", "a run id lookup matched several runs") from None
-        raise ApiError(409, "ambiguous_run_id", f"run id prefix {exc.prefix!r} matches {exc.counted} runs; "
+            raise ApiError(ErrorCode.STORE_UNAVAILABLE, "a run id lookup matched several runs") from None
+        raise ApiError(ErrorCode.AMBIGUOUS_RUN_ID, f"run id prefix {exc.prefix!r} matches {exc.counted} runs; "
                        "give more of the id", matches=exc.count) from None
     except StoreError as exc:
-        raise ApiError(503, "store_unavailable", str(exc)) from None
+        raise ApiError(ErrorCode.STORE_UNAVAILABLE, str(exc)) from None

@@ -38,6 +38,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .._engine import Engine
+from ..errors import ErrorCode
 from ..logging import logger
 from ..store import StoreError
 from .access import Access, optional_principal
@@ -115,10 +116,11 @@ def create_app(
     app.state.engine = engine
     app.state.hub = service.hub
     app.state.api_keys = keys
+    app.state.service = service  # the runs routes' handlers read it (routes/runs.py)
     _handle_errors(app)
     _health(app, service)
     tools_router = tools.router(service)
-    for module_router in (tools_router, *(module.router(service) for module in (agent, runs, batches, admin))):
+    for module_router in (tools_router, agent.router(service), runs.router(), batches.router(service), admin.router(service)):
         app.include_router(module_router)
     if mcp_mount is not None:
         app.router.routes.append(mcp_mount[0])
@@ -165,6 +167,9 @@ def _limits(engine: Engine, max_body_bytes: int | None) -> Limits:
     )
 
 
+_HTTP_CODES = {404: ErrorCode.NOT_FOUND, 405: ErrorCode.METHOD_NOT_ALLOWED, 413: ErrorCode.PAYLOAD_TOO_LARGE}
+
+
 def _handle_errors(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
@@ -173,7 +178,7 @@ def _handle_errors(app: FastAPI) -> None:
 
     @app.exception_handler(TooManyRuns)
     async def _too_many(request: Request, exc: TooManyRuns) -> JSONResponse:
-        return ApiError(429, "too_many_runs", exc.message).response({"Retry-After": str(RETRY_AFTER_S)})
+        return ApiError(ErrorCode.TOO_MANY_RUNS, exc.message).response({"Retry-After": str(RETRY_AFTER_S)})
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -182,17 +187,17 @@ def _handle_errors(app: FastAPI) -> None:
             for e in exc.errors()
         ]
         summary = "; ".join(f"{p['in']} {p['pointer']}: {p['message']}" for p in problems[:5])
-        return ApiError(422, "invalid_request", f"{len(problems)} problem(s): {summary}", errors=problems).response()
+        return ApiError(ErrorCode.INVALID_REQUEST, f"{len(problems)} problem(s): {summary}", errors=problems).response()
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        code = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}.get(exc.status_code, "http_error")
-        return ApiError(exc.status_code, code, str(exc.detail)).response(getattr(exc, "headers", None))
+        code = _HTTP_CODES.get(exc.status_code, ErrorCode.HTTP_ERROR)  # Starlette's own refusals (no route…), their status
+        return ApiError(code, str(exc.detail), status=exc.status_code).response(getattr(exc, "headers", None))
 
     @app.exception_handler(Exception)
     async def _crash(request: Request, exc: Exception) -> JSONResponse:
         logger.exception("server: request failed", path=request.url.path)
-        return ApiError(500, "server_error", f"{type(exc).__name__}: the server failed; see its log").response()
+        return ApiError(ErrorCode.SERVER_ERROR, f"{type(exc).__name__}: the server failed; see its log").response()
 
 
 def _health(app: FastAPI, service: Service) -> None:
@@ -214,7 +219,7 @@ def _health(app: FastAPI, service: Service) -> None:
                 await asyncio.to_thread(engine.store.flush, 5.0)
             except StoreError as exc:
                 why = str(exc) if figures else "the run store cannot be written; an admin key sees why"
-                return ApiError(503, "store_unavailable", why).response()
+                return ApiError(ErrorCode.STORE_UNAVAILABLE, why).response()
         status = "degraded" if project.broken else "ready"  # degraded: some tools cannot run (GET /v1/admin/problems)
         if not figures:
             return {"status": status}

@@ -8,10 +8,16 @@ their SSE frames encoded once, when a follower first asks), so a follower can st
 `RunHub` subscribes to the engine once, so it sees every run the engine executes — started
 over HTTP, over MCP at `/mcp`, or by Python code in the same process — from its first event.
 It takes each run whole (`Engine.subscribe`'s `for_run`): as the run opens, the Run is given
-its LiveRun's list's `append` as its listener, so recording an event costs no Python call;
+its LiveRun's deque's `append` as its listener, so recording an event costs no Python call;
 a follower about to wait swaps that for `LiveRun._arrive`, which also wakes it (from any
 thread). Events come in the order the Run numbered them, except that a worker thread's may
-overtake another: readers take them through `LiveRun._settled`, which checks the order.
+overtake another: readers take them through `LiveRun._settle`, which checks the order.
+
+With a run store, memory holds only the newest LIVE_TAIL events of a run (and their frames):
+the deque lets older ones go, and a follower that asks for them (one that joins late, or
+falls behind) reads them from the store, flushed first, then goes on from memory. A long run
+costs the same memory as a short one. Without a store memory is the only history: every
+event stays, and `limits.max_events_per_run` bounds them.
 Finished runs stay a while (the newest `keep_finished`: few when there is a run store) so a client that reconnects right after the end still resumes from memory; older
 ones are served from the run store.
 """
@@ -24,16 +30,18 @@ import functools
 import operator
 import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
+from itertools import islice
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Coroutine, Literal
 
 from ..errors import SkillyardError
 from ..logging import logger
 from ..runtime.events import Event, record_sink
-from .sse import Final, event_frames
+from .sse import Final, event_frames, frame
 
 if TYPE_CHECKING:
     from ..runtime.run import Approver, Run
+    from ..store import Store
 
 RunKind = Literal["tool", "agent"]
 
@@ -51,6 +59,11 @@ _SEQ = operator.attrgetter("seq")
 # 0.52 and SSE 0.50; 16, 0.58 and 0.53 (docs/operations.md, "Throughput").
 KEEP_FINISHED = 256
 KEEP_FINISHED_WITH_STORE = 16
+# The events of one run held in memory when there is a store (its newest; older ones are read
+# from the store). A call of the shipped tools makes 10 to 50; triageFeedback at limits.max_items
+# (1,000 items) about 12,000.
+LIVE_TAIL = 1024
+STORE_WAIT_S = 2.0  # how long a follower waits for the store to hold the next event memory let go
 
 
 def _now_ms() -> int:
@@ -58,27 +71,31 @@ def _now_ms() -> int:
 
 
 class LiveRun:
-    """One run's events in memory, and who is waiting for more. State comes from its Run."""
+    """One run's newest events in memory, and who is waiting for more. State comes from its Run."""
 
-    __slots__ = ("run_id", "kind", "name", "principal", "run", "records", "_dicts", "_frames", "_in_order", "_ordered",
+    __slots__ = ("run_id", "kind", "name", "principal", "run", "records", "_frames", "_last", "_waiting", "_store",
                  "_hub", "_waking", "started_at", "finished_at", "status", "error", "_result", "task", "background",
                  "_changed")
 
-    def __init__(self, run_id: str, kind: RunKind | None, name: str, *, principal: str | None = None):
+    def __init__(self, run_id: str, kind: RunKind | None, name: str, *, principal: str | None = None,
+                 store: "Store | None" = None, tail: int | None = None):
+        """`store`: where the events memory lets go are read back from; `tail`: how many it keeps
+        then (None: all; without a store, all are kept)."""
         self.run_id = run_id
         self.kind = kind
         self.name = name
         self.principal = principal  # the key name that started it; None: not started over HTTP (admins only)
         self.run: "Run | None" = None  # attached when it opens
-        # The run's events as the Run made them (redacted, data encoded once), as they came: the
-        # Run's listener for the hub is this list's `append` (no Python call per event). Their
-        # dicts and SSE frames are built when first asked for (a follower, a replay): most calls
-        # are answered with their result and nobody asks.
-        self.records: list[Event] = []
-        self._dicts: list[dict[str, Any]] = []
-        self._frames: list[bytes] = []
-        self._in_order = 0  # records[:_in_order] are seq 1.._in_order (checked)
-        self._ordered: list[Event] | None = None  # when some came out of order: them sorted, up to a gap
+        kept = tail if store is not None else None
+        # The run's newest events as the Run made them (redacted, data encoded once), as they came:
+        # the Run's listener for the hub is this deque's `append` (no Python call per event). Their
+        # SSE frames are built when first asked for (a follower, a replay): most calls are answered
+        # with their result and nobody asks.
+        self.records: deque[Event] = deque(maxlen=kept)
+        self._frames: deque[bytes] = deque(maxlen=kept)  # the frames of the settled events, in seq order
+        self._last = 0  # the seq of the last settled (framed) event
+        self._waiting = False  # an event came before one that is still on its way
+        self._store = store
         self._hub: "RunHub | None" = None
         self._waking = False  # the Run delivers to `_arrive` (a follower may wait), not to records.append
         self.started_at = _now_ms()
@@ -96,42 +113,113 @@ class LiveRun:
 
     @property
     def last_seq(self) -> int:
-        return len(self._settled())
+        self._settle()
+        return self._last
 
     @property
     def events(self) -> list[dict[str, Any]]:
-        """Every event so far as its dict (`Event.to_dict()`), each built once."""
-        dicts, settled = self._dicts, self._settled()
-        if len(dicts) < len(settled):
-            dicts.extend(map(Event.to_dict, settled[len(dicts):]))
-        return dicts
+        """The events held in memory, in seq order, as their dicts (`Event.to_dict()`)."""
+        self._settle()
+        last = self._last
+        held = {event.seq for event in list(self.records) if event.seq <= last}
+        first = last + 1
+        while first - 1 in held:  # the unbroken run of them that ends at the last one settled
+            first -= 1
+        return self.events_after(first - 1) or []
 
     @property
     def frames(self) -> list[bytes]:
-        """Every event so far as its SSE frame, each encoded once (around the Run's encoded data)."""
-        frames, settled = self._frames, self._settled()
-        if len(frames) < len(settled):
-            frames.extend(event_frames(settled[len(frames):]))
-        return frames
+        """The SSE frames of the events held in memory, in seq order, each encoded once."""
+        self._settle()
+        return list(self._frames)
 
-    def _settled(self) -> list[Event]:
-        """The events to give out: seq 1, 2, … up to the first still on its way.
+    def frames_after(self, after: int) -> list[bytes] | None:
+        """The frames of the events with seq > `after` that have come (in order, each encoded
+        once); None when memory no longer holds the next one: the store does (`stored_frames`)."""
+        self._settle()
+        frames = self._frames
+        count = self._last - max(0, after)
+        if count <= 0:
+            return []
+        if count > len(frames):
+            return None
+        return list(islice(reversed(frames), count))[::-1]
+
+    def events_after(self, after: int) -> list[dict[str, Any]] | None:
+        """The dicts of the events with seq > `after` that have come; None when memory no longer
+        holds them all (read them from the store)."""
+        self._settle()
+        last = self._last
+        held = {event.seq: event for event in list(self.records) if after < event.seq <= last}
+        if len(held) < last - max(0, after):
+            return None
+        return [held[seq].to_dict() for seq in sorted(held)]
+
+    def _settle(self) -> None:
+        """Frame the events that came since the last look: seq `_last` + 1, …, up to the first
+        still on its way.
 
         Events come as the Run numbered them, except that one emitted by a worker thread (a
         threaded skill reporting progress) can overtake another, or be numbered and not yet
-        here: checked in C over the new ones; when that happens, the run's events are sorted
-        (a copy) from then on."""
-        records = self.records
-        count = len(records)  # an off-thread append may land after this: checked next time
-        if self._ordered is None:
-            checked = self._in_order
-            if checked == count or list(map(_SEQ, records[checked:count])) == list(range(checked + 1, count + 1)):
-                self._in_order = count
-                return records if count == len(records) else records[:count]
-        ordered = sorted({event.seq: event for event in records[:count]}.values(), key=_SEQ)
-        gap = next((at for at, event in enumerate(ordered) if event.seq != at + 1), len(ordered))
-        self._ordered = ordered[:gap]
-        return self._ordered
+        here. The usual case is checked in C over the new ones only (the deque is read whole,
+        and sorted, only when that check fails)."""
+        records, last = self.records, self._last
+        if not records:
+            return
+        count = records[-1].seq - last
+        if not self._waiting:
+            if count <= 0:
+                return
+            newest = list(islice(reversed(records), count + 1))  # one more: it must be settled already
+            if len(newest) >= count and (len(newest) == count or newest[count].seq <= last) and \
+                    list(map(_SEQ, newest[count - 1::-1])) == list(range(last + 1, last + count + 1)):
+                self._add(newest[count - 1::-1], jumped=False)
+                return
+        self._settle_slowly(list(records), last)
+
+    def _settle_slowly(self, held: list[Event], last: int) -> None:
+        """`_settle` when events came out of order, or memory let some go before they were framed."""
+        later = [event for event in held if event.seq > last]
+        ordered = sorted({event.seq: event for event in later}.values(), key=_SEQ)
+        if not ordered:
+            self._waiting = False
+            return
+        first = ordered[0].seq
+        # Memory let go of the events between: it is full, and holds none framed already (the store has them).
+        jumped = first != last + 1 and len(later) == len(held) == self.records.maxlen
+        if first != last + 1 and not jumped:
+            self._waiting = True  # the next one is on its way
+            return
+        gap = next((at for at, event in enumerate(ordered) if event.seq != first + at), len(ordered))
+        self._waiting = gap < len(ordered)
+        self._add(ordered[:gap], jumped)
+
+    def _add(self, events: list[Event], jumped: bool) -> None:
+        if jumped:  # the frames held must be of consecutive events
+            self._frames.clear()
+        self._frames.extend(event_frames(events))
+        self._last = events[-1].seq
+
+    async def stored_frames(self, after: int) -> tuple[bytes, int] | None:
+        """The frames after `after` that memory let go, read from the run store (flushed first:
+        it then holds every event of the run so far), up to the first still on its way; with
+        the seq of the last one. None when there is no store, or it failed (logged)."""
+        store = self._store
+        if store is None:
+            return None
+
+        def read() -> list[dict[str, Any]]:
+            store.flush()
+            return store.events(self.run_id, after_seq=after)
+
+        try:
+            events = await asyncio.to_thread(read)
+        except Exception as exc:  # noqa: BLE001 - a store that fails ends the follower's stream, not the server
+            logger.error("server: the run store could not give a follower a run's older events", run_id=self.run_id,
+                         error=f"{type(exc).__name__}: {exc}")
+            return None
+        count = next((at for at, event in enumerate(events) if event["seq"] != after + at + 1), len(events))
+        return b"".join(map(frame, events[:count])), after + count
 
     @property
     def result(self) -> Any:
@@ -175,35 +263,49 @@ class LiveRun:
         self.finished_at = run.finished_at if run is not None and run.finished_at else _now_ms()
         self._notify()
 
-    async def follow(self, after: int = 0, *, heartbeat: float | None = None, as_frames: bool = True) -> AsyncIterator[Any]:
-        """Every event with seq > `after`, live until the run ends; `None` after `heartbeat`
-        seconds without one (time for a keep-alive)."""
-        index = max(0, after)
+    async def follow(self, after: int = 0, *, heartbeat: float | None = None) -> AsyncIterator[bytes | None]:
+        """The frames of every event with seq > `after`, live until the run ends (those memory
+        let go read from the store); `None` after `heartbeat` seconds without one (time for a
+        keep-alive)."""
+        sent = max(0, after)  # the seq of the last event given out
+        loop = asyncio.get_running_loop()
+        stuck_since: float | None = None  # since when the store has not had the next event memory let go
         while True:
             done = self.done
-            seen = len(self.records)
-            if as_frames:  # every frame that is ready, in one write: far fewer sends under load
-                frames = self.frames
-                end = len(frames)
-                if index < end:
-                    chunk = frames[index] if end - index == 1 else b"".join(frames[index:end])
-                    index = end
-                    if done and index == seen:  # (an event still on its way is not waited for)
-                        yield Final(chunk)  # the run's last event: end the response in the same write
-                        return
+            records = self.records
+            newest = records[-1] if records else None
+            frames = self.frames_after(sent)
+            if frames is None:
+                stored = await self.stored_frames(sent)
+                if stored is None:
+                    return
+                chunk, last = stored
+                if last > sent:
+                    sent, stuck_since = last, None
                     yield chunk
-            else:
-                events = self.events
-                while index < len(events):
-                    yield events[index]
-                    index += 1
+                    continue
+                now = loop.time()  # the next one was numbered, and is not in the store yet: it is on its way
+                stuck_since = stuck_since or now
+                if now - stuck_since > STORE_WAIT_S:
+                    logger.error("server: a follower's next event is neither in memory nor in the store", run_id=self.run_id,
+                                 after=sent)
+                    return
+                await asyncio.sleep(0.02)
+                continue
+            if frames:  # every frame that is ready, in one write: far fewer sends under load
+                sent += len(frames)
+                chunk = frames[0] if len(frames) == 1 else b"".join(frames)
+                if done and not self._waiting:  # the run's last event: end the response in the same write
+                    yield Final(chunk)  # (an event still on its way is not waited for)
+                    return
+                yield chunk
             if done:
                 return
             changed = self._changed
             if changed is None:
                 changed = self._changed = asyncio.Event()
                 self._wake_followers()
-                if len(self.records) != seen:  # one came from a worker thread meanwhile
+                if (records[-1] if records else None) is not newest:  # one came from a worker thread meanwhile
                     continue
             if heartbeat is None:
                 await changed.wait()
@@ -240,13 +342,15 @@ class TooManyRuns(SkillyardError):
 class RunHub:
     def __init__(
         self, engine: Any, *, keep_finished: int | None = None, approval_timeout: float = 600.0,
-        max_live: int | None = None, max_live_per_principal: int | None = None,
+        max_live: int | None = None, max_live_per_principal: int | None = None, tail: int = LIVE_TAIL,
     ):
-        """`keep_finished` None: KEEP_FINISHED, or KEEP_FINISHED_WITH_STORE if `engine` has a store."""
+        """`keep_finished` None: KEEP_FINISHED, or KEEP_FINISHED_WITH_STORE if `engine` has a store.
+        `tail`: the events of a run held in memory when `engine` has a store (the others: all)."""
         self.engine = engine
         if keep_finished is None:
             keep_finished = KEEP_FINISHED if engine.store is None else KEEP_FINISHED_WITH_STORE
         self.keep_finished = keep_finished
+        self.tail = tail
         self.approval_timeout = approval_timeout
         self.max_live = max_live
         self.max_live_per_principal = max_live_per_principal
@@ -290,7 +394,7 @@ class RunHub:
             return self._opened_elsewhere(run)
         live = self.runs.get(run.run_id)
         if live is None:  # not started here (MCP, Python code in this process)
-            live = self._add(LiveRun(run.run_id, run.kind, run.name))
+            live = self._add(self._live(run.run_id, run.kind, run.name))
         live.attach(run, self)
         run.on_end(functools.partial(self._run_ended, live))
         return live._arrive if live._waking else live.records.append
@@ -300,7 +404,7 @@ class RunHub:
         loop, in the order they came (call_soon_threadsafe keeps it)."""
         loop = self._loop
         assert loop is not None
-        live = LiveRun(run.run_id, run.kind, run.name)
+        live = self._live(run.run_id, run.kind, run.name)
         live.attach(run, self)
         loop.call_soon_threadsafe(self._add, live)
         run.on_end(lambda run: loop.call_soon_threadsafe(self._run_ended, live, run))
@@ -329,6 +433,9 @@ class RunHub:
         if live.task is None:  # not ours: nothing else will retire it
             self._retire(live)
 
+    def _live(self, run_id: str, kind: RunKind | None, name: str, principal: str | None = None) -> LiveRun:
+        return LiveRun(run_id, kind, name, principal=principal, store=self.engine.store, tail=self.tail)
+
     def _add(self, live: LiveRun) -> LiveRun:
         self.runs[live.run_id] = live
         return live
@@ -356,7 +463,7 @@ class RunHub:
 
         Raises TooManyRuns when the service or `principal` is at its cap of live runs."""
         self.reserve(principal)
-        live = self.runs[run_id] = LiveRun(run_id, kind, name, principal=principal)
+        live = self.runs[run_id] = self._live(run_id, kind, name, principal)
         store = self.engine.store
         if store is not None and principal is not None:
             store.record_owner(run_id, principal)

@@ -50,10 +50,13 @@ async def _disconnected(request: Request) -> None:
 def stream(hub: RunHub, run: LiveRun, after: int, *, cancel_on_disconnect: bool) -> Response:
     """The run's events from `after` on, live to its end; a client that leaves a run it
     started (not in the background) cancels it. A run that has ended already is answered in
-    one body: no tasks watching a stream that has nothing left to wait for."""
+    one body when memory holds what is asked: no tasks watching a stream that has nothing
+    left to wait for."""
     if run.done:  # (as `follow` does, events still held back for a gap are not waited for)
-        return finished_stream(run, after)
-    return _live_stream(hub, run, after, cancel_on_disconnect)
+        frames = run.frames_after(after)
+        if frames is not None:
+            return Answer(b"".join(frames), 200, _EVENT_STREAM_TYPE, _stream_headers(run))
+    return _live_stream(hub, run, after, cancel_on_disconnect)  # (older events: from the store)
 
 
 def _live_stream(hub: RunHub, run: LiveRun, after: int, cancel_on_disconnect: bool) -> EventStreamResponse:
@@ -78,8 +81,11 @@ class AnnouncedStream(Response):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         run = self.run
-        frames = run.frames
-        sent, first = len(frames), b"".join(frames)  # both before any await: the list grows meanwhile
+        frames = run.frames_after(0)
+        if frames is None:  # it made more events than memory holds already: the stream reads the store
+            await _live_stream(self.hub, run, 0, True)(scope, receive, send)
+            return
+        sent, first = len(frames), b"".join(frames)  # seq 1 … sent
         try:
             await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
             await send({"type": "http.response.body", "body": first, "more_body": True})
@@ -87,9 +93,10 @@ class AnnouncedStream(Response):
             _left(self.hub, run)
             return
         await one_turn()
-        if run.done:
+        rest = run.frames_after(sent) if run.done else None
+        if rest is not None:
             with contextlib.suppress(OSError):
-                await send({"type": "http.response.body", "body": b"".join(run.frames[sent:]), "more_body": False})
+                await send({"type": "http.response.body", "body": b"".join(rest), "more_body": False})
             return
         await _live_stream(self.hub, run, sent, True)(scope, receive, send, started=True)
 
@@ -101,12 +108,6 @@ def _left(hub: RunHub, run: LiveRun) -> None:
 
 def _stream_headers(run: LiveRun) -> list[tuple[bytes, bytes]]:
     return [(b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no"), (b"x-run-id", run.run_id.encode())]
-
-
-def finished_stream(run: LiveRun, after: int) -> Response:
-    """Every frame of an ended run from seq `after` on, as one SSE body."""
-    body = b"".join(run.frames[max(0, after):])
-    return Answer(body, 200, _EVENT_STREAM_TYPE, _stream_headers(run))
 
 
 _EVENT_STREAM_TYPE = f"{MEDIA_TYPE}; charset=utf-8".encode()  # as Starlette labels a text/ type

@@ -31,7 +31,7 @@ import contextlib
 import json
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
-from ..errors import StepFailure
+from ..errors import ErrorCode, StepFailure
 
 if TYPE_CHECKING:
     from .._engine import Engine
@@ -89,7 +89,7 @@ def build_mcp_server(engine: "Engine", *, approve_all: bool = False, hub: "RunHu
 
         with counted(ctx):
             result = await engine.call_tool(params.name, params.arguments or {}, on_event=on_event, approve=approve)
-        if not result.ok and result.error is not None and result.error.code == "unknown_tool":
+        if not result.ok and result.error is not None and result.error.code == ErrorCode.UNKNOWN_TOOL:
             raise _unknown_tool(params.name, result.error.details.get("available_tools") or [])
         if result.ok:
             data = result.data
@@ -139,7 +139,8 @@ def _caps(hub: "RunHub") -> Callable[[Any], contextlib.AbstractContextManager[No
 def _too_many_runs(message: str) -> Exception:
     from mcp.shared.exceptions import MCPError
 
-    return MCPError(TOO_MANY_RUNS, f"too_many_runs: {message}", {"code": "too_many_runs", "message": message})
+    code = ErrorCode.TOO_MANY_RUNS
+    return MCPError(TOO_MANY_RUNS, f"{code}: {message}", {"code": code, "message": message})
 
 
 APPROVAL_UNAVAILABLE = "approval needed: this client cannot answer elicitation"
@@ -156,7 +157,7 @@ def _unknown_tool(name: str, available: list[str]) -> Exception:
 
 def _cannot_ask(tool: str, why: str) -> StepFailure:
     return StepFailure(
-        "approval_unavailable",
+        ErrorCode.APPROVAL_UNAVAILABLE,
         f"{APPROVAL_UNAVAILABLE} ({why}); {tool!r} needs a person's approval: use a client that supports "
         "elicitation, or start the server with --yes to approve every call",
     )

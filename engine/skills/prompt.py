@@ -9,7 +9,7 @@ from typing import Any
 
 import jinja2
 
-from ..errors import StepFailure
+from ..errors import ErrorCode, StepFailure
 from ..lang.templating import LazyTemplate
 from ..providers.base import ChatMessage, ModelRequest, ProviderError, clean_response
 from ..providers.pricing import priced_response
@@ -60,7 +60,7 @@ class PromptSkill(Skill):
             system = self.system.render(input) if self.system else ""
             user = self.user.render(input)
         except jinja2.TemplateError as exc:
-            raise StepFailure("execution_error", f"prompt of skill {self.name!r} failed to render: {exc}") from None
+            raise StepFailure(ErrorCode.EXECUTION_ERROR, f"prompt of skill {self.name!r} failed to render: {exc}") from None
         if self.schema_instruction:
             system = f"{system}\n\n{self.schema_instruction}" if system else self.schema_instruction
         messages = [ChatMessage("system", system)] if system else []
@@ -88,7 +88,7 @@ class PromptSkill(Skill):
                 response = await provider.request(request, stream.on_text)
             except ProviderError as exc:  # the message may echo a configured key: the run's error never does
                 message = ctx.run.events.scrub_text(f"model {model_name!r} failed: {exc}")
-                raise StepFailure("execution_error", message, retryable=exc.retryable) from None
+                raise StepFailure(ErrorCode.EXECUTION_ERROR, message, retryable=exc.retryable) from None
             response = priced_response(clean_response(response, model_name), spec.prices)
             ctx.add_usage(response.usage)
             ctx.model_exchange(model_name, attempt, request, response)
@@ -109,7 +109,7 @@ class PromptSkill(Skill):
             lines = [f"{p['pointer']}: {p['message']}" for p in problems]
             if attempt == attempts:
                 raise StepFailure(
-                    "invalid_model_output",
+                    ErrorCode.INVALID_MODEL_OUTPUT,
                     f"model {model_name!r} gave output that does not match skill {self.name!r}'s output schema "
                     f"after {attempts} attempt(s): {lines[0]}",
                     {"errors": problems[:20], "output": response.text[:2000]},

@@ -7,7 +7,7 @@ from typing import Any
 
 import jinja2
 
-from ..errors import StepFailure
+from ..errors import ErrorCode, StepFailure
 from ..lang.templating import LazyTemplate
 from ..runtime.context import SkillContext
 from ..runtime.contracts import Skill
@@ -28,7 +28,7 @@ class TemplateSkill(Skill):
         try:
             text = self.template.render(input)
         except jinja2.TemplateError as exc:
-            raise StepFailure("execution_error", f"template {self.name!r} failed to render: {exc}") from None
+            raise StepFailure(ErrorCode.EXECUTION_ERROR, f"template {self.name!r} failed to render: {exc}") from None
         ctx.progress("template rendered", chars=len(text))
         if self.output_schema is None:
             return text
@@ -36,7 +36,7 @@ class TemplateSkill(Skill):
             return json.loads(text)
         except json.JSONDecodeError as exc:
             raise StepFailure(
-                "execution_error",
+                ErrorCode.EXECUTION_ERROR,
                 f"template {self.name!r} rendered invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}",
                 {"hint": "use the tojson filter for values, e.g. {{ title | tojson }}"},
             ) from None

@@ -87,8 +87,10 @@ class PythonSkillSpec(_Spec):
     function: str = Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
     input: JsonSchema = Field(default_factory=lambda: {"type": "object"})
     output: JsonSchema | None = None
-    threaded: StrictBool = Field(
-        default=False, description="Run a sync function in a worker thread (for blocking code)."
+    threaded: StrictBool | None = Field(
+        default=None,
+        description="true: run a sync function in a worker thread (blocking code); false: always on the event loop; "
+        "not set: on the loop until its calls take longer than limits.python_thread_after, then in a thread.",
     )
 
 
@@ -139,6 +141,11 @@ class StepSpec(_Spec):
     forEach: str | None = Field(default=None, description="Reference to an array: the step runs once per item ($item, $index).")
     concurrency: int = Field(default=4, ge=1, le=1000, description="forEach: items in flight at once.")
     onItemError: Literal["fail", "skip", "collect"] = Field(default="fail", description="forEach: what a failed item does.")
+    max_items: int | None = Field(
+        default=None, ge=1,
+        description="forEach: most items this step takes (more fails the call with limit_exceeded); at most the "
+        "engine's limits.max_items, which applies when this is not set.",
+    )
     timeout: Duration | None = None
     retry: RetrySpec | int | None = None
 

@@ -18,7 +18,24 @@ class RouterSettings(_Spec):
 
 
 class LimitSettings(_Spec):
+    """What one call may cost: its time, the items of a forEach step, its events (docs/operations.md)."""
+
     tool_timeout: Duration = Field(default=300.0, description="Default time limit of a tool call.")
+    max_items: int = Field(
+        default=1000, ge=1,
+        description="Most items one forEach step takes; more fails the call with limit_exceeded. "
+        "A step's own `max_items` may only be lower.",
+    )
+    max_events_per_run: int = Field(
+        default=20_000, ge=100,
+        description="Most events one run emits (its ending events aside); the next one fails the run with "
+        "limit_exceeded.",
+    )
+    python_thread_after: Duration | None = Field(
+        default=0.02,
+        description="A sync python skill without `threaded:` runs on the event loop until a call of it takes longer "
+        "than this; its later calls then run in a worker thread (null: never move one).",
+    )
 
 
 class AgentSettings(_Spec):

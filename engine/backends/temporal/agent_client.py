@@ -14,15 +14,15 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any, AsyncIterator
 
-from ...errors import StepFailure
+from ...errors import ErrorCode, StepFailure
 from ...providers.base import Usage
 from ...runtime.agent import Agent, AgentResult, _agent_run_end, as_messages
 from ...runtime.events import Event, stream_run
 from ...runtime.ids import new_id
 from ...safety.redaction import enter_run, leave_run
 from .agent_protocol import AGENT_WORKFLOW, APPROVE_SIGNAL, PENDING_QUERY, message_in, message_out, result_in
-from .client import TemporalBackend, _cancel, _Follower
-from .protocol import EXECUTOR, REVISION_MISMATCH
+from .client import Follower, TemporalBackend, call_failure, cancel_and_wait
+from .protocol import EXECUTOR
 from .revision import project_revision
 
 if TYPE_CHECKING:
@@ -82,7 +82,6 @@ class TemporalAgent:
 
     async def _run(self, run: "Run", messages: list[Any]) -> AgentResult:
         from temporalio.client import WorkflowFailureError
-        from temporalio.exceptions import CancelledError
 
         agent = self.agent
         try:
@@ -97,25 +96,22 @@ class TemporalAgent:
                 "approval_timeout": run.approval_timeout}
         self.backend.store.record_executor(run.run_id, EXECUTOR)  # if the worker writing its row dies, another ends it
         handle = await client.start_workflow(AGENT_WORKFLOW, call, id=run.run_id, task_queue=self.backend.config.task_queue)
-        follower = _Follower(self.backend.store, run, 0)
+        follower = Follower(self.backend.store, run, 0)
         answers = _Answers(self.engine, run, handle)
         follower.listeners.append(answers.heard)
         try:
             outcome = await follower.follow(asyncio.ensure_future(handle.result()))
         except WorkflowFailureError as exc:
             await follower.catch_up(None)
-            cause = exc.cause
-            if isinstance(cause, CancelledError):  # cancelled from another front door: agent_done said so
+            failure, _ = call_failure(exc, run.run_id, agent.model, call["revision"])
+            if failure.code == ErrorCode.CANCELLED:  # cancelled from another front door: agent_done said so
                 self.last_result = AgentResult(run.run_id, "cancelled", "", messages)
                 return self.last_result
-            message = getattr(cause, "message", None) or str(cause or exc)
-            if getattr(cause, "type", None) != REVISION_MISMATCH:
-                message = f"the Temporal execution {run.run_id} failed: {message}"
-            self.last_result = AgentResult(run.run_id, "error", "", messages, error=message)
+            self.last_result = AgentResult(run.run_id, "error", "", messages, error=failure.message)
             return self.last_result
         except asyncio.CancelledError:
             if not answers.ended:  # after agent_done the execution only finishes: nothing left to cancel
-                await asyncio.shield(_cancel(handle, follower))
+                await asyncio.shield(cancel_and_wait(handle, follower))
             self.last_result = AgentResult(run.run_id, "cancelled", "", messages)
             raise
         finally:

@@ -18,7 +18,7 @@ import dataclasses
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Callable
 
-from ...errors import StepFailure, UsageError
+from ...errors import ErrorCode, StepFailure, UsageError
 from ...runtime.events import Event, report_listener_failure
 from ...store.schema import EVENTS_CHANNEL
 from .config import TemporalConfig, connect, require_sdk, require_shared_store
@@ -77,7 +77,7 @@ class TemporalBackend:
             try:
                 self._client = (loop, await connect(self.config))
             except UsageError as exc:
-                raise StepFailure("execution_error", str(exc)) from None
+                raise StepFailure(ErrorCode.EXECUTION_ERROR, str(exc)) from None
         return self._client[1]
 
 
@@ -114,7 +114,7 @@ class RemoteTool:
             self.workflow, call, id=run.run_id, task_queue=self.backend.config.task_queue,
             execution_timeout=timedelta(seconds=self.tool.timeout + 60),
         )
-        follower = _Follower(self.backend.store, run.events, first - 1)
+        follower = Follower(self.backend.store, run.events, first - 1)
         try:
             outcome = await follower.follow(asyncio.ensure_future(handle.result()))
         except WorkflowFailureError as exc:
@@ -122,15 +122,16 @@ class RemoteTool:
             await follower.catch_up(last_seq)
             raise failure from None
         except asyncio.CancelledError:
-            await asyncio.shield(_cancel(handle, follower))
+            await asyncio.shield(cancel_and_wait(handle, follower))
             raise
         await follower.catch_up(outcome["last_seq"])
         return _as_local(self.kind, outcome["output"])
 
 
 def call_failure(exc: Any, run_id: str, tool: str, revision: str | None) -> "tuple[StepFailure, int | None]":
-    """The call's failure for a failed execution (`WorkflowFailureError`), and the last seq the
-    execution wrote (None: unknown, read what is stored)."""
+    """The one place a failed execution (temporalio's `WorkflowFailureError`) becomes a skillyard
+    failure — for a tool call, an agent run (agent_client.py) and an adopted orphan (orphans.py):
+    the StepFailure, and the last seq the execution wrote (None: unknown, read what is stored)."""
     from temporalio.exceptions import ApplicationError, CancelledError
 
     cause = exc.cause
@@ -138,10 +139,10 @@ def call_failure(exc: Any, run_id: str, tool: str, revision: str | None) -> "tup
         info = cause.details[0]
         return StepFailure(info["code"], cause.message, info["details"] or {}), info["last_seq"]
     if isinstance(cause, CancelledError):  # cancelled from another front door (POST /v1/runs/{id}/cancel)
-        return StepFailure("cancelled", f"call of {tool!r} was cancelled"), None
+        return StepFailure(ErrorCode.CANCELLED, f"call of {tool!r} was cancelled"), None
     if isinstance(cause, ApplicationError) and cause.type == REVISION_MISMATCH:
-        return StepFailure("execution_error", cause.message, {"revision": revision}), None
-    return StepFailure("execution_error", f"the Temporal execution {run_id} failed: {cause or exc}"), None
+        return StepFailure(ErrorCode.EXECUTION_ERROR, cause.message, {"revision": revision}), None
+    return StepFailure(ErrorCode.EXECUTION_ERROR, f"the Temporal execution {run_id} failed: {cause or exc}"), None
 
 
 def _as_local(kind: str, output: Any) -> Any:
@@ -154,7 +155,7 @@ def _as_local(kind: str, output: Any) -> Any:
     return output
 
 
-async def _cancel(handle: Any, follower: "_Follower") -> None:
+async def cancel_and_wait(handle: Any, follower: "Follower") -> None:
     """Cancel the execution (and its running activity); wait for its end so that no event of it
     lands after the call's own last one."""
     try:
@@ -166,7 +167,7 @@ async def _cancel(handle: Any, follower: "_Follower") -> None:
     await follower.catch_up(None)
 
 
-class _Follower:
+class Follower:
     """Relays a run's stored events, in seq order, to the front door's own listeners."""
 
     def __init__(self, store: "Store", run: "Run", after: int) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 from ...runtime.contracts import ToolType
 from .config import FetchConfig, description, input_schema
-from .executor import ERROR_CODES, FetchExecutor, FetchResult
+from .executor import FetchExecutor, FetchResult
 from .guard import NetworkPolicy, Refused, refusal_reason, system_resolver, vet
 
 # What a successful fetch returns: for checking the data flow out of a fetch step.
@@ -51,7 +51,6 @@ FETCH = ToolType(
 )
 
 __all__ = [
-    "ERROR_CODES",
     "FETCH",
     "OUTPUT_SCHEMA",
     "FetchConfig",

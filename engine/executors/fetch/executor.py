@@ -4,8 +4,10 @@
     vetted address (Host / SNI = the name) → redirect? vet the next hop : read ≤ cap bytes
     ──▶ decode charset ──▶ parse mode ──▶ FetchResult (data + the text a model reads)
 
-Every failure becomes a StepFailure with one of the codes in ERROR_CODES; the router turns
-it into a ToolResult. Proxy environment variables are never read (trust_env=False).
+Every failure becomes a StepFailure with one of fetch's codes (ErrorCode.BLOCKED, INVALID_URL,
+INVALID_ARGUMENTS, HTTP_ERROR, FETCH_FAILED, FETCH_TIMEOUT); the router turns it into a
+ToolResult. An error of httpx, zlib or the resolver becomes one in `_translate` only.
+Proxy environment variables are never read (trust_env=False).
 
 A URL as shown (progress, errors, the result's `url` / `final_url`, the model's header line)
 has the values of sensitive query parameters replaced (`?api_key=[REDACTED]`); the request
@@ -26,7 +28,7 @@ from typing import Any, AsyncIterator
 
 import httpx
 
-from ...errors import StepFailure
+from ...errors import ErrorCode, StepFailure
 from ...safety.redaction import Redactor
 from .config import BODY_METHODS, FetchConfig, check_header, human_size
 from .guard import InvalidURL, Refused, Resolver, Target, refusal_reason, system_resolver, vet
@@ -40,9 +42,6 @@ from .parse import (
     looks_binary,
     parse_json_noted,
 )
-
-# The codes a fetch can fail with (besides the router's own).
-ERROR_CODES = ("blocked", "invalid_url", "invalid_arguments", "http_error", "fetch_failed", "fetch_timeout")
 
 USER_AGENT = "skillyard-fetch/0.1"
 _ACCEPT = {
@@ -92,9 +91,9 @@ _PLAIN_REDACTOR = Redactor()
 
 
 class _Progress:
-    """Where a call is (for timeout messages), and how it shows URLs."""
+    """Where a call is (for timeout and error messages), and how it shows URLs."""
 
-    __slots__ = ("bytes", "url", "stage", "redactor")
+    __slots__ = ("bytes", "url", "stage", "redactor", "encoding")
 
     def __init__(self, url: str, run: Any):
         project = getattr(run, "project", None)
@@ -102,6 +101,7 @@ class _Progress:
         self.bytes = 0
         self.url = self.show(url)  # as shown: sensitive query values replaced
         self.stage = "resolving"
+        self.encoding = ""  # of the body being read (gzip, br…)
 
     def show(self, url: Any) -> str:
         return self.redactor.redact_url(str(url))
@@ -137,7 +137,7 @@ class FetchExecutor:
         method, headers, content = self._request_parts(args)
         url = args.get("url")
         if not isinstance(url, str):
-            raise StepFailure("invalid_arguments", "`url` is required: an absolute http:// or https:// URL")
+            raise StepFailure(ErrorCode.INVALID_ARGUMENTS, "`url` is required: an absolute http:// or https:// URL")
         started = time.perf_counter()
         progress = _Progress(str(url), run)
         try:
@@ -145,7 +145,7 @@ class FetchExecutor:
                 return await self._fetch(str(url), method, headers, content, run, progress, started)
         except TimeoutError:
             raise StepFailure(
-                "fetch_timeout",
+                ErrorCode.FETCH_TIMEOUT,
                 f"{method} {progress.url}: no complete response within {cfg.timeout:g}s, this tool's total time limit "
                 f"(stopped while {progress.stage}; {progress.bytes:,} bytes had arrived)",
                 {"url": progress.show(url), "final_url": progress.url, "bytes": progress.bytes, "timeout_s": cfg.timeout},
@@ -155,15 +155,15 @@ class FetchExecutor:
         cfg = self.config
         method = str(args.get("method") or cfg.default_method).upper()
         if method not in cfg.allowed_methods:
-            raise StepFailure("invalid_arguments", f"method {method} is not allowed; use one of {', '.join(cfg.allowed_methods)}")
+            raise StepFailure(ErrorCode.INVALID_ARGUMENTS, f"method {method} is not allowed; use one of {', '.join(cfg.allowed_methods)}")
         headers: dict[str, str] = {"User-Agent": USER_AGENT, "Accept": _ACCEPT[cfg.parse_mode]}
         given = args.get("headers") or {}
         if not isinstance(given, dict):
-            raise StepFailure("invalid_arguments", "headers must be an object of name: value strings")
+            raise StepFailure(ErrorCode.INVALID_ARGUMENTS, "headers must be an object of name: value strings")
         for name, value in [*cfg.default_headers.items(), *given.items()]:
             problem = check_header(name, value)
             if problem:
-                raise StepFailure("invalid_arguments", problem)
+                raise StepFailure(ErrorCode.INVALID_ARGUMENTS, problem)
             for existing in [k for k in headers if k.lower() == name.lower()]:
                 del headers[existing]
             headers[name] = value
@@ -171,7 +171,7 @@ class FetchExecutor:
         if body is None:
             return method, headers, None
         if method not in BODY_METHODS:
-            raise StepFailure("invalid_arguments", f"a {method} request carries no body; use POST, PUT, PATCH or DELETE")
+            raise StepFailure(ErrorCode.INVALID_ARGUMENTS, f"a {method} request carries no body; use POST, PUT, PATCH or DELETE")
         if isinstance(body, str):
             return method, headers, body.encode("utf-8")
         if not any(k.lower() == "content-type" for k in headers):
@@ -200,7 +200,7 @@ class FetchExecutor:
                     if response.status_code in _REDIRECTS and location:
                         if hop == cfg.max_redirects:
                             raise StepFailure(
-                                "fetch_failed",
+                                ErrorCode.FETCH_FAILED,
                                 f"{progress.show(url)} redirects more than {cfg.max_redirects} times "
                                 f"(last hop: HTTP {response.status_code} to {progress.show(location)})",
                                 {"url": progress.show(url), "final_url": shown, "status_code": response.status_code},
@@ -208,7 +208,8 @@ class FetchExecutor:
                         try:
                             current = target.url.join(location)
                         except (httpx.InvalidURL, ValueError) as exc:
-                            raise StepFailure("fetch_failed", f"{shown} redirects to an unusable location {progress.show(location)!r}: {exc}") from None
+                            where = f"{shown} redirects to an unusable location {progress.show(location)!r}"
+                            raise _translate(exc, progress, "redirect", where, {}) from None
                         method, headers, content = _redirected(response.status_code, method, headers, content, target.url, current)
                         run.tool_progress(
                             "redirect",
@@ -232,16 +233,14 @@ class FetchExecutor:
             target = await vet(url, self.policy, self.resolver)
         except Refused as exc:
             reason = _hide(str(exc), url, show)
-            raise StepFailure("blocked", f"{hop} is refused: {reason}", {"url": show(url), "reason": reason, "redirect": previous is not None}) from None
+            raise StepFailure(ErrorCode.BLOCKED, f"{hop} is refused: {reason}", {"url": show(url), "reason": reason, "redirect": previous is not None}) from None
         except InvalidURL as exc:
             reason = _hide(str(exc), url, show)
             if previous is not None:
-                raise StepFailure("fetch_failed", f"{hop} cannot be followed: {reason}", {"url": show(url)}) from None
-            raise StepFailure("invalid_url", reason, {"url": show(url)}) from None
-        except socket.gaierror as exc:
-            raise StepFailure("fetch_failed", f"{hop}: the host name could not be resolved ({exc.strerror or exc})", {"url": show(url)}) from None
-        except OSError as exc:
-            raise StepFailure("fetch_failed", f"{hop}: the host name could not be resolved ({exc})", {"url": show(url)}) from None
+                raise StepFailure(ErrorCode.FETCH_FAILED, f"{hop} cannot be followed: {reason}", {"url": show(url)}) from None
+            raise StepFailure(ErrorCode.INVALID_URL, reason, {"url": show(url)}) from None
+        except OSError as exc:  # socket.gaierror and its kin, from the resolver
+            raise _translate(exc, progress, "resolve", hop, {"url": show(url)}) from None
         shown = ", ".join(str(a) for a in target.addresses[:4])
         private = [a for a in target.addresses if refusal_reason(a)]
         verdict = "public" if not private else "allowed by allowPrivateNetworks"
@@ -271,17 +270,16 @@ class FetchExecutor:
             try:
                 response = await client.send(request, stream=True)
                 break
-            except httpx.ConnectError as exc:
+            except httpx.ConnectError as exc:  # the next address may answer
                 last_error = exc
-            except httpx.TimeoutException as exc:
-                raise StepFailure("fetch_timeout", f"{method} {shown}: {_timeout_kind(exc)} timed out", {"url": shown, "address": str(address)}) from None
             except httpx.HTTPError as exc:
-                detail = _hide(f"{type(exc).__name__}: {exc}", request.url, progress.show)
-                raise StepFailure("fetch_failed", f"{method} {shown}: {detail}", {"url": shown, "address": str(address)}) from None
+                raise _translate(exc, progress, "connect", f"{method} {shown}", {"url": shown, "address": str(address)},
+                                 request.url) from None
         if response is None:
+            assert last_error is not None  # vet gives at least one address: each one failed to connect
             tried = ", ".join(str(a) for a in target.addresses)
-            detail = _hide(str(last_error), target.url, progress.show)
-            raise StepFailure("fetch_failed", f"{method} {shown}: could not connect ({tried}): {detail}", {"url": shown})
+            raise _translate(last_error, progress, "connect", f"{method} {shown}: could not connect ({tried})", {"url": shown},
+                             target.url)
         try:
             progress.stage = "waiting for the body"
             run.tool_progress(
@@ -303,6 +301,7 @@ class FetchExecutor:
         truncated = False
         next_report = _PROGRESS_EVERY
         progress.stage = "reading the body"
+        progress.encoding = decoder.name
         try:
             async for chunk in chunks:
                 room = cap - len(body)
@@ -317,15 +316,9 @@ class FetchExecutor:
                     next_report = len(body) + _PROGRESS_EVERY
                     run.tool_progress("downloading", f"{len(body) // 1024:,} KB received", bytes=len(body))
         except zlib.error as exc:
-            raise StepFailure("fetch_failed", f"{progress.url}: the {decoder.name} body is corrupt ({exc})", {"url": progress.url}) from None
-        except httpx.TimeoutException as exc:
-            raise StepFailure(
-                "fetch_timeout", f"{progress.url}: {_timeout_kind(exc)} timed out after {len(body):,} bytes", {"url": progress.url, "bytes": len(body)}
-            ) from None
+            raise _translate(exc, progress, "body", progress.url, {"url": progress.url}) from None
         except httpx.HTTPError as exc:
-            raise StepFailure(
-                "fetch_failed", f"{progress.url}: the response broke off after {len(body):,} bytes ({exc})", {"url": progress.url, "bytes": len(body)}
-            ) from None
+            raise _translate(exc, progress, "body", progress.url, {"url": progress.url, "bytes": len(body)}) from None
         progress.bytes = len(body)
         note = f", cut off at the {human_size(cap)} limit" if truncated else ""
         run.tool_progress("downloaded", f"{len(body):,} bytes received{note}", bytes=len(body), truncated=truncated)
@@ -338,7 +331,7 @@ class FetchExecutor:
         try:
             return response.aiter_raw(), BoundedDecoder(response.headers.get("content-encoding"))
         except UnsupportedEncoding as exc:
-            raise StepFailure("fetch_failed", f"{_PLAIN_REDACTOR.redact_url(str(response.request.url))}: {exc}") from None
+            raise StepFailure(ErrorCode.FETCH_FAILED, f"{_PLAIN_REDACTOR.redact_url(str(response.request.url))}: {exc}") from None
 
     async def _fail_status(self, response: httpx.Response, url: str, progress: _Progress) -> None:
         excerpt = ""
@@ -354,7 +347,7 @@ class FetchExecutor:
             pass  # the status is the news; the body is only a courtesy
         reason = response.reason_phrase or ""
         raise StepFailure(
-            "http_error",
+            ErrorCode.HTTP_ERROR,
             f"{response.request.method} {progress.url} answered HTTP {response.status_code} {reason}".rstrip(),
             {
                 "url": progress.show(url),
@@ -417,6 +410,31 @@ class FetchExecutor:
             )
             return
         data.update(format="text", content=text)
+
+
+def _translate(exc: Exception, progress: _Progress, phase: str, where: str, details: dict[str, Any],
+               url: Any = None) -> StepFailure:
+    """The one place a fetch turns a foreign error (httpx's, zlib's, the resolver's OSError) into
+    its StepFailure, as httpx maps httpcore's in its transport. `phase`: where the call was —
+    "resolve", "redirect" (reading a Location), "connect" (sending; `url`: what the error may
+    quote, shown redacted), "body" (`progress.bytes` had arrived). `where` opens the message."""
+    if isinstance(exc, httpx.TimeoutException):
+        after = f" after {progress.bytes:,} bytes" if phase == "body" else ""
+        return StepFailure(ErrorCode.FETCH_TIMEOUT, f"{where}: {_timeout_kind(exc)} timed out{after}", details)
+    if phase == "resolve":
+        why = (exc.strerror or exc) if isinstance(exc, socket.gaierror) else exc
+        text = f"the host name could not be resolved ({why})"
+    elif phase == "redirect":
+        text = str(exc)
+    elif isinstance(exc, zlib.error):
+        text = f"the {progress.encoding} body is corrupt ({exc})"
+    elif phase == "body":
+        text = f"the response broke off after {progress.bytes:,} bytes ({exc})"
+    elif isinstance(exc, httpx.ConnectError):  # no address answered
+        text = _hide(str(exc), url, progress.show)
+    else:
+        text = _hide(f"{type(exc).__name__}: {exc}", url, progress.show)
+    return StepFailure(ErrorCode.FETCH_FAILED, f"{where}: {text}", details)
 
 
 def _hide(text: str, url: Any, show: Any) -> str:

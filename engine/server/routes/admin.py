@@ -13,17 +13,12 @@ from fastapi import APIRouter, Depends, Path as PathParam
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from ...errors import ConfigError, ToolAdminError
+from ...errors import ConfigError, ErrorCode, ToolAdminError
 from ...tool_admin import ToolAdmin
 from ..access import current_principal
 from ..api import ApiError, error_responses, jsonable
 from ..auth import Principal
 from ..service import Service
-
-ADMIN_STATUS: dict[str, int] = {
-    "unknown_tool": 404, "read_only": 403, "code_tools_disabled": 403, "invalid_config": 422, "exists": 409, "no_store": 409,
-}
-
 
 class ToolPatch(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -70,7 +65,7 @@ def router(service: Service) -> APIRouter:
         for entry in settings_list():
             if entry.get("name") == name:
                 return jsonable(entry)
-        raise ApiError(404, "unknown_tool", f"there is no tool named {name!r}")
+        raise ApiError(ErrorCode.UNKNOWN_TOOL, f"there is no tool named {name!r}")
 
     @api.patch("/v1/admin/tools/{name}", summary="Enable, disable or override a tool's config",
                responses=error_responses(404, 409, 422))
@@ -100,8 +95,9 @@ def router(service: Service) -> APIRouter:
             async with lock:
                 project = await asyncio.to_thread(engine.reload)
         except ConfigError as exc:
-            raise ApiError(422, "config_error", f"{len(exc.issues)} problem(s); the running project is unchanged",
-                           issues=[str(issue) for issue in exc.issues]) from None
+            # 422, not a call's 503: the files the admin asked to load are at fault, not a running tool
+            raise ApiError(ErrorCode.CONFIG_ERROR, f"{len(exc.issues)} problem(s); the running project is unchanged",
+                           status=422, issues=[str(issue) for issue in exc.issues]) from None
         return {"ok": True, "summary": project.summary(), **problems_view(project)}
 
     @api.get("/v1/admin/problems", summary="What is wrong with the project: broken tools (still served: the others) "
@@ -125,4 +121,4 @@ def _admin_call(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     try:
         return function(*args, **kwargs)
     except ToolAdminError as exc:
-        raise ApiError(ADMIN_STATUS.get(exc.code, 400), exc.code, exc.message) from None
+        raise ApiError(ErrorCode(exc.code), exc.message) from None

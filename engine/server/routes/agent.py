@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..._engine import new_id
-from ...errors import AgentSetupError
+from ...errors import AgentSetupError, ErrorCode
 from ...safety.untrusted import arguments_problem
 from ..access import current_principal
 from ..api import SSE_DOC, ApiError, error_responses, jsonable
@@ -69,7 +69,8 @@ def router(service: Service) -> APIRouter:
             runner = engine.agent(body.model, tools=body.tools if body.enable_tools else [], tool_choice=body.tool_choice,
                                   limits=run_limits, system=body.system, approve=hub.approver(run_id))
         except AgentSetupError as exc:
-            raise ApiError(422, exc.code, exc.message, **exc.details) from None
+            # 422 for each, unknown_tool too (not a call's 404): the request's body names what is missing
+            raise ApiError(ErrorCode(exc.code), exc.message, status=422, **exc.details) from None
         if engine.backend is not None:  # serve --backend temporal: the loop runs as a workflow on the workers
             from ...backends.temporal.agent_client import agent_for
 
@@ -79,9 +80,9 @@ def router(service: Service) -> APIRouter:
         try:
             parsed = as_messages(messages)
         except ValueError as exc:
-            raise ApiError(422, "invalid_request", str(exc)) from None
+            raise ApiError(ErrorCode.INVALID_REQUEST, str(exc)) from None
         if not parsed or not any(m.content.strip() for m in parsed):
-            raise ApiError(422, "invalid_request", "messages is empty")
+            raise ApiError(ErrorCode.INVALID_REQUEST, "messages is empty")
 
         work = functools.partial(runner.run, parsed, run_id=run_id, principal=principal.name)
         run = hub.start(run_id, "agent", runner.model, work, principal=principal.name, background=body.background)
@@ -90,7 +91,7 @@ def router(service: Service) -> APIRouter:
             if not await finished_or_left(request, run):
                 return Response(status_code=499)
             if run.task is None or run.task.cancelled():
-                raise ApiError(409, "cancelled", "the run was cancelled")
+                raise ApiError(ErrorCode.CANCELLED, "the run was cancelled")
             return JSONResponse(jsonable(run.task.result().to_dict()), headers={"X-Run-Id": run_id})
         return stream(hub, run, 0, cancel_on_disconnect=True)
 
@@ -107,11 +108,11 @@ def _limits(body: AgentRequest, configured: Any) -> Any:
     asked = {name: getattr(body, name) for name in LIMIT_FIELDS}
     over = configured.exceeded_by(asked)
     if over:
-        raise ApiError(422, "invalid_request", "; ".join(over))
+        raise ApiError(ErrorCode.INVALID_REQUEST, "; ".join(over))
     try:
         return configured.from_settings(configured, **asked)
     except ValueError as exc:
-        raise ApiError(422, "invalid_request", str(exc)) from None
+        raise ApiError(ErrorCode.INVALID_REQUEST, str(exc)) from None
 
 
 def _check_untrusted(body: AgentRequest) -> None:
@@ -120,12 +121,12 @@ def _check_untrusted(body: AgentRequest) -> None:
     recorded nor echoed in an error, so it is a 422 naming its place, not a failed run."""
     problem = arguments_problem(body.model_dump(exclude_defaults=True))  # C speed unless something is odd
     if problem is not None:
-        raise ApiError(422, "invalid_request", f"the request cannot be accepted: {problem}", errors=[problem.as_dict()])
+        raise ApiError(ErrorCode.INVALID_REQUEST, f"the request cannot be accepted: {problem}", errors=[problem.as_dict()])
 
 
 def _check_prompt_size(body: AgentRequest, limit: int) -> None:
     messages = [body.messages] if isinstance(body.messages, str) else [m.content for m in body.messages]
     size = sum(len(text) for text in messages) + len(body.system or "")
     if size > limit:
-        raise ApiError(413, "prompt_too_large", f"the prompt holds {size:,} characters; this service accepts at most "
+        raise ApiError(ErrorCode.PROMPT_TOO_LARGE, f"the prompt holds {size:,} characters; this service accepts at most "
                        f"{limit:,} (server.max_prompt_chars)")

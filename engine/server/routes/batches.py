@@ -11,6 +11,7 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Path as PathParam, Query
 
+from ...errors import ErrorCode
 from ..access import current_principal
 from ..api import ApiError, error_responses, store_call
 from ..auth import Principal
@@ -23,7 +24,9 @@ def router(service: Service) -> APIRouter:
 
     def need_store() -> Any:
         if store is None:
-            raise ApiError(404, "no_store", "this server runs without a run store (--no-store): no batches are recorded")
+            # 404, not the admin's 409: without a store there are no batches to find
+            raise ApiError(ErrorCode.NO_STORE, "this server runs without a run store (--no-store): no batches are recorded",
+                           status=404)
         return store
 
     @api.get("/v1/batches", summary="Recent batches, newest first, with their pass rate", responses=error_responses())
@@ -39,7 +42,7 @@ def router(service: Service) -> APIRouter:
         found = need_store()
         batch = await store_call(lambda: found.batch(batch_id))
         if batch is None or not principal.may_see(batch["principal"]):
-            raise ApiError(404, "not_found", f"no batch {batch_id!r}")
+            raise ApiError(ErrorCode.NOT_FOUND, f"no batch {batch_id!r}")
         count = max(1, len(batch["cases"]))
         runs = await store_call(lambda: found.runs(batch=batch_id, limit=count))
         return {**batch, "cases": with_runs(batch["cases"], runs)}

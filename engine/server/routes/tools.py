@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field
 from starlette.types import Receive
 
 from ..._engine import new_id
+from ...errors import ErrorCode
 from ..access import current_principal, request_headers, request_principal
 from ..api import SSE_DOC, ApiError, error_responses, json_body
 from ..auth import Principal
@@ -19,22 +20,6 @@ from ..live import AnnouncedStream, finished_or_left, one_turn, stream
 from ..service import Service
 from ..raw import Answer, read_body
 from ..sse import event_stream_wanted
-
-# Router codes → HTTP status. A refused call is the client's problem (4xx); a call that ran
-# and failed is the tool's (502, 504 for time). Unlisted codes (a tool type's own) → 502.
-STATUS_OF_CODE: dict[str, int] = {
-    "unknown_tool": 404,
-    "not_allowed": 403,
-    "tool_disabled": 403,
-    "confirmation_denied": 403,
-    "blocked": 403,
-    "invalid_arguments": 422,
-    "invalid_url": 422,
-    "timeout": 504,
-    "fetch_timeout": 504,
-    "cancelled": 409,
-    "config_error": 503,  # the tool's configuration is broken (the others still serve): the server's problem
-}
 
 
 class ToolErrorModel(BaseModel):
@@ -108,7 +93,7 @@ def router(service: Service) -> APIRouter:
         principal = request_principal(request)
         arguments = await _read_arguments(request.receive)
         if model is not None and model not in engine.project.models:
-            raise ApiError(422, "unknown_model", f"unknown model {model!r}; known: {', '.join(sorted(engine.project.models))}")
+            raise ApiError(ErrorCode.UNKNOWN_MODEL, f"unknown model {model!r}; known: {', '.join(sorted(engine.project.models))}")
         run_id, call_id = new_id("run"), new_id("call")
 
         streamed = event_stream_wanted(request_headers(request.scope).get(b"accept"))
@@ -125,9 +110,9 @@ def router(service: Service) -> APIRouter:
         if not await finished_or_left(request, run):
             return Response(status_code=499)  # nobody is listening; the status is for the access log
         if run.task is None or run.task.cancelled():
-            raise ApiError(409, "cancelled", "the call was cancelled")
+            raise ApiError(ErrorCode.CANCELLED, "the call was cancelled")
         result = run.task.result()
-        status = 200 if result.ok else STATUS_OF_CODE.get(result.error.code, 502)
+        status = 200 if result.ok else ErrorCode.call_status(result.error.code)  # 4xx refused, 502/504 failed
         return Answer(json_body(result.to_dict()), status, headers=((b"x-run-id", run_id.encode()),))
 
     return api
@@ -182,7 +167,7 @@ def _call_parameters(request: Request) -> tuple[str, bool, str | None]:
             problems.append(("query", "model", f"String should have at most {MAX_NAME} characters"))
     if problems:
         summary = "; ".join(f"{where} /{what}: {message}" for where, what, message in problems)
-        raise ApiError(422, "invalid_request", f"{len(problems)} problem(s): {summary}",
+        raise ApiError(ErrorCode.INVALID_REQUEST, f"{len(problems)} problem(s): {summary}",
                        errors=[{"pointer": f"/{what}", "message": message, "in": where} for where, what, message in problems])
     return name, background, model
 
@@ -195,4 +180,4 @@ async def _read_arguments(receive: Receive) -> str | None:
     try:
         return body.decode("utf-8")
     except UnicodeDecodeError:
-        raise ApiError(422, "invalid_arguments", "the body is not UTF-8 JSON") from None
+        raise ApiError(ErrorCode.INVALID_ARGUMENTS, "the body is not UTF-8 JSON") from None
