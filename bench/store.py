@@ -28,7 +28,7 @@ from typing import Any
 
 from engine import Engine
 
-from engine.store.base import STATEMENT_EVENTS
+from engine.store.writer import STATEMENT_EVENTS
 
 from .projects import chain_tool, write_chain_project
 from .servers import throwaway_postgres

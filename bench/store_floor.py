@@ -31,7 +31,7 @@ from typing import Iterator
 
 import orjson
 
-from engine.store.base import STATEMENT_EVENTS
+from engine.store.writer import STATEMENT_EVENTS
 from engine.store.schema import MIGRATIONS
 from engine.store.sqlite import WRITER_CACHE_KIB, WRITER_MMAP_BYTES
 

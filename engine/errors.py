@@ -18,9 +18,9 @@ that belongs to one part stays in its module (named on the right), below its pla
     ├── ConditionSyntaxError   a `when:` condition that cannot be read (also a ValueError)
     ├── YamlLoadError          a YAML file that cannot be read (carries its ConfigIssue)
     ├── JudgeError             a batch judge failed or answered out of shape
-    ├── StoreError             the run store cannot do what was asked              store/base.py
-    │   └── AmbiguousRunId     a run id prefix matches several runs                 store/base.py
-    ├── StoreUnavailable       internal: the database cannot be reached; the batch is kept   store/base.py
+    ├── StoreError             the run store cannot do what was asked              store/errors.py
+    │   └── AmbiguousRunId     a run id prefix matches several runs                 store/queries.py
+    ├── StoreUnavailable       internal: the database cannot be reached; the batch is kept   store/errors.py
     ├── SchemaTooNew           a store written by a newer skillyard                 store/schema.py
     ├── InvalidURL, Refused    fetch: not an http(s) URL (`invalid_url`); not allowed (`blocked`)   executors/fetch/guard.py
     ├── UnsupportedEncoding    fetch: a Content-Encoding it cannot undo             executors/fetch/parse.py

@@ -96,7 +96,7 @@ def test_store_queue_depth_counts_the_events_the_writer_has_not_committed(tmp_pa
     try:
         store.flush()
         assert value(samples(generate_latest(metrics.registry).decode()), "skillyard_store_queue_depth") == 0
-        with store._lock:  # the writer cannot take a batch while this is held (nor can the listener spill)
+        with store.writer._lock:  # the writer cannot take a batch while this is held (nor can the listener spill)
             for seq in range(1, 8):
                 store.listener(Event("progress", "run_depth", seq, 1000 + seq, "call_1", data={"message": "x"}))
             held = samples(generate_latest(metrics.registry).decode())

@@ -45,7 +45,7 @@ def test_a_sqlite_service_hears_control_notices_only(tmp_path: Path) -> None:
     try:
         assert engine.store is not None and not engine.store.notices_cross_processes
         replicas = _started(engine)
-        listening = {channel for channel, callbacks in engine.store._listeners.items() if callbacks}
+        listening = engine.store.notices.channels()
         assert CONTROL_CHANNEL in listening and EVENTS_CHANNEL not in listening
         replicas.stop()
     finally:

@@ -202,7 +202,7 @@ def test_the_store_counts_an_ambiguous_prefix_among_one_owners_runs(store_url: s
         assert store.run("run_p0", principal="bob") is None and store.run("run_p3", principal="bob") is None
         assert store.run("run_p6", principal="bob").id == "run_p6"  # type: ignore[union-attr]
         assert store.run("run_p0", principal="alice").principal == "alice"  # type: ignore[union-attr]
-        monkeypatch.setattr("engine.store.base.COUNT_MATCHES", 3)  # a wide prefix is counted up to a bound
+        monkeypatch.setattr("engine.store.queries.COUNT_MATCHES", 3)  # a wide prefix is counted up to a bound
         with pytest.raises(AmbiguousRunId) as wide:
             store.run("run_")
         assert wide.value.count == 3 and wide.value.counted == "3 or more"

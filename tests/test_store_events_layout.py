@@ -14,6 +14,7 @@ from pathlib import Path
 
 from engine.runtime.events import Event, encode_data
 from engine.store import RunStore
+from engine.store.ready import RowMaker
 from engine.store.schema import MIGRATIONS, SQLITE_ONLY, postgres_ddl
 from store_support import query
 
@@ -68,9 +69,9 @@ def test_a_batch_written_twice_adds_no_event_and_none_is_null(tmp_path: Path) ->
               Event("tool_call_result", "run_x", 3, 12, "call_1", data={"ok": True, "data": None})]
     events = [event._replace(data_json=encode_data(event.data)) for event in events]
     with RunStore(db, redacted_events=True) as store:
-        batch = store._ready(events)
-        store._write_rows(batch)
-        store._write_rows(batch)
+        batch = RowMaker(store.database, store.failures).ready(events)
+        store.database.write_rows(batch)
+        store.database.write_rows(batch)
         assert [e["seq"] for e in store.events("run_x")] == [1, 2, 3]
         run = store.run("run_x")
         assert run is not None and (run.status, run.finished_at, run.output, run.error, run.usage) == ("ok", 12, None, None, None)
@@ -112,12 +113,13 @@ def test_an_agent_run_within_one_batch_is_the_same_row_as_one_split_across_batch
     rows = {}
     for how, cut in (("one", 4), ("split", 2)):
         with RunStore(tmp_path / f"{how}.db", redacted_events=True) as store:
-            first, second = store._ready(events("run_a")[:cut]), store._ready(events("run_a")[cut:]) if cut < 4 else None
+            maker = RowMaker(store.database, store.failures)
+            first, second = maker.ready(events("run_a")[:cut]), maker.ready(events("run_a")[cut:]) if cut < 4 else None
             names = [name for name, _, _ in first.each_implied()] + ([name for name, _, _ in second.each_implied()] if second else [])
             assert names == (["run_start", "tool_log"] if how == "one" else ["run_start", "tool_log", "tool_end", "agent_end"])
-            store._write_rows(first)
+            store.database.write_rows(first)
             if second is not None:
-                store._write_rows(second)
+                store.database.write_rows(second)
             run = store.run("run_a")
             assert run is not None
             rows[how] = (run.to_dict(), [{**log, "id": 0} for log in store.tool_logs()])

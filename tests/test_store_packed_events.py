@@ -22,6 +22,7 @@ from engine import Engine
 from engine.runtime.events import Event, encode_data
 from engine.store import RunStore
 from engine.store.packing import HOLD_BACK_MS
+from engine.store.ready import RowMaker
 from store_support import query, write_project
 
 _COLUMNS = "run_id, seq, type, ts, tool_call_id, step_id, skill, data"
@@ -36,13 +37,14 @@ def _events(run_id: str, data: dict[str, Any] | None = None) -> list[Event]:
 
 def _write(store: RunStore, *batches: list[Event]) -> None:
     """Each batch as events that came one by one (rows)."""
+    rows = RowMaker(store.database, store.failures)
     for events in batches:
-        store._write_rows(store._ready(events))
+        store.database.write_rows(rows.ready(events))
 
 
 def _write_run(store: RunStore, events: list[Event]) -> None:
     """A run handed over whole (take_run), in one batch."""
-    store._write_rows(store._ready([], [events]))
+    store.database.write_rows(RowMaker(store.database, store.failures).ready([], [events]))
 
 
 _ERROR_END = Event("tool_call_error", "run_p", 3, 12, "call_1",

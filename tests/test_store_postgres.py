@@ -20,7 +20,7 @@ import pytest
 
 from engine import Engine
 from engine.runtime.events import Event
-from engine.store import StoreError, base, open_store
+from engine.store import StoreError, open_store, writer
 from pg_cluster import PgCluster, find_bin
 from store_support import REPO, cli, python_process, write_project
 
@@ -245,7 +245,7 @@ def test_past_the_bound_kept_events_are_counted_and_logged_once(own_cluster: PgC
                                                                capsys: pytest.CaptureFixture[str]) -> None:
     url = own_cluster.new_database()
     store = open_store(url)
-    monkeypatch.setattr(base, "MAX_PENDING_EVENTS", 100)
+    monkeypatch.setattr(writer, "MAX_PENDING_EVENTS", 100)
     try:
         own_cluster.stop()
         for first in range(1, 1001, 100):

@@ -20,6 +20,7 @@ from engine.link.linker import load_project
 from engine.runtime.events import Event, encode_data, record_sink
 from engine.server.sse import event_frames, stored_frames
 from engine.store import open_store
+from engine.store.ready import RowMaker
 from engine.store.rows import Batch, Implier
 from test_store_backends import engine_on, project, sql, url  # noqa: F401 - fixtures
 from store_support import write_project
@@ -100,8 +101,7 @@ def test_a_lone_surrogate_in_an_id_is_replaced_and_loses_no_other_run(url: str) 
     def encoded(event: Event) -> Event:  # as a Run delivers them to a store that takes redacted events
         return event._replace(data_json=encode_data(event.data))
 
-    with open_store(url) as store:
-        store.redacted_events = True
+    with open_store(url, redacted_events=True) as store:
         store.listener(encoded(Event("tool_call_start", "run_bad", 1, 1, "call_\ud800", data={"tool": "t", "arguments": {}})))
         store.listener(encoded(Event("tool_call_start", "run_good", 1, 1, "call_1", data={"tool": "t", "arguments": {"x": 1}})))
         store.flush()
@@ -115,15 +115,15 @@ def test_pending_rows_are_a_handful_of_objects_whatever_their_number(tmp_path: P
     full collections (long pauses of the event loop); a spill keeps them in flat lists."""
     events = [Event("tool_progress_delta", f"run_{i // 50}", i % 50 + 1, 1, "call_1", data={"n": i}) for i in range(2_000)]
     events = [event._replace(data_json=encode_data(event.data)) for event in events]
-    with open_store(f"sqlite:///{tmp_path}/runs.db") as store:
-        store.redacted_events = True
+    with open_store(f"sqlite:///{tmp_path}/runs.db", redacted_events=True) as store:
+        rows = RowMaker(store.database, store.failures)
         growth = []
         for _ in range(3):  # other threads (the writer, earlier tests' notice threads) may allocate meanwhile:
             gc.collect()  # the least growth of three tries is this spill's own
             gc.disable()
             try:
                 before = len(gc.get_objects())
-                batch = store._ready(events)
+                batch = rows.ready(events)
                 growth.append(len(gc.get_objects()) - before)
             finally:
                 gc.enable()
@@ -143,8 +143,8 @@ def test_a_batch_retried_after_a_transient_error_keeps_its_implied_rows(tmp_path
         return 0
 
     with open_store(f"sqlite:///{tmp_path}/runs.db") as store:
-        store._write.create_function("fail_once", 0, fail_once)
-        store._write.execute("CREATE TEMP TRIGGER fail_first AFTER INSERT ON tool_logs BEGIN SELECT fail_once(); END")
+        store.database._write.create_function("fail_once", 0, fail_once)  # the writer thread's connection
+        store.database._write.execute("CREATE TEMP TRIGGER fail_first AFTER INSERT ON tool_logs BEGIN SELECT fail_once(); END")
         store.listener(Event("tool_call_start", "run_retry", 1, 10, "call_1", data={"tool": "report", "arguments": {"a": 1}}))
         store.listener(Event("tool_call_result", "run_retry", 2, 20, "call_1", data={"ok": True, "data": 1}))
         store.flush()
@@ -189,14 +189,14 @@ def test_spilled_parts_joined_are_the_batch_of_all_their_events(tmp_path: Path) 
     events = [event._replace(data_json=encode_data(event.data)) for event in events]
     stored = {}
     for how in ("whole", "parts"):
-        with open_store(f"sqlite:///{tmp_path}/{how}.db") as store:
-            store.redacted_events = True
+        with open_store(f"sqlite:///{tmp_path}/{how}.db", redacted_events=True) as store:
+            rows = RowMaker(store.database, store.failures)  # the writer's own part, fed here directly
             if how == "whole":
-                batch = store._ready(events)
+                batch = rows.ready(events)
                 assert [name for name, _, _ in batch.each_implied()] == ["run_start", "tool_log"] * 40
             else:
-                batch = Batch.joined([store._ready(events[at : at + 50]) for at in range(0, len(events), 50)])
-            store._write_rows(batch)
+                batch = Batch.joined([rows.ready(events[at : at + 50]) for at in range(0, len(events), 50)])
+            store.database.write_rows(batch)
             stored[how] = ([run.to_dict() for run in store.runs(limit=100)], [{**log, "id": 0} for log in store.tool_logs(limit=100)],
                            [store.events(f"run_{run}") for run in range(40)], batch)
     whole, parts = stored["whole"][3], stored["parts"][3]

@@ -299,6 +299,71 @@ def test_a_secret_of_the_arguments_reaches_no_sink_of_the_worker(setup: Setup) -
     assert planted not in Path(worker.log.name).read_text()  # type: ignore[attr-defined]
 
 
+KEYED_TOOL = """
+  keyed:
+    description: A step returns a key, a later one echoes it under a harmless name.
+    parameters:
+      type: object
+      properties: {text: {type: string}, seconds: {type: number}}
+      required: [text, seconds]
+    workflow: keyed
+"""
+KEYED_WORKFLOW = """
+  keyed:
+    steps:
+      - {id: issue, skill: issueKey, input: {text: $toolArgs.text}}
+      - {id: sleep, skill: sleep, input: {text: $toolArgs.text, seconds: $toolArgs.seconds}}
+      - {id: echo, skill: echoKey, input: {value: $steps.issue.output.api_key}}
+    output: $steps.sleep.output
+"""
+KEYED_SKILLS = """
+  issueKey:
+    kind: python
+    function: temporal_keys:issue
+    input: {type: object, properties: {text: {type: string}}, required: [text]}
+  echoKey:
+    kind: python
+    function: temporal_keys:echo
+    input: {type: object, properties: {value: {type: string}}, required: [value]}
+"""
+KEYED_CODE = '''
+def issue(input):
+    return {"api_key": "KEY-" + input["text"]}
+
+
+def echo(input):
+    return {"note": input["value"]}
+'''
+
+
+def test_a_key_a_step_returned_stays_hidden_in_events_another_worker_writes(setup: Setup) -> None:
+    """The run's redaction state is its workflow's (rebuilt by replay on any worker), not a cache
+    of the worker that happens to write a batch: step 1's events are written by the first worker,
+    which then stops; step 3's, where the key appears under a harmless name, by the second."""
+    for name, extra in (("tools.yaml", KEYED_TOOL), ("workflows.yaml", KEYED_WORKFLOW), ("skills.yaml", KEYED_SKILLS)):
+        with open(setup.root / name, "a") as out:
+            out.write(extra)
+    (setup.root / "temporal_keys.py").write_text(KEYED_CODE)
+    first = setup.start_worker()
+    text = uuid.uuid4().hex
+    call = subprocess.Popen([*setup.command("call", "keyed", "--args-json", json.dumps({"text": text, "seconds": 2}),
+                                            "--output", "events", "--quiet"), "--backend", "temporal"],
+                            env=setup.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_for(lambda: setup.counted("sleep", text), 60, "step 2 to start")
+    first.send_signal(signal.SIGTERM)  # it finishes step 2 (a graceful stop) and takes no further task
+    assert first.wait(60) == 0
+    setup.start_worker()  # replays the execution, runs step 3 and writes its events
+    stdout, stderr = call.communicate(timeout=120)
+    assert call.returncode == 0, stderr
+    events, result = events_of(stdout)
+    assert result["data"] == {"text": text}
+    stored = setup.stored(result["run_id"])
+    echoed = [e for e in stored if e.get("step_id") == "echo" and e["type"] in ("skill_start", "skill_result")]
+    assert [e["type"] for e in echoed] == ["skill_start", "skill_result"]
+    assert echoed[1]["data"]["output"] == {"note": "[REDACTED]"}
+    assert "KEY-" + text not in json.dumps(stored) and "KEY-" + text not in stdout
+
+
 # ─── tools that are not workflows: one activity on a worker ──────────────────────────────
 
 OTHER_TOOLS = """

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import itertools
+import time
 from pathlib import Path
 from typing import Any
 
@@ -257,6 +258,36 @@ def test_a_failing_member_cancels_the_others_after_its_own_retries(write_yaml_pr
     assert ("cancelled", "slow") in skills.log
     assert ("start", "after") not in skills.log
     assert ("step_cancelled", "slow") in progress(events)
+
+
+RETRIED = """
+workflows:
+  flow:
+    steps:
+      - id: broken
+        skill: work
+        retry: {times: 3, delay: 30ms}
+        input: {key: broken, fail: true}
+"""
+
+
+def test_the_waits_between_attempts_start_at_the_delay_and_double(write_yaml_project) -> None:
+    engine, _ = project(write_yaml_project, RETRIED)
+    starts: list[float] = []
+    events: list[Any] = []
+
+    def heard(event: Any) -> None:
+        events.append(event)
+        if event.type == "skill_start":
+            starts.append(time.perf_counter())
+
+    result = engine.call_tool_sync("run", {}, on_event=heard)
+    assert not result.ok and "item broken is broken" in result.error.message
+    errors = [e.data for e in events if e.type == "skill_error"]
+    assert [(e["attempt"], e["will_retry"]) for e in errors] == [(1, True), (2, True), (3, True), (4, False)]
+    waits = [later - earlier for earlier, later in zip(starts, starts[1:])]
+    for waited, delay in zip(waits, (0.03, 0.06, 0.12), strict=True):
+        assert waited >= delay * 0.9, (waits, delay)  # (the loop may fire a timer a clock tick early)
 
 
 def test_cancelling_the_call_cancels_parallel_members_and_items(write_yaml_project) -> None:

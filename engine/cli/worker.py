@@ -47,7 +47,7 @@ def cmd_worker(ns: argparse.Namespace) -> int:
     configure_logging(settings.format, settings.level, project.redactor)
     try:
         store = open_store(store_url(project.root, project.settings.store), redactor=project.redactor,
-                           redacted_events=True)  # the activities redact before writing
+                           redacted_events=True)  # events come redacted (by the workflows' Runs)
     except StoreError as exc:
         raise UsageError(str(exc)) from None
     try:

@@ -1,14 +1,17 @@
 """The workflow executor: run steps in order, mapping inputs from arguments and earlier outputs.
 
-A plain step (a skill, no `when`/`forEach`/`workflow`) is inlined in `execute`, so a
-straight-line workflow pays nothing for the other constructs. Any other entry of `steps` is
-a node compiled at link time (engine/executors/workflow_nodes.py) that runs itself: `await node.run(…)`.
+A plain step (a skill, no `when`/`forEach`/`workflow`) runs through `call_step`, the one copy
+of a step's attempts: its input check, the skill call (`LinkedStep.attempt`), its `retry`
+(`RetryPolicy`) and the events around each attempt. Every path runs it: this executor, the
+constructs (engine/executors/workflow_nodes.py: any other entry of `steps` is a node compiled
+at link time that runs itself, `await node.run(…)`), and the Temporal backend, whose workflow
+runs this executor with each attempt's skill call as an activity on a worker, where
+`LinkedStep.attempt` runs the skill (engine/backends/temporal/workflows.py, activities.py).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Protocol
@@ -22,7 +25,30 @@ from ..runtime.deadlines import deadline
 from ..runtime.timing import PLAIN_TYPES, elapsed_ms, perf_counter_ns
 from ..safety.user_frames import failure_details
 
-_NO_LIMIT = contextlib.nullcontext()
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """A step's `retry:`, the rule every path applies: a failed attempt is tried again while
+    attempts are left and its failure is retryable (a timeout, a skill's bug, a StepFailure
+    raised as retryable), after `delay` seconds, twice as long before each later attempt."""
+
+    times: int  # attempts after the first
+    delay: float  # seconds between the first attempt and the second
+    # How to wait between attempts. A Temporal workflow (which runs this executor) passes its own:
+    # write the events so far, then wait on a durable timer.
+    wait: Callable[[float], Awaitable[Any]] = asyncio.sleep
+
+    def will_retry(self, error: StepFailure, attempt: int) -> bool:
+        """Whether failed attempt number `attempt` (1 for the first) is followed by another."""
+        return attempt <= self.times and error.retryable
+
+    def delay_for(self, attempt: int) -> float:
+        """Seconds between failed attempt number `attempt` and the next one."""
+        return self.delay * 2 ** (attempt - 1)
+
+    def pause(self, attempt: int) -> Awaitable[Any]:
+        """The wait after failed attempt number `attempt`."""
+        return self.wait(self.delay_for(attempt))
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,8 +59,7 @@ class LinkedStep:
     skill: Skill
     resolve_input: Resolver
     timeout: float | None
-    retries: int
-    retry_delay: float
+    retry: RetryPolicy
     event_id: str = ""  # the step_id its events carry: its id, or `parent/id` inside a sub-workflow
 
     def __post_init__(self) -> None:
@@ -44,6 +69,36 @@ class LinkedStep:
     @property
     def output_clean(self) -> bool:
         return self.skill.output_clean
+
+    async def attempt(self, value: Any, ctx: SkillContext | None, call: Callable[[Any, Any], Any]) -> Any:
+        """One attempt's output: the skill called with its context under the step's timeout, its
+        output checked against the skill's schema. Raises what the skill raises (see `failure`).
+        `call`: the skill's `call` (a Temporal worker's calls sync code off its event loop)."""
+        skill = self.skill
+        if self.timeout is None:
+            output = call(value, ctx)
+            if type(output) not in PLAIN_TYPES and inspect.isawaitable(output):
+                output = await output
+        else:
+            with deadline(self.timeout):
+                output = call(value, ctx)
+                if type(output) not in PLAIN_TYPES and inspect.isawaitable(output):
+                    output = await output
+        schema = skill.output_schema
+        if schema is not None and not schema.is_valid(output):
+            raise _invalid_output(skill, schema.check(output))
+        return output
+
+    def failure(self, exc: Exception) -> StepFailure:
+        """What a failed attempt means: the skill's own StepFailure, a timeout, or a bug (both retryable)."""
+        if isinstance(exc, StepFailure):
+            return exc
+        if isinstance(exc, TimeoutError):
+            limit = f"longer than {self.timeout:g}s" if self.timeout is not None else "too long (the skill raised TimeoutError)"
+            return StepFailure("timeout", f"step {self.id!r} took {limit}", retryable=True)
+        details = failure_details(exc, getattr(self.skill, "user_roots", ()))  # the user's frames (engine/safety/user_frames.py)
+        return StepFailure("execution_error", f"skill {self.skill.name!r} raised {type(exc).__name__}: {exc}", details,
+                           retryable=True)
 
 
 class StepNode(Protocol):
@@ -111,8 +166,6 @@ class WorkflowExecutor:
         return mapping_is_clean(self.output_mapping, source_clean, key_ok)
 
     async def execute(self, args: dict[str, Any], run: RunContext) -> Any:
-        # One frame for the whole workflow: steps, attempts and the skill call are inlined
-        # here, so a step costs no extra coroutine (and an awaiting skill no extra frames).
         emit = run.events.emit
         call_id = run.tool_call_id
         total = self.total
@@ -128,45 +181,7 @@ class WorkflowExecutor:
                 continue
             step_started = perf_counter_ns()
             emit("tool_progress_delta", self._started[index], call_id, None, None, None, True)
-            skill = step.skill
-            value = _step_input(step, args, outputs, run)
-            attempt = 1
-            delay = step.retry_delay
-            while True:
-                started = perf_counter_ns()
-                emit("skill_start", {"input": value, "attempt": attempt, "kind": skill.kind},
-                     call_id, step.event_id, skill.name, None, skill.input_clean)
-                ctx = SkillContext(run, step.event_id, skill.name, attempt) if skill.needs_context else None
-                try:
-                    if step.timeout is None:
-                        output = skill.call(value, ctx)
-                        if type(output) not in PLAIN_TYPES and inspect.isawaitable(output):
-                            output = await output
-                    else:
-                        with deadline(step.timeout):
-                            output = skill.call(value, ctx)
-                            if type(output) not in PLAIN_TYPES and inspect.isawaitable(output):
-                                output = await output
-                    schema = skill.output_schema
-                    if schema is not None and not schema.is_valid(output):
-                        raise _invalid_output(skill, schema.check(output))
-                except Exception as exc:  # noqa: BLE001 - a skill's failure becomes an error event, not a crash
-                    error = _step_failure(step, exc)
-                else:
-                    emit("skill_result", {"output": output, "duration_ms": elapsed_ms(started)},
-                         call_id, step.event_id, skill.name, None, skill.output_clean)
-                    break
-                will_retry = attempt <= step.retries and error.retryable
-                emit("skill_error",
-                     {"code": error.code, "message": error.message, "attempt": attempt, "will_retry": will_retry,
-                      "duration_ms": elapsed_ms(started)},
-                     call_id, step.event_id, skill.name)
-                if not will_retry:
-                    raise error
-                await asyncio.sleep(delay)
-                delay *= 2
-                attempt += 1
-            outputs[step.id] = output
+            outputs[step.id] = output = await call_step(step, args, outputs, run)
             emit(
                 "tool_progress_delta",
                 {
@@ -215,8 +230,8 @@ def _step_input(step: LinkedStep, args: dict[str, Any], outputs: dict[str, Any],
 
 
 async def call_step(step: LinkedStep, args: dict[str, Any], outputs: dict[str, Any], run: RunContext) -> Any:
-    """One plain step's call with its retries and events, for the constructs (see `execute`
-    for the inlined copy of the same loop that straight-line workflows take).
+    """One plain step: its input, its attempts (`LinkedStep.attempt`, `RetryPolicy`) and their
+    events. The one copy, whoever runs the step (see the module's docstring).
 
     Inside a forEach, `run` is the item's (workflow_nodes.ItemRun): its events say `item_index`.
     """
@@ -225,35 +240,27 @@ async def call_step(step: LinkedStep, args: dict[str, Any], outputs: dict[str, A
     skill = step.skill
     value = _step_input(step, args, outputs, run)
     attempt = 1
-    delay = step.retry_delay
     while True:
         started = perf_counter_ns()
         emit("skill_start", {"input": value, "attempt": attempt, "kind": skill.kind},
              call_id, step.event_id, skill.name, None, skill.input_clean)
         ctx = SkillContext(run, step.event_id, skill.name, attempt) if skill.needs_context else None
         try:
-            with deadline(step.timeout) if step.timeout is not None else _NO_LIMIT:
-                output = skill.call(value, ctx)
-                if type(output) not in PLAIN_TYPES and inspect.isawaitable(output):
-                    output = await output
-            schema = skill.output_schema
-            if schema is not None and not schema.is_valid(output):
-                raise _invalid_output(skill, schema.check(output))
+            output = await step.attempt(value, ctx, skill.call)
         except Exception as exc:  # noqa: BLE001 - a skill's failure becomes an error event, not a crash
-            error = _step_failure(step, exc)
+            error = step.failure(exc)
         else:
             emit("skill_result", {"output": output, "duration_ms": elapsed_ms(started)},
                  call_id, step.event_id, skill.name, None, skill.output_clean)
             return output
-        will_retry = attempt <= step.retries and error.retryable
+        will_retry = step.retry.will_retry(error, attempt)
         emit("skill_error",
              {"code": error.code, "message": error.message, "attempt": attempt, "will_retry": will_retry,
               "duration_ms": elapsed_ms(started)},
              call_id, step.event_id, skill.name)
         if not will_retry:
             raise error
-        await asyncio.sleep(delay)
-        delay *= 2
+        await step.retry.pause(attempt)
         attempt += 1
 
 
@@ -264,14 +271,3 @@ def _invalid_output(skill: Skill, violations: list[Violation]) -> StepFailure:
         + "; ".join(f"{v.pointer or '/'}: {v.message}" for v in violations[:5]),
         {"errors": [v.as_dict() for v in violations]},
     )
-
-
-def _step_failure(step: LinkedStep, exc: Exception) -> StepFailure:
-    """What a failed attempt means: the skill's own StepFailure, a timeout, or a bug (both retryable)."""
-    if isinstance(exc, StepFailure):
-        return exc
-    if isinstance(exc, TimeoutError):
-        limit = f"longer than {step.timeout:g}s" if step.timeout is not None else "too long (the skill raised TimeoutError)"
-        return StepFailure("timeout", f"step {step.id!r} took {limit}", retryable=True)
-    details = failure_details(exc, getattr(step.skill, "user_roots", ()))  # the user's frames (engine/safety/user_frames.py)
-    return StepFailure("execution_error", f"skill {step.skill.name!r} raised {type(exc).__name__}: {exc}", details, retryable=True)

@@ -1,7 +1,7 @@
 """The workflow constructs beyond a plain step: `when`, `forEach`, `workflow:` and `parallel`.
 
 Built by the linker (everything decided at load), run by `WorkflowExecutor.execute`, which
-inlines plain steps and awaits `node.run(args, outputs, run)` for these. A node stores its
+runs plain steps through `call_step` and awaits `node.run(args, outputs, run)` for these. A node stores its
 output under its step id in `outputs` (a skipped step stores nothing: its output is absent).
 
 Cancellation is real: a parallel group's members and a forEach step's items run as asyncio

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..executors.workflow import LinkedStep, WorkflowExecutor
+from ..executors.workflow import LinkedStep, RetryPolicy, WorkflowExecutor
 from ..executors.workflow_nodes import ForEach, Parallel, Step, SubWorkflow
 from ..lang.conditions import Condition, ConditionSyntaxError, check_types
 from ..lang.mapping import Fallback, MappingSyntaxError, Reference, compile_mapping, compile_reference, is_reference, parse_value
@@ -278,7 +278,8 @@ class WorkflowLink:
         unit: Any
         if step.skill is not None:
             retry = step.retry_spec
-            unit = LinkedStep(step.id, self.linker.skills[step.skill], resolver, step.timeout, retry.times, retry.delay, event_id)
+            unit = LinkedStep(step.id, self.linker.skills[step.skill], resolver, step.timeout, RetryPolicy(retry.times, retry.delay),
+                              event_id)
             if leaf.plain:
                 return unit
         else:

@@ -5,8 +5,10 @@ processes; psycopg is imported only when a postgresql:// URL is opened). `open_s
 the one a URL names; `store_url` says which URL a project uses.
 """
 
-from .base import AmbiguousRunId, RunRecord, Store, StoreError
+from .base import Store
+from .errors import StoreError
 from .open import open_store
+from .queries import AmbiguousRunId, RunRecord
 from .sqlite import RunStore
 from .urls import store_url
 

@@ -1,15 +1,17 @@
 """Batches in the run store: which runs a `skillyard batch` made, and how its cases went.
 
-A mixin of `Store`: the statements are plain SQL both SQLite and PostgreSQL read; they go
-through the store's own `_transaction` / `_fetch`, outside the event writer (a batch writes a
-row per finished case, far fewer than events).
+A part of `Store` (base.py): the statements are plain SQL both SQLite and PostgreSQL read;
+they go through the database's `transaction` / `fetch`, outside the event writer (a batch
+writes a row per finished case, far fewer than events).
 """
 
 from __future__ import annotations
 
 import json
 import time
-from typing import Any, Sequence
+from typing import Any
+
+from .database import Database
 
 _UPSERT_CASE = (
     "INSERT INTO batch_cases (batch_id, case_id, run_id, ok, passed, verdicts) VALUES (?, ?, ?, ?, ?, ?) "
@@ -25,14 +27,12 @@ _SUMMARY = (
 _GROUP = " GROUP BY b.id, b.tool, b.principal, b.status, b.started_at, b.finished_at, b.total, b.data_file"
 
 
-class BatchRecords:
-    """Store methods for batches (mixed into `Store`)."""
+class Batches:
+    """Batches and their cases, written and read."""
 
-    def _transaction(self, statements: list[tuple[str, Sequence[Any]]]) -> list[int]:  # pragma: no cover - Store's
-        raise NotImplementedError
-
-    def _fetch(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:  # pragma: no cover - Store's
-        raise NotImplementedError
+    def __init__(self, database: Database) -> None:
+        self._transaction = database.transaction
+        self._fetch = database.fetch
 
     def start_batch(self, batch_id: str, tool: str, total: int, *, principal: str | None = None,
                     data_file: str | None = None) -> None:

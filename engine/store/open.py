@@ -9,7 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..safety.redaction import Redactor
-from .base import Store, StoreError
+from .base import Store
+from .errors import StoreError
 from .urls import is_postgres, sqlite_path
 
 

@@ -1,16 +1,17 @@
 """A finished run's events as one JSON text: what the SQLite writer stores instead of a row per event.
 
-The Engine hands the store each of its runs whole, at the run's end (`Store.open_buffer`:
+The Engine hands the store each of its runs whole, at the run's end (`Writer.open_buffer`:
 the run's events go into a list of its own, with no Python call per event). SQLite keeps
 such a run's events in the run's own row (`runs.packed_events`): one value instead of some
 15 rows and their index entries, which were most of what SQLite did per call
 (bench.request_cost). The view `events` (schema.py, migration 11) shows them as rows beside
 the rows of `event_rows` (the events of runs written as they went, of stores fed event by
 event, and any event of a run after its end), so SQL reads every event as before;
-`Store.events` reads the packed text directly (`unpacked`).
+`SqliteDatabase.events` reads the packed text directly (`unpacked`).
 
 A packed event is the array [seq, type, ts, tool_call_id, step_id, skill, data], its data the
 JSON the Run encoded, put in as it is (`orjson.Fragment`: not parsed, not encoded again).
+Events are read by field name (a field added to Event changes nothing here).
 
 A run still going after HOLD_BACK_MS (one waiting for an approval) is not kept waiting:
 the writer takes its events as they come, as rows (a SQLite store's; a PostgreSQL store,
@@ -38,14 +39,14 @@ _DUMPS = orjson.dumps
 def pack_run(events: list[Event]) -> str | None:
     """A whole run's events (all of them: seq 1, 2, … n, event 1 opening its row) as one JSON
     text; None when they are not all here, when one of them has no encoded data (the store's
-    fallback encodes it, as a row) or an id is no valid text. One pass that unpacks each
-    event tuple, one C call to encode."""
+    fallback encodes it, as a row) or an id is no valid text. One pass over the events, one
+    C call to encode."""
     first = events[0]
-    if first[2] != 1 or first[0] not in RUN_OPENING_TYPES or events[-1][2] != len(events) or not first[1].isascii():
+    if first.seq != 1 or first.type not in RUN_OPENING_TYPES or events[-1].seq != len(events) or not first.run_id.isascii():
         return None  # its first events went as rows (it ran past HOLD_BACK_MS), some came from elsewhere; no run row; an odd id
     try:
-        return _DUMPS([(seq, kind, ts, call, step, skill, _FRAGMENT(data))
-                       for kind, _, seq, ts, call, step, skill, _, _, data in events]).decode()
+        return _DUMPS([(e.seq, e.type, e.ts, e.tool_call_id, e.step_id, e.skill, _FRAGMENT(e.data_json))
+                       for e in events]).decode()
     except (TypeError, orjson.JSONEncodeError):
         return None
 

@@ -1,6 +1,6 @@
 """The shared run store: PostgreSQL, for several processes (service replicas) at once.
 
-The same tables, migrations and writer as SQLite (base.py, schema.py): the listener appends,
+The same tables, migrations and writer as SQLite (writer.py, schema.py): the listener appends,
 a writer thread sends each batch's ready rows as one JSON array (one parameter: the cheapest
 for this process; PostgreSQL unpacks it with json_array_elements, parsing no event's data)
 and the rows they imply (rows.py) in the same pipeline, one transaction per batch, events
@@ -8,9 +8,13 @@ idempotent (a batch sent twice changes nothing). The statement that inserts a ba
 seq, so followers in other processes hear of new events when the batch commits.
 
 The writer has a connection of its own; reads, tool settings and notify() borrow one from a
-small pool (psycopg_pool); listen() has one more, on a thread of its own. While the database
-cannot be reached, the writer keeps the batches and tries again (base.py). Migrations run
-under an advisory lock, so processes that open a new database at once do not race.
+small pool (psycopg_pool); listen() has one more, on a thread of its own (postgres_notices.py).
+While the database cannot be reached, the writer keeps the batches and tries again (writer.py).
+Migrations run under an advisory lock, so processes that open a new database at once do not race.
+
+`PostgresDatabase` is the dialect (database.py's interface); `PostgresStore` the Store over it,
+with what only a shared store does: runs that execute elsewhere (Temporal workers) are
+recorded, adopted when their process stops, and interrupted.
 
 Imported only when a postgresql:// URL is opened (open.py): the default needs no psycopg.
 """
@@ -20,34 +24,32 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import threading
 import time
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import orjson
 import psycopg
-from psycopg import sql as pgsql
 from psycopg_pool import ConnectionPool
 
 from ..logging import logger
 from ..safety.redaction import Redactor
-from .base import (
-    HEARTBEAT_S, HOST, PROCESS_FORGOTTEN_MS, PROCESS_TIMEOUT_MS, RETRY_MAX_S, Store, StoreError, StoreUnavailable, _alive,
-)
-from .urls import display_url
+from .base import Store
+from .database import HEARTBEAT_S, HOST, PROCESS_FORGOTTEN_MS, PROCESS_TIMEOUT_MS, Database, Statement, is_alive
+from .errors import StoreError, StoreUnavailable
+from .postgres_notices import CONNECT_TIMEOUT_S, PostgresNotices
 from .rows import Batch
 from .schema import (
-    EVENTS_CHANNEL, INSERT_EVENTS_PG, MIGRATIONS, POSTGRES_BULK, POSTGRESQL, TOOL_SETTINGS_CHANNEL, SchemaTooNew, implied_statements, postgres_ddl,
+    EVENTS_CHANNEL, INSERT_EVENTS_PG, MIGRATIONS, POSTGRES_BULK, POSTGRESQL, TOOL_SETTINGS_CHANNEL, SchemaTooNew,
+    implied_statements, postgres_ddl,
 )
+from .urls import display_url
 
-CONNECT_TIMEOUT_S = 5  # opening the store, and each attempt of the writer to reconnect
 READ_TIMEOUT_S = 10.0  # a read waits this long for a pooled connection
-LISTEN_POLL_S = 0.2  # the listener thread looks for new channels (and stop) this often
 MIGRATION_LOCK = 0x736B696C6C79  # pg_advisory_xact_lock key ("skilly"): one migrating process at a time
 _PLACEHOLDERS: dict[str, str] = {}
 
 
-# HEARTBEAT_S, PROCESS_TIMEOUT_MS, PROCESS_FORGOTTEN_MS (base.py): the leases, as with SQLite
+# HEARTBEAT_S, PROCESS_TIMEOUT_MS, PROCESS_FORGOTTEN_MS (database.py): the leases, as with SQLite
 _NOW_MS = "(extract(epoch from clock_timestamp()) * 1000)::bigint"  # the database's clock: one for every host
 _HEARTBEAT = (
     f"INSERT INTO processes (id, host, pid, heartbeat_at) VALUES (%s, %s, %s, {_NOW_MS}) "
@@ -97,14 +99,14 @@ def _pg_quoted(query: str) -> str:
 IMPLIED = {name: _pg_quoted(sql) for name, sql in implied_statements(POSTGRESQL).items()}
 
 
-class PostgresStore(Store):
-    """The run store in the PostgreSQL database at `url` (postgresql://user[:password]@host:port/db)."""
+class PostgresDatabase(Database):
+    """The PostgreSQL database at `url` (postgresql://user[:password]@host:port/db), as a Store's parts use it."""
 
-    _NEWEST = "r.started_at DESC, r.id DESC"
-    _PREFIX = 'r.id COLLATE "C" >= ? AND r.id COLLATE "C" < ?'  # byte order, whatever the database's collation
+    NEWEST = "r.started_at DESC, r.id DESC"
+    PREFIX = 'r.id COLLATE "C" >= ? AND r.id COLLATE "C" < ?'  # byte order, whatever the database's collation
     notices_cross_processes = True  # INSERT_EVENTS notifies through the database
 
-    def __init__(self, url: str, *, redactor: Redactor | None = None, redacted_events: bool = False):
+    def __init__(self, url: str) -> None:
         self.url = url
         self.where = display_url(url)
         self._password = _password(url)
@@ -123,22 +125,17 @@ class PostgresStore(Store):
         except psycopg.Error as exc:
             self._close_writer()
             raise StoreError(
-                f"cannot open the run store {self.where}: {self._reason(exc)} — check that PostgreSQL runs there and "
+                f"cannot open the run store {self.where}: {self.reason(exc)} — check that PostgreSQL runs there and "
                 "the URL (SKILLYARD_STORE_URL, or store.url in config/engine.yaml), or run with --no-store"
             ) from None
         self._pool = ConnectionPool(
             url, min_size=1, max_size=4, kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S},
             timeout=READ_TIMEOUT_S, check=ConnectionPool.check_connection, name="skillyard-store", num_workers=1, open=True,
         )
-        self._notices = _Notices(url, self.where)
         self._process = f"{HOST}:{os.getpid()}"
         self._next_heartbeat = 0.0
-        self._start_writer(redactor, redacted_events)
 
-    def __enter__(self) -> "PostgresStore":
-        return self
-
-    def _reason(self, exc: BaseException) -> str:
+    def reason(self, exc: BaseException) -> str:
         """An error's text without the URL's password (a driver may echo connection strings)."""
         text = str(exc).strip() or type(exc).__name__
         return text.replace(self._password, "***") if self._password else text
@@ -151,18 +148,20 @@ class PostgresStore(Store):
             try:
                 self._write = psycopg.connect(self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S)
             except psycopg.Error as exc:
-                raise StoreUnavailable(self._reason(exc)) from None
+                raise StoreUnavailable(self.reason(exc)) from None
         return self._write
 
-    def _write_rows(self, rows: Batch) -> None:
-        """One transaction: the events, then the rows they imply."""
+    def write_rows(self, rows: Batch) -> list[tuple[str, BaseException]]:
+        """One transaction: the events, then the rows they imply. A batch PostgreSQL refuses
+        (e.g. \\u0000 in a text column) is written one event at a time: the others still go."""
         try:
             self._write_batch(rows)
         except (psycopg.OperationalError, psycopg.InterfaceError) as exc:  # the server went away, restarts…
             self._close_writer()
-            raise StoreUnavailable(self._reason(exc)) from None
-        except psycopg.Error:  # a row PostgreSQL refuses (e.g. \\u0000 in a text column): the others still go
-            self._write_one_by_one(rows)
+            raise StoreUnavailable(self.reason(exc)) from None
+        except psycopg.Error:
+            return self._write_one_by_one(rows)
+        return []
 
     def _write_batch(self, rows: Batch) -> None:
         db = self._writer_connection()
@@ -176,39 +175,35 @@ class PostgresStore(Store):
                     with db.cursor() as cursor:
                         cursor.executemany(IMPLIED[name], params)
 
-    def _write_one_by_one(self, rows: Batch) -> None:
-        """Each event (with the rows it implies) in a transaction of its own; an event that
-        still fails is counted (`write`)."""
+    def _write_one_by_one(self, rows: Batch) -> list[tuple[str, BaseException]]:
+        """Each event (with the rows it implies) in a transaction of its own; the events that
+        still fail, as (what, why)."""
+        lost: list[tuple[str, BaseException]] = []
         for index in range(rows.count):
             single = rows.one(index)
             try:
                 self._write_batch(single)
             except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
                 self._close_writer()
-                raise StoreUnavailable(self._reason(exc)) from None
+                raise StoreUnavailable(self.reason(exc)) from None
             except psycopg.Error as exc:
                 run_id, seq, kind = single.events[:3]
-                self._failed = exc
-                self._count_failure("write", 1, f"event {kind} #{seq} of run {run_id}: {self._reason(exc)}")
+                lost.append((f"event {kind} #{seq} of run {run_id}: {self.reason(exc)}", exc))
+        return lost
 
-    def _write_side(self) -> None:
-        if not self._side:
-            return
-        side, self._side = self._side, []
+    def write_side(self, statements: list[Statement]) -> None:
         try:
             db = self._writer_connection()
             with db.transaction():
-                for sql, params in side:
+                for sql, params in statements:
                     db.execute(_pg(sql), params)
-        except (StoreUnavailable, psycopg.OperationalError, psycopg.InterfaceError):
-            self._side[:0] = side  # kept, in order, for the next round (the events wait too)
+        except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
             self._close_writer()
-        except psycopg.Error as exc:
-            self._failed = exc
+            raise StoreUnavailable(self.reason(exc)) from None
 
     # ─── processes: heartbeats, and the runs of a process that died ─────────────────────
 
-    def _housekeeping(self) -> None:
+    def housekeeping(self) -> None:
         """Every HEARTBEAT_S: say this process is alive, and interrupt the runs of processes
         whose heartbeat is older than PROCESS_TIMEOUT_S (killed, or cut off), closing their
         pending approvals and waking their followers. Any process sharing the store does it,
@@ -230,60 +225,10 @@ class PostgresStore(Store):
         except (StoreUnavailable, psycopg.OperationalError, psycopg.InterfaceError):
             self._close_writer()  # the events' next attempt reconnects
         except psycopg.Error as exc:
-            logger.error("run store: heartbeat failed", store=self.where, error=self._reason(exc))
+            logger.error("run store: heartbeat failed", store=self.where, error=self.reason(exc))
         else:
             if reaped:
                 logger.warning("run store: interrupted the runs of a process that stopped", store=self.where, runs=len(reaped))
-
-    # ─── runs that execute elsewhere (Temporal workers) ─────────────────────────────────
-
-    def record_executor(self, run_id: str, executor: str) -> None:
-        """`run_id` executes on `executor`'s workers, not in this process: if this process dies,
-        the run is not interrupted but adopted (written by the writer thread, before the run's events)."""
-        self._side.append(("INSERT INTO run_executors (run_id, executor) VALUES (?, ?) ON CONFLICT DO NOTHING",
-                           (run_id, executor)))
-
-    def executor(self, run_id: str) -> str | None:
-        """Where `run_id` executes when not in the process that wrote its row (`temporal`), else None."""
-        rows = self._fetch("SELECT executor FROM run_executors WHERE run_id = ?", (run_id,))
-        return rows[0][0] if rows else None
-
-    def adopt_orphans(self, executor: str, limit: int = 20) -> list[tuple[str, str, int]]:
-        """Take over runs of `executor` whose process stopped (no heartbeat for PROCESS_TIMEOUT_MS):
-        their rows now name this process. Only while this process's own heartbeat is fresh (else
-        others would take them back at once). [(run_id, kind, started_at)]; StoreError when unreachable."""
-        try:
-            with self._pool.connection() as db, db.transaction():
-                return [tuple(row) for row in db.execute(  # type: ignore[misc]
-                    _ADOPT, (HOST, os.getpid(), executor, PROCESS_TIMEOUT_MS, limit, HOST, os.getpid(),
-                             PROCESS_TIMEOUT_MS)).fetchall()]
-        except psycopg.Error as exc:
-            raise StoreError(f"cannot write to the run store {self.where}: {self._reason(exc)}") from None
-
-    def interrupt(self, run_id: str, message: str) -> bool:
-        """End a running run as `interrupted` (an adopted run whose execution is gone); wakes its followers."""
-        try:
-            with self._pool.connection() as db, db.transaction():
-                ended = db.execute(_INTERRUPT_ONE, (message, run_id)).rowcount
-                if ended:
-                    db.execute("UPDATE approvals SET status = 'closed' WHERE status = 'pending' AND run_id = %s", (run_id,))
-                    db.execute("SELECT pg_notify(%s, %s)", (EVENTS_CHANNEL, f"{run_id} end"))
-        except psycopg.Error as exc:
-            raise StoreError(f"cannot write to the run store {self.where}: {self._reason(exc)}") from None
-        return bool(ended)
-
-    def prune(self, older_than_ms: int) -> int:
-        """As Store.prune; the pruned runs' executor rows go too."""
-        cutoff = int(time.time() * 1000) - older_than_ms
-        self._transaction([("DELETE FROM run_executors WHERE run_id IN "
-                            "(SELECT id FROM runs WHERE started_at < ? AND status != 'running')", (cutoff,))])
-        return super().prune(older_than_ms)
-
-    def _forget_process(self) -> None:
-        """A clean stop: this process no longer holds runs (nobody has to wait for its timeout)."""
-        with contextlib.suppress(Exception):
-            with self._pool.connection() as db:
-                db.execute("DELETE FROM processes WHERE id = %s", (self._process,))
 
     def _mark_interrupted(self) -> int:
         """Runs of this host left `running` by a process that is gone become `interrupted`."""
@@ -291,7 +236,7 @@ class PostgresStore(Store):
         rows = self._write.execute(
             "SELECT id, pid FROM runs WHERE status='running' AND host=%s "
             "AND NOT EXISTS (SELECT 1 FROM run_executors AS x WHERE x.run_id = runs.id)", (HOST,)).fetchall()
-        dead = [run_id for run_id, pid in rows if pid is None or not _alive(pid)]
+        dead = [run_id for run_id, pid in rows if pid is None or not is_alive(pid)]
         if dead:
             now = int(time.time() * 1000)
             with self._write.transaction(), self._write.cursor() as cursor:
@@ -303,146 +248,101 @@ class PostgresStore(Store):
                 )
         return len(dead)
 
+    # ─── runs that execute elsewhere (Temporal workers) ─────────────────────────────────
+
+    def adopt_orphans(self, executor: str, limit: int) -> list[tuple[str, str, int]]:
+        """See PostgresStore.adopt_orphans."""
+        try:
+            with self._pool.connection() as db, db.transaction():
+                return [tuple(row) for row in db.execute(  # type: ignore[misc]
+                    _ADOPT, (HOST, os.getpid(), executor, PROCESS_TIMEOUT_MS, limit, HOST, os.getpid(),
+                             PROCESS_TIMEOUT_MS)).fetchall()]
+        except psycopg.Error as exc:
+            raise StoreError(f"cannot write to the run store {self.where}: {self.reason(exc)}") from None
+
+    def interrupt(self, run_id: str, message: str) -> bool:
+        """See PostgresStore.interrupt."""
+        try:
+            with self._pool.connection() as db, db.transaction():
+                ended = db.execute(_INTERRUPT_ONE, (message, run_id)).rowcount
+                if ended:
+                    db.execute("UPDATE approvals SET status = 'closed' WHERE status = 'pending' AND run_id = %s", (run_id,))
+                    db.execute("SELECT pg_notify(%s, %s)", (EVENTS_CHANNEL, f"{run_id} end"))
+        except psycopg.Error as exc:
+            raise StoreError(f"cannot write to the run store {self.where}: {self.reason(exc)}") from None
+        return bool(ended)
+
+    # ─── reading, tool settings ─────────────────────────────────────────────────────────
+
+    def fetch(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        try:
+            with self._pool.connection() as db:
+                return db.execute(_pg(sql), params).fetchall()
+        except psycopg.Error as exc:  # PoolTimeout is one too
+            raise StoreError(f"cannot read the run store {self.where}: {self.reason(exc)}") from None
+
+    def transaction(self, statements: list[Statement]) -> list[int]:
+        try:
+            with self._pool.connection() as db, db.transaction():
+                return [db.execute(_pg(sql), params).rowcount for sql, params in statements]
+        except psycopg.Error as exc:
+            raise StoreError(f"cannot write to the run store {self.where}: {self.reason(exc)}") from None
+
+    def settings_notice(self, origin: str, name: str) -> list[Statement]:
+        return [("SELECT pg_notify(?, ?)", (TOOL_SETTINGS_CHANNEL, f"{origin} {name}"))]
+
+    # ─── closing ────────────────────────────────────────────────────────────────────────
+
     def _close_writer(self) -> None:
         if self._write is not None:
             with contextlib.suppress(Exception):
                 self._write.close()
             self._write = None
 
-    def _close_connection(self) -> None:
-        self._close_writer()
-        if hasattr(self, "_process"):
-            self._forget_process()
-        if hasattr(self, "_pool"):
-            with contextlib.suppress(Exception):
-                self._pool.close(timeout=2)
-        if hasattr(self, "_notices"):
-            self._notices.close()
-
-    # ─── reading, tool settings ─────────────────────────────────────────────────────────
-
-    def _fetch(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        try:
-            with self._pool.connection() as db:
-                return db.execute(_pg(sql), params).fetchall()
-        except psycopg.Error as exc:  # PoolTimeout is one too
-            raise StoreError(f"cannot read the run store {self.where}: {self._reason(exc)}") from None
-
-    def _transaction(self, statements: list[tuple[str, Sequence[Any]]]) -> list[int]:
-        try:
-            with self._pool.connection() as db, db.transaction():
-                return [db.execute(_pg(sql), params).rowcount for sql, params in statements]
-        except psycopg.Error as exc:
-            raise StoreError(f"cannot write to the run store {self.where}: {self._reason(exc)}") from None
-
-    def _settings_notice(self, name: str) -> list[tuple[str, Sequence[Any]]]:
-        return [("SELECT pg_notify(?, ?)", (TOOL_SETTINGS_CHANNEL, f"{self.origin} {name}"))]
-
-    # ─── notifications: LISTEN/NOTIFY ───────────────────────────────────────────────────
-
-    def notify(self, channel: str, payload: str) -> None:
-        """NOTIFY `channel` (every process listening on this database hears it, this one too).
-        The payload must be shorter than 8,000 bytes (PostgreSQL's limit)."""
-        self._transaction([("SELECT pg_notify(?, ?)", (channel, payload))])
-
-    def listen(self, channel: str, callback: Callable[[str], None]) -> Callable[[], None]:
-        """As Store.listen, across processes. After the listening connection was lost and made
-        again, every callback gets the payload "*": notices may have been missed, re-read."""
-        return self._notices.add(channel, callback)
-
-    def _close_notifications(self) -> None:
-        self._notices.close()
-
-
-class _Notices:
-    """One connection that LISTENs on every channel someone listens to, on a thread of its own.
-
-    The thread waits for notices at most LISTEN_POLL_S at a time, then LISTENs on channels
-    added meanwhile (a connection is used by one thread at a time). It reconnects with
-    backoff when the connection is lost.
-    """
-
-    def __init__(self, url: str, where: str) -> None:
-        self._url = url
-        self._where = where
-        self._lock = threading.Lock()
-        self._callbacks: dict[str, list[Callable[[str], None]]] = {}
-        self._listening: set[str] = set()
-        self._changed = threading.Condition(self._lock)
-        self._thread: threading.Thread | None = None
-        self._stop = False
-
-    def add(self, channel: str, callback: Callable[[str], None]) -> Callable[[], None]:
-        with self._changed:
-            self._callbacks.setdefault(channel, []).append(callback)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="skillyard-store-listen", daemon=True)
-                self._thread.start()
-            if not self._changed.wait_for(lambda: channel in self._listening or self._stop, timeout=CONNECT_TIMEOUT_S + 2):
-                logger.error("run store: not listening yet (the database cannot be reached); notices will come once it is",
-                             store=self._where, channel=channel)
-
-        def stop() -> None:
-            with self._lock, contextlib.suppress(ValueError):
-                self._callbacks.get(channel, []).remove(callback)
-
-        return stop
-
     def close(self) -> None:
-        with self._changed:
-            self._stop = True
-            self._changed.notify_all()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=2)
+        """The writer's connection, this process's lease (a clean stop: nobody has to wait for
+        its timeout), the pool."""
+        self._close_writer()
+        with contextlib.suppress(Exception):
+            with self._pool.connection() as db:
+                db.execute("DELETE FROM processes WHERE id = %s", (self._process,))
+        with contextlib.suppress(Exception):
+            self._pool.close(timeout=2)
 
-    def _run(self) -> None:
-        backoff = 0.1
-        reconnected = False
-        while not self._stop:
-            try:
-                with psycopg.connect(self._url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S) as db:
-                    with self._lock:
-                        self._listening = set()
-                    if reconnected:
-                        self._dispatch_all("*")
-                    backoff = 0.1
-                    self._serve(db)
-            except psycopg.Error as exc:
-                if self._stop:
-                    return
-                logger.warning("run store: the listening connection was lost; connecting again", store=self._where,
-                               error=type(exc).__name__)
-                reconnected = True
-                time.sleep(backoff)
-                backoff = min(backoff * 2, RETRY_MAX_S)
 
-    def _serve(self, db: psycopg.Connection[Any]) -> None:
-        while not self._stop:
-            with self._lock:
-                new = [channel for channel in self._callbacks if channel not in self._listening]
-            for channel in new:
-                db.execute(pgsql.SQL("LISTEN {}").format(pgsql.Identifier(channel)))
-            if new:
-                with self._changed:
-                    self._listening.update(new)
-                    self._changed.notify_all()
-            for notice in db.notifies(timeout=LISTEN_POLL_S):
-                self._dispatch(notice.channel, notice.payload)
+class PostgresStore(Store):
+    """The run store in the PostgreSQL database at `url` (postgresql://user[:password]@host:port/db)."""
 
-    def _dispatch_all(self, payload: str) -> None:
-        with self._lock:
-            channels = list(self._callbacks)
-        for channel in channels:
-            self._dispatch(channel, payload)
+    database: PostgresDatabase
 
-    def _dispatch(self, channel: str, payload: str) -> None:
-        with self._lock:
-            callbacks = list(self._callbacks.get(channel, ()))
-        for callback in callbacks:
-            try:
-                callback(payload)
-            except Exception as exc:  # noqa: BLE001 - a listener's bug must not stop the others
-                logger.error("run store: a notification listener failed", channel=channel, error=f"{type(exc).__name__}: {exc}")
+    def __init__(self, url: str, *, redactor: Redactor | None = None, redacted_events: bool = False):
+        database = PostgresDatabase(url)
+        self.url = url
+        notices = PostgresNotices(url, database.where, database.transaction)
+        super().__init__(database, notices, redactor=redactor, redacted_events=redacted_events)
+
+    def __enter__(self) -> "PostgresStore":
+        return self
+
+    def record_executor(self, run_id: str, executor: str) -> None:
+        """`run_id` executes on `executor`'s workers, not in this process: if this process dies,
+        the run is not interrupted but adopted (written by the writer thread, before the run's events)."""
+        self.writer.add_side(("INSERT INTO run_executors (run_id, executor) VALUES (?, ?) ON CONFLICT DO NOTHING",
+                              (run_id, executor)))
+
+    def executor(self, run_id: str) -> str | None:
+        """Where `run_id` executes when not in the process that wrote its row (`temporal`), else None."""
+        return self.reads.executor(run_id)
+
+    def adopt_orphans(self, executor: str, limit: int = 20) -> list[tuple[str, str, int]]:
+        """Take over runs of `executor` whose process stopped (no heartbeat for PROCESS_TIMEOUT_MS):
+        their rows now name this process. Only while this process's own heartbeat is fresh (else
+        others would take them back at once). [(run_id, kind, started_at)]; StoreError when unreachable."""
+        return self.database.adopt_orphans(executor, limit)
+
+    def interrupt(self, run_id: str, message: str) -> bool:
+        """End a running run as `interrupted` (an adopted run whose execution is gone); wakes its followers."""
+        return self.database.interrupt(run_id, message)
 
 
 def migrate(connection: psycopg.Connection[Any]) -> int:

@@ -1,4 +1,4 @@
-"""The embedded run store: SQLite in WAL mode, written off the hot path (base.py says how).
+"""The embedded run store: SQLite in WAL mode, written off the hot path (writer.py says how).
 
 A batch's ready rows go in through multi-row statements, one transaction per batch. Many processes may share one database
 file (WAL + busy timeout). A run that was `running` when its process died is marked
@@ -7,7 +7,9 @@ has it open (the heartbeat in `processes`: a killed process not yet reaped keeps
 its heartbeat). The file and its -wal/-shm are readable by their
 owner only (0600): they hold inputs and outputs of every run. Notifications (`listen`,
 `notify`) reach this process only; tool settings changed by another process are noticed by
-polling the table every SETTINGS_POLL_S while someone listens for them.
+polling the table every SETTINGS_POLL_S while someone listens for them (`SettingsPoll`).
+
+`SqliteDatabase` is the dialect (database.py's interface); `RunStore` the Store over it.
 """
 
 from __future__ import annotations
@@ -21,19 +23,22 @@ import time
 from itertools import groupby
 from operator import itemgetter
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 from ..logging import logger
 from ..safety.redaction import Redactor
-from .base import (  # noqa: F401 - re-exported: the names this module always had
-    FLUSH_INTERVAL_S, HOST, SPILL_EVENTS, STATEMENT_EVENTS, STORED_DEPTH, RunRecord, Store, StoreError, _alive,
+from .base import Store
+from .database import (
+    HEARTBEAT_S, HOST, PROCESS_FORGOTTEN_MS, PROCESS_TIMEOUT_MS, Database, Statement, event_dict, is_alive, select_events,
+    stored_events,
 )
-from .base import HEARTBEAT_S, PROCESS_FORGOTTEN_MS, PROCESS_TIMEOUT_MS
-from .base import event_dict, select_events, stored_events
+from .errors import StoreError, StoreUnavailable
+from .notices import LocalNotices
 from .packing import HOLD_BACK_MS, pack_run, unpacked, with_packs
 from .rows import EVENT_WIDTH, RUN_START, WIDTHS, Batch
 from .schema import (
-    INSERT_EVENT, MIGRATIONS, SQLITE, SQLITE_BULK, SQLITE_RUN_START, SchemaTooNew, implied_statements, migrate,
+    INSERT_EVENT, MIGRATIONS, SQLITE, SQLITE_BULK, SQLITE_RUN_START, TOOL_SETTINGS_CHANNEL, SchemaTooNew,
+    implied_statements, migrate,
 )
 
 BUSY_TIMEOUT_MS = 10_000
@@ -58,9 +63,9 @@ _WIDTHS = {**WIDTHS, RUN_START: WIDTHS[RUN_START] + 1}
 # None): a registry lookup and two failed attribute lookups whose AttributeError is formatted and
 # dropped, several times the cost of binding the value (about 40 % of the writer's Python work
 # per call, by callgrind). So the writer binds neither: an event's data (the bytes the Run
-# encoded, see Store._DATA_BYTES) is decoded on the writer's thread, and None is bound as a NaN,
+# encoded, see Database.DATA_BYTES) is decoded on the writer's thread, and None is bound as a NaN,
 # which SQLite stores as NULL (sqlite3_bind_double: a NaN is a NULL), the same value.
-_STATEMENT, _PARAMS = itemgetter(0), itemgetter(1)  # of a side write (Store._side)
+_STATEMENT, _PARAMS = itemgetter(0), itemgetter(1)  # of a side write (Writer.add_side)
 _NULL = float("nan")
 _DECODE = bytes.decode
 
@@ -147,20 +152,17 @@ def own_file(path: Path, *, create: bool = True) -> None:
         os.chmod(path, FILE_MODE)  # a new file under an odd umask, or one made by an older skillyard
 
 
-class RunStore(Store):
-    """The SQLite run store at `path` (made, with its directory, if new)."""
+class SqliteDatabase(Database):
+    """The SQLite database at `path` (made, with its directory, if new), as a Store's parts use it."""
 
-    _EVENT_ROWS = "event_rows"  # `events` is a view over it and the runs' packed events (packing.py)
-    _DATA_BYTES = True  # an event's encoded data is decoded by the writer (_bindable_events), off the event loop
-    _HOLD_BACK_MS = HOLD_BACK_MS  # a run is kept for its end this long, to be packed whole
-    _pack_run = staticmethod(pack_run)  # a whole run's events in its row (packing.py)
+    EVENT_ROWS = "event_rows"  # `events` is a view over it and the runs' packed events (packing.py)
+    DATA_BYTES = True  # an event's encoded data is decoded by the writer (_bindable_events), off the event loop
+    HOLD_BACK_MS = HOLD_BACK_MS  # a run is kept for its end this long, to be packed whole
 
-    def __init__(self, path: str | Path, *, redactor: Redactor | None = None, redacted_events: bool = False):
-        """`redacted_events=True`: the events arrive already redacted by this same redactor
-        (an Engine's own runs), so the writer does not walk them a second time."""
+    def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.where = str(self.path)
-        self._write: sqlite3.Connection | None = None
+        self._write: sqlite3.Connection | None = None  # the writer thread's (and, opening, this thread's)
         self._lease: str | None = None  # this process's row in `processes`, once the writer wrote it
         self._beat_failed = False  # the last heartbeat failed (logged once, not every HEARTBEAT_S)
         self._next_heartbeat = 0.0
@@ -176,26 +178,21 @@ class RunStore(Store):
             self._write.execute(f"PRAGMA mmap_size = {WRITER_MMAP_BYTES}")
             self.interrupted = self._mark_interrupted()
         except SchemaTooNew as exc:
-            self._close_connection()
+            self.close()
             raise StoreError(
                 f"the run store {self.path} was written by a newer skillyard (schema version {exc.version}; this one "
                 f"knows up to {len(MIGRATIONS)}): upgrade skillyard, point store.path in config/engine.yaml at "
                 "another file, or run with --no-store"
             ) from None
         except (sqlite3.Error, OSError) as exc:
-            self._close_connection()
+            self.close()
             raise StoreError(
                 f"cannot open the run store {self.path}: {exc} — check that the directory is writable and the file "
                 "is a skillyard store (move it away to start a new one), or run with --no-store"
             ) from None
-        self._settings_poll: threading.Thread | None = None
         self._max_parameters = self._write.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)  # 999 before SQLite 3.32
-        self._start_writer(redactor, redacted_events)
 
-    def __enter__(self) -> "RunStore":
-        return self
-
-    def _close_connection(self) -> None:
+    def close(self) -> None:
         if self._write is not None:
             with contextlib.suppress(sqlite3.Error):
                 if self._lease is not None:  # a clean stop: nobody need wait for this process's timeout
@@ -203,20 +200,25 @@ class RunStore(Store):
                 self._write.close()
             self._write = None
 
-    def _write_side(self) -> None:
-        if not self._side or self._write is None:
-            return
-        side, self._side = self._side, []
-        try:
-            with self._write:  # one short transaction; a statement's run of rows in one call (an owner per call)
-                self._write.execute("BEGIN IMMEDIATE")
-                for sql, rows in groupby(side, key=_STATEMENT):
-                    self._write.executemany(sql, map(_PARAMS, rows))
-        except sqlite3.Error as exc:
-            self._side[:0] = side  # kept, in order, for the next round
-            self._failed = exc
+    pack_run = staticmethod(pack_run)  # a whole run's events in its row (packing.py)
 
-    def _write_rows(self, rows: Batch) -> None:
+    # ─── writing (the writer thread) ────────────────────────────────────────────────────
+
+    def write_side(self, statements: list[Statement]) -> None:
+        """One short transaction; a statement's run of rows in one call (an owner per call).
+        Locked past the busy timeout (or another transient error): StoreUnavailable, kept."""
+        db = self._write
+        if db is None:  # closed
+            return
+        try:
+            with db:
+                db.execute("BEGIN IMMEDIATE")
+                for sql, rows in groupby(statements, key=_STATEMENT):
+                    db.executemany(sql, map(_PARAMS, rows))
+        except sqlite3.OperationalError as exc:
+            raise StoreUnavailable(str(exc)) from None
+
+    def write_rows(self, rows: Batch) -> list[tuple[str, BaseException]]:
         """One transaction: the events, then the rows they imply, all as plain values (no JSON
         for SQLite to parse). A run that starts and ends in the batch gets its events packed
         into its row (packing.py); the others' events go in through multi-row INSERTs: each
@@ -244,11 +246,12 @@ class RunStore(Store):
                     if db.in_transaction:
                         db.execute("ROLLBACK")
                     raise
-                return
+                return []
             except sqlite3.OperationalError:  # locked beyond the busy timeout, disk I/O: again, same order
                 if attempt == WRITE_ATTEMPTS:
                     raise
                 time.sleep(0.05 * 4**attempt)
+        return []  # (not reached: the last attempt returns or raises)
 
     @staticmethod
     def _packed(rows: Batch) -> tuple[Sequence[Any], list[tuple[str, Sequence[Any]]]]:
@@ -273,7 +276,7 @@ class RunStore(Store):
 
     # ─── leases: the heartbeat, and the runs of a process that is gone ──────────────────
 
-    def _housekeeping(self) -> None:
+    def housekeeping(self) -> None:
         """Every HEARTBEAT_S (writer thread): say this process is alive, and interrupt the runs of
         processes that are gone, so a long-lived process (a service restarted a second after a
         crash) ends the runs of one that died while it had the store open."""
@@ -317,7 +320,7 @@ class RunStore(Store):
             "WHERE r.status='running' AND r.host=?", (HOST,)).fetchall()
         now = int(time.time() * 1000)
         me, stale = os.getpid(), now - PROCESS_TIMEOUT_MS
-        alive = {pid: _alive(pid) for pid in {row[1] for row in rows} if pid is not None}
+        alive = {pid: is_alive(pid) for pid in {row[1] for row in rows} if pid is not None}
         dead = [run_id for run_id, pid, beat in rows
                 if pid is None or not alive[pid] or (pid != me and beat is not None and beat < stale)]
         if dead:
@@ -346,8 +349,8 @@ class RunStore(Store):
         finally:
             connection.close()
 
-    def events(self, run_id: str, *, after_seq: int = 0) -> list[dict[str, Any]]:
-        """As Store's: the run's packed events (if its row has them) and then its event rows,
+    def events(self, run_id: str, after_seq: int = 0) -> list[dict[str, Any]]:
+        """As Database's: the run's packed events (if its row has them) and then its event rows,
         read in one transaction (packed events are a run's first: the rows come after)."""
         with self._read() as db:
             db.execute("BEGIN")
@@ -357,11 +360,11 @@ class RunStore(Store):
         out = [event_dict(*row) for row in unpacked(run_id, packed[0], after_seq)] if packed and packed[0] else []
         return out + stored_events(rows)
 
-    def _fetch(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+    def fetch(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._read() as db:
             return db.execute(sql, params).fetchall()
 
-    def _transaction(self, statements: list[tuple[str, Sequence[Any]]]) -> list[int]:
+    def transaction(self, statements: list[Statement]) -> list[int]:
         with self._read() as db:
             db.execute("BEGIN IMMEDIATE")
             try:
@@ -373,59 +376,80 @@ class RunStore(Store):
                 raise
         return counts
 
-    # ─── tool settings changed by another process ───────────────────────────────────────
 
-    def on_tool_settings_changed(self, callback: Callable[[], None]) -> Callable[[], None]:
-        """As Store's; SQLite has no push between processes, so a thread polls the table's
-        count and newest change every SETTINGS_POLL_S (only once someone listens)."""
-        stop = super().on_tool_settings_changed(callback)
+class SettingsPoll:
+    """Tool settings changed by another process: SQLite has no push between processes, so a
+    thread polls the table's count and newest change every SETTINGS_POLL_S (only once someone
+    listens) and tells the store's notices."""
+
+    def __init__(self, database: SqliteDatabase, notices: LocalNotices) -> None:
+        self._database = database
+        self._notices = notices
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._seen: tuple[Any, ...] | None = None
+        self._stop = False
+
+    def start(self) -> None:
         with self._lock:
-            if self._settings_poll is None:
-                self._settings_seen = self._settings_mark()  # now: a change from here on is heard
-                self._settings_poll = threading.Thread(target=self._poll_settings, name="skillyard-store-settings", daemon=True)
-                self._settings_poll.start()
-        return stop
+            if self._thread is None:
+                self._seen = self._mark()  # now: a change from here on is heard
+                self._thread = threading.Thread(target=self._poll, name="skillyard-store-settings", daemon=True)
+                self._thread.start()
 
-    def write_tool_setting(self, setting: Any) -> None:
-        super().write_tool_setting(setting)
-        self._settings_seen = self._settings_mark()  # our own change: nobody else needs telling
+    def seen(self) -> None:
+        if self._thread is not None:  # (not watching yet: start() reads the table then)
+            self._seen = self._mark()  # our own change: nobody else needs telling
 
-    def delete_tool_setting(self, name: str) -> bool:
-        deleted = super().delete_tool_setting(name)
-        self._settings_seen = self._settings_mark()
-        return deleted
+    def close(self) -> None:
+        self._stop = True
 
-    def _settings_mark(self, connection: sqlite3.Connection | None = None) -> tuple[Any, ...] | None:
+    def _mark(self, connection: sqlite3.Connection | None = None) -> tuple[Any, ...] | None:
         """The settings table's count and newest change (None if it cannot be read), through
         `connection` (the poller's own) or a short-lived one."""
         with contextlib.suppress(StoreError, sqlite3.Error):
             if connection is not None:
                 return tuple(connection.execute(_SETTINGS_MARK).fetchone())
-            return tuple(self._fetch(_SETTINGS_MARK)[0])
+            return tuple(self._database.fetch(_SETTINGS_MARK)[0])
         return None
 
-    def _poll_settings(self) -> None:
+    def _poll(self) -> None:
         """The poller keeps one connection: opening one reads and parses the whole schema
         (about 300,000 instructions, twice a second for as long as the store is open)."""
-        from .schema import TOOL_SETTINGS_CHANNEL
-
         connection: sqlite3.Connection | None = None
         try:
-            while not self._closed:
+            while not self._stop:
                 time.sleep(SETTINGS_POLL_S)
                 if connection is None:
                     with contextlib.suppress(sqlite3.Error):
-                        connection = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
-                mark = self._settings_mark(connection)
+                        connection = sqlite3.connect(self._database.path, timeout=BUSY_TIMEOUT_MS / 1000,
+                                                     isolation_level=None)
+                mark = self._mark(connection)
                 if mark is None and connection is not None:  # a broken connection: a new one next time
                     connection.close()
                     connection = None
-                if mark is not None and mark != self._settings_seen:
-                    self._settings_seen = mark
-                    self._deliver(TOOL_SETTINGS_CHANNEL, "another-process")
+                if mark is not None and mark != self._seen:
+                    self._seen = mark
+                    self._notices.deliver(TOOL_SETTINGS_CHANNEL, ["another-process"])
         finally:
             if connection is not None:
                 connection.close()
+
+
+class RunStore(Store):
+    """The SQLite run store at `path` (made, with its directory, if new)."""
+
+    def __init__(self, path: str | Path, *, redactor: Redactor | None = None, redacted_events: bool = False):
+        """`redacted_events=True`: the events fed to `listener` arrive already redacted (an
+        Engine's own runs), so the store does not redact them a second time."""
+        database = SqliteDatabase(path)
+        self.path = database.path
+        notices = LocalNotices()
+        super().__init__(database, notices, redactor=redactor, redacted_events=redacted_events,
+                         settings_watch=SettingsPoll(database, notices))
+
+    def __enter__(self) -> "RunStore":
+        return self
 
 
 _SELECT_EVENT_ROWS = select_events("event_rows")

@@ -2,8 +2,10 @@
 
 A row either overrides a YAML tool (`enabled`, `config` keys) or, when it has a `type`,
 declares a whole tool instance of a registered type (e.g. a second `fetch` tool). The YAML
-stays the source of truth for everything a row does not set. Every backend reads and writes
-them with the statements below (`Store.tool_settings`, `write_tool_setting`, `delete_tool_setting`).
+stays the source of truth for everything a row does not set. `ToolSettings`, a part of every
+Store, reads and writes them with the statements below, and tells who listens when another
+process changes them: PostgreSQL pushes the change (NOTIFY in the change's transaction);
+SQLite cannot, so a `SettingsWatch` polls the table (sqlite.py).
 """
 
 from __future__ import annotations
@@ -11,7 +13,11 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Protocol, Sequence
+
+from .database import Database
+from .notices import Notices
+from .schema import TOOL_SETTINGS_CHANNEL
 
 
 @dataclass(frozen=True)
@@ -45,3 +51,63 @@ def setting_params(setting: ToolSetting) -> tuple[Any, ...]:
     now = int(time.time() * 1000)
     enabled = None if setting.enabled is None else int(setting.enabled)
     return (setting.name, setting.type, setting.description, enabled, json.dumps(setting.config, ensure_ascii=False), now, now)
+
+
+class SettingsWatch(Protocol):
+    """Notices tool-settings changes made by another process, for a dialect that cannot push them."""
+
+    def start(self) -> None:
+        """Watch from now on (idempotent): a change from here on is heard."""
+
+    def seen(self) -> None:
+        """The table as it is now was changed by this process: nobody else needs telling."""
+
+    def close(self) -> None: ...
+
+
+class ToolSettings:
+    """The stored tool settings of one store, and who hears of their changes."""
+
+    def __init__(self, database: Database, notices: Notices, origin: str, watch: SettingsWatch | None = None) -> None:
+        """`origin`: who makes this store's changes, in notice payloads (its own are not heard);
+        `watch`: for a dialect whose database does not push changes."""
+        self._database = database
+        self._notices = notices
+        self._origin = origin
+        self._watch = watch
+
+    def all(self) -> dict[str, ToolSetting]:
+        """Every stored tool setting, by tool name."""
+        return {row[0]: setting_from_row(row) for row in self._database.fetch(SELECT_SETTINGS)}
+
+    def write(self, setting: ToolSetting) -> None:
+        """Create or replace the stored setting of `setting.name`; other processes hear of it."""
+        self._database.transaction([(UPSERT_SETTING, setting_params(setting)),
+                                    *self._database.settings_notice(self._origin, setting.name)])
+        if self._watch is not None:
+            self._watch.seen()
+
+    def delete(self, name: str) -> bool:
+        """Remove the stored setting of `name`; False if there was none."""
+        deleted = self._database.transaction([(DELETE_SETTING, (name,)), *self._database.settings_notice(self._origin, name)])
+        if self._watch is not None:
+            self._watch.seen()
+        return deleted[0] > 0
+
+    def on_changed(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call `callback()` (on a store thread) when another process changes tool settings;
+        returns a function that stops it. A change made through this store does not call it."""
+        origin = self._origin
+
+        def heard(payload: str) -> None:
+            if payload.split(" ", 1)[0] != origin:
+                callback()
+
+        stop = self._notices.listen(TOOL_SETTINGS_CHANNEL, heard)
+        if self._watch is not None:
+            self._watch.start()
+        return stop
+
+    def close(self) -> None:
+        if self._watch is not None:
+            self._watch.close()

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Mapping
 from urllib.parse import urlsplit, urlunsplit
 
-from .base import StoreError
+from .errors import StoreError
 
 ENV_URL = "SKILLYARD_STORE_URL"
 _SQLITE = "sqlite:///"

@@ -26,8 +26,9 @@ from ...providers.base import ProviderError, clean_response
 from ...runtime.router import route_in_run
 from ...runtime.run import Run
 from ...safety.untrusted import replace_lone_surrogates
-from .activities import _check_revision, _heartbeat
+from .activities import heartbeat
 from .agent_protocol import MODEL_ACTIVITY, TOOL_ACTIVITY, request_in, response_out, result_out
+from .served import check_revision
 
 if TYPE_CHECKING:
     from .activities import Activities
@@ -50,10 +51,10 @@ class AgentActivities:
     @activity.defn(name=MODEL_ACTIVITY)
     async def model_request(self, task: dict[str, Any]) -> dict[str, Any]:
         """{"ok": True, "response", "pieces"} or {"ok": False, "message", "kind"} (the loop decides)."""
-        here = _check_revision(task["revision"])
+        here = check_revision(task["revision"])
         await self._record(task)
         pieces: list[str] = []
-        beating = asyncio.get_running_loop().create_task(_heartbeat(here.config.heartbeat_timeout / 3))
+        beating = asyncio.get_running_loop().create_task(heartbeat(here.config.heartbeat_timeout / 3))
         try:
             # Created off the loop: a provider's first use imports its SDK, which must not starve the heartbeats.
             provider, _ = await asyncio.to_thread(here.project.provider, task["model"])
@@ -72,7 +73,7 @@ class AgentActivities:
     async def agent_tool(self, task: dict[str, Any]) -> dict[str, Any]:
         """{"result", "events"}; before an answer exists for a confirmation {"awaiting": True, "events"};
         when cancelled {"cancelled": True, "events"} (the workflow emits them, then stops)."""
-        here = _check_revision(task["revision"])
+        here = check_revision(task["revision"])
         await self._record(task)
         events: list[list[Any]] = []
         decision = task.get("decision")
@@ -85,7 +86,7 @@ class AgentActivities:
         run = Run(task["run_id"], [lambda e: events.append([e.type, e.tool_call_id, e.step_id, e.skill, e.data])],
                   kind="agent", approver=approver)
         allowed = set(task["allowed_tools"]) if task.get("allowed_tools") is not None else None
-        beating = asyncio.get_running_loop().create_task(_heartbeat(here.config.heartbeat_timeout / 3))
+        beating = asyncio.get_running_loop().create_task(heartbeat(here.config.heartbeat_timeout / 3))
         try:
             result = await route_in_run(run, here.project, task["tool"], task["arguments"],
                                         tool_call_id=task["tool_call_id"], allowed_tools=allowed, timeout=task.get("timeout"))
@@ -100,4 +101,4 @@ class AgentActivities:
     async def _record(self, task: dict[str, Any]) -> None:
         """The workflow's events before this activity (numbered: a retry rewrites nothing)."""
         if task.get("record"):
-            await self.activities.write_rows(task["run_id"], None, task["record"])
+            await self.activities.write_rows(task["run_id"], task["record"])

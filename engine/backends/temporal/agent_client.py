@@ -21,7 +21,7 @@ from ...runtime.events import Event, stream_run
 from ...runtime.ids import new_id
 from ...safety.redaction import enter_run, leave_run
 from .agent_protocol import AGENT_WORKFLOW, APPROVE_SIGNAL, PENDING_QUERY, message_in, message_out, result_in
-from .client import TemporalBackend, _cancel, _Follower, call_failure
+from .client import Follower, TemporalBackend, call_failure, cancel_and_wait
 from .protocol import EXECUTOR
 from .revision import project_revision
 
@@ -96,7 +96,7 @@ class TemporalAgent:
                 "approval_timeout": run.approval_timeout}
         self.backend.store.record_executor(run.run_id, EXECUTOR)  # if the worker writing its row dies, another ends it
         handle = await client.start_workflow(AGENT_WORKFLOW, call, id=run.run_id, task_queue=self.backend.config.task_queue)
-        follower = _Follower(self.backend.store, run, 0)
+        follower = Follower(self.backend.store, run, 0)
         answers = _Answers(self.engine, run, handle)
         follower.listeners.append(answers.heard)
         try:
@@ -111,7 +111,7 @@ class TemporalAgent:
             return self.last_result
         except asyncio.CancelledError:
             if not answers.ended:  # after agent_done the execution only finishes: nothing left to cancel
-                await asyncio.shield(_cancel(handle, follower))
+                await asyncio.shield(cancel_and_wait(handle, follower))
             self.last_result = AgentResult(run.run_id, "cancelled", "", messages)
             raise
         finally:

@@ -24,7 +24,7 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
+from temporalio.exceptions import ActivityError, CancelledError
 from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
@@ -35,9 +35,8 @@ with workflow.unsafe.imports_passed_through():
     from .agent_protocol import (AGENT_WORKFLOW, APPROVE_SIGNAL, MODEL_ACTIVITY, PENDING_QUERY, TOOL_ACTIVITY,
                                  message_in, message_out, request_out, response_in, result_in, result_out,
                                  usage_out)
-    from .protocol import RECORD_ACTIVITY, REVISION_MISMATCH, mismatch_message
-    from .served import served
-    from .workflows import GRACE_S, INFRASTRUCTURE_RETRY, RECORD_TIMEOUT
+    from .served import check_revision, served
+    from .workflows import GRACE_S, INFRASTRUCTURE_RETRY, WorkflowEvents
 
 MODEL_TIMEOUT_S = 600.0  # start-to-close of one model request when the run has no total timeout
 
@@ -48,7 +47,7 @@ class AgentWorkflow:
 
     def __init__(self) -> None:
         self._call: dict[str, Any] = {}
-        self._pending: list[list[Any]] = []  # numbered events not yet written
+        self._events = WorkflowEvents("")  # numbered events not yet written
         self._answers: dict[str, bool] = {}
         self._waiting: set[str] = set()
         self._run: Run | None = None
@@ -67,12 +66,10 @@ class AgentWorkflow:
         """`call`: revision, run_id, model, tools, limits, tool_choice, system, messages, principal,
         approval_timeout. Returns the AgentResult's fields (tool results as plain JSON) and last_seq."""
         self._call = call
-        here = served()
-        if call["revision"] != here.revision:
-            raise ApplicationError(mismatch_message(call["revision"], here.revision), type=REVISION_MISMATCH,
-                                   non_retryable=True)
+        here = check_revision(call["revision"])
         project = self._project(here.project)
-        self._run = run = Run(call["run_id"], [self._collect], project.redactor.for_run(), kind="agent",
+        self._events = WorkflowEvents(call["run_id"])
+        self._run = run = Run(call["run_id"], [self._events.collect], project.redactor.for_run(), kind="agent",
                               name=call["model"], principal=call.get("principal"))
         agent = Agent(_Opener(project), call["model"], tools=call.get("tools"), limits=AgentLimits(**call["limits"]),
                       tool_choice=call.get("tool_choice", "auto"), system=call.get("system"))
@@ -81,9 +78,9 @@ class AgentWorkflow:
         try:
             result = await loop.run()
         except asyncio.CancelledError:
-            await self._record()  # agent_done (cancelled) reaches the store before the execution ends
+            await self._events.record()  # agent_done (cancelled) reaches the store before the execution ends
             raise
-        await self._record()
+        await self._events.record()
         return {"stop_reason": result.stop_reason, "answer": result.answer, "steps": result.steps,
                 "usage": usage_out(result.usage), "error": result.error,
                 "tool_results": [result_out(r) for r in result.tool_results],
@@ -102,22 +99,6 @@ class AgentWorkflow:
         twin.provider = provider
         return twin
 
-    # ─── events ──────────────────────────────────────────────────────────────────
-
-    def _collect(self, event: Any) -> None:
-        self._pending.append([event.seq, event.type, event.ts, event.tool_call_id, event.step_id, event.skill, event.data])
-
-    def _take(self) -> list[list[Any]]:
-        batch, self._pending = self._pending, []
-        return batch
-
-    async def _record(self) -> None:
-        if self._pending:
-            await workflow.execute_activity(
-                RECORD_ACTIVITY, {"run_id": self._call["run_id"], "arguments": None, "events": self._take()},
-                start_to_close_timeout=RECORD_TIMEOUT, retry_policy=INFRASTRUCTURE_RETRY,
-                cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED)
-
     # ─── the two kinds of I/O ────────────────────────────────────────────────────
 
     async def model_request(self, model: str, request: ModelRequest, on_text: Any) -> ModelResponse:
@@ -125,7 +106,7 @@ class AgentWorkflow:
         outcome = await _cancellable(workflow.execute_activity(
             MODEL_ACTIVITY,
             {"revision": self._call["revision"], "run_id": self._call["run_id"], "model": model,
-             "request": request_out(request), "record": self._take()},
+             "request": request_out(request), "record": self._events.take()},
             start_to_close_timeout=timedelta(seconds=(total or MODEL_TIMEOUT_S) + GRACE_S),
             heartbeat_timeout=timedelta(seconds=served().config.heartbeat_timeout),
             retry_policy=INFRASTRUCTURE_RETRY, cancellation_type=ActivityCancellationType.TRY_CANCEL,
@@ -150,7 +131,7 @@ class AgentWorkflow:
                 TOOL_ACTIVITY,
                 {"revision": self._call["revision"], "run_id": self._call["run_id"], "tool": name,
                  "arguments": arguments, "tool_call_id": tool_call_id, "timeout": timeout, "decision": decision,
-                 "allowed_tools": sorted(allowed) if allowed is not None else None, "record": self._take()},
+                 "allowed_tools": sorted(allowed) if allowed is not None else None, "record": self._events.take()},
                 start_to_close_timeout=timedelta(seconds=limit + GRACE_S),
                 heartbeat_timeout=timedelta(seconds=served().config.heartbeat_timeout),
                 retry_policy=INFRASTRUCTURE_RETRY,
@@ -168,7 +149,7 @@ class AgentWorkflow:
     async def _answer(self, tool_call_id: str) -> bool:
         """Wait for the approve signal of this call (denied when the approval timeout passes)."""
         self._waiting.add(tool_call_id)
-        await self._record()  # confirmation_required reaches the store: front doors see the question
+        await self._events.record()  # confirmation_required reaches the store: front doors see the question
         try:
             await workflow.wait_condition(lambda: tool_call_id in self._answers,
                                           timeout=timedelta(seconds=self._call.get("approval_timeout", 600.0)))

@@ -114,7 +114,7 @@ class RemoteTool:
             self.workflow, call, id=run.run_id, task_queue=self.backend.config.task_queue,
             execution_timeout=timedelta(seconds=self.tool.timeout + 60),
         )
-        follower = _Follower(self.backend.store, run.events, first - 1)
+        follower = Follower(self.backend.store, run.events, first - 1)
         try:
             outcome = await follower.follow(asyncio.ensure_future(handle.result()))
         except WorkflowFailureError as exc:
@@ -122,7 +122,7 @@ class RemoteTool:
             await follower.catch_up(last_seq)
             raise failure from None
         except asyncio.CancelledError:
-            await asyncio.shield(_cancel(handle, follower))
+            await asyncio.shield(cancel_and_wait(handle, follower))
             raise
         await follower.catch_up(outcome["last_seq"])
         return _as_local(self.kind, outcome["output"])
@@ -155,7 +155,7 @@ def _as_local(kind: str, output: Any) -> Any:
     return output
 
 
-async def _cancel(handle: Any, follower: "_Follower") -> None:
+async def cancel_and_wait(handle: Any, follower: "Follower") -> None:
     """Cancel the execution (and its running activity); wait for its end so that no event of it
     lands after the call's own last one."""
     try:
@@ -167,7 +167,7 @@ async def _cancel(handle: Any, follower: "_Follower") -> None:
     await follower.catch_up(None)
 
 
-class _Follower:
+class Follower:
     """Relays a run's stored events, in seq order, to the front door's own listeners."""
 
     def __init__(self, store: "Store", run: "Run", after: int) -> None:

@@ -8,8 +8,9 @@ takes them over in the store (its host and pid on the row: one adopter per run, 
 adopter's runs are adopted again), and waits for the execution's end:
 
 - a tool run: the front door would have written the call's last event (`tool_call_result` or
-  `tool_call_error`, which ends the run's row); the adopter writes it instead, from the
-  execution's outcome, redacted as the worker redacts the run's other events;
+  `tool_call_error`, which ends the run's row); the adopter emits it instead, from the
+  execution's outcome, through a Run whose redaction first learned the call's arguments (as
+  the workflow's Run redacts the run's other events);
 - an agent run: the workflow writes `agent_done` itself; the adopter only ends a row the
   execution left running (terminated by an operator, say);
 - no execution at all (the front door died before starting it, e.g. while a confirmation
@@ -23,12 +24,14 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ...logging import logger
+from ...runtime.run import Run
 from ...store import StoreError
 from .client import call_failure
 from .protocol import EXECUTOR
+from .served import served
 
 if TYPE_CHECKING:
-    from .activities import Activities
+    from ...store import Store
 
 ADOPT_EVERY_S = 2.0
 
@@ -36,10 +39,9 @@ ADOPT_EVERY_S = 2.0
 class Adopter:
     """Adopts the orphaned runs of the shared store and ends each as its execution ends."""
 
-    def __init__(self, client: Any, activities: "Activities") -> None:
+    def __init__(self, client: Any, store: "Store") -> None:
         self.client = client
-        self.activities = activities
-        self.store: Any = activities.store
+        self.store = store
         self._adopted: dict[str, asyncio.Task[None]] = {}
 
     async def run(self) -> None:
@@ -99,18 +101,21 @@ class Adopter:
 
     async def _write_end(self, run_id: str, call: dict[str, Any], started_at: int,
                          outcome: dict[str, Any] | BaseException) -> None:
-        """The call's last event, as the front door's router writes it (the run's row ends with it)."""
+        """The call's last event, as the front door's router emits it (the run's row ends with it)."""
         stored = await asyncio.to_thread(self.store.events, run_id, after_seq=0)
-        seq = (stored[-1]["seq"] if stored else 0) + 1
-        now = int(time.time() * 1000)
-        metadata = {"duration_ms": max(0, now - started_at)}
+        scrub = served().project.redactor.for_run()
+        scrub(call.get("arguments"))  # the secrets its redaction knows, as the front door's Run knew them
+        run = Run(run_id, [self.store.listener], scrub)
+        run.number_after(stored[-1]["seq"] if stored else 0)
+        metadata = {"duration_ms": max(0, int(time.time() * 1000) - started_at)}
         if isinstance(outcome, dict):
-            kind, data = "tool_call_result", {"ok": True, "data": outcome.get("output"), "metadata": metadata}
+            run.emit("tool_call_result", {"ok": True, "data": outcome.get("output"), "metadata": metadata},
+                     call.get("tool_call_id"))
         else:
             failure, _ = call_failure(outcome, run_id, call.get("tool", "?"), call.get("revision"))
             error = {"code": failure.code, "message": failure.message, "details": failure.details}
-            kind, data = "tool_call_error", {"ok": False, "error": error, "metadata": metadata}
-        await self.activities.write_rows(run_id, call.get("arguments"), [[seq, kind, now, call.get("tool_call_id"), None, None, data]])
+            run.emit("tool_call_error", {"ok": False, "error": error, "metadata": metadata}, call.get("tool_call_id"))
+        await asyncio.to_thread(self.store.flush)
 
     async def _still_running(self, run_id: str) -> bool:
         record = await asyncio.to_thread(self.store.run, run_id)

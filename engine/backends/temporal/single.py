@@ -4,28 +4,24 @@ one-activity workflow: the call's body runs on a worker, as a workflow tool's st
 The front door runs the router's checks as for any tool and starts `CALL_WORKFLOW` (workflow
 id = the run id). The workflow runs `BODY_ACTIVITY` once: the tool's executor, on the
 project the worker linked, with the call's context; the events it emits (fetch's progress,
-a python tool's `tool_progress`) come back unnumbered and the workflow numbers and records
-them, as workflows.py does for steps. A failure is the call's (StepFailure's code, or
-execution_error), never retried by Temporal: only losing the worker (heartbeat) runs the
+a python tool's `tool_progress`) come back unnumbered and the workflow's Run numbers and
+redacts them, and the workflow records them, as workflows.py does for steps. A failure is
+the call's (StepFailure's code, or execution_error), never retried by Temporal: only losing the worker (heartbeat) runs the
 body again, so a call with side effects runs twice only when its worker died mid-call.
 """
 
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
 from typing import Any
 
 from temporalio import activity, workflow
-from temporalio.exceptions import ApplicationError
-from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
     from ...errors import StepFailure
-    from .protocol import (BODY_ACTIVITY, CALL_WORKFLOW, RECORD_ACTIVITY, REVISION_MISMATCH, STEP_FAILURE,
-                           failure_details, mismatch_message)
-    from .served import served
-    from .workflows import GRACE_S, INFRASTRUCTURE_RETRY, RECORD_TIMEOUT
+    from .protocol import BODY_ACTIVITY, CALL_WORKFLOW
+    from .served import check_revision
+    from .workflows import WorkflowEvents, run_body
 
 
 @workflow.defn(name=CALL_WORKFLOW)
@@ -36,30 +32,13 @@ class OneActivityWorkflow:
     async def run(self, call: dict[str, Any]) -> dict[str, Any]:
         """`call`: as workflows.ToolWorkflow's. Returns {"output", "last_seq"}; a failure is an
         ApplicationError (STEP_FAILURE) whose details hold the code and the last seq."""
-        here = served()
-        if call["revision"] != here.revision:
-            raise ApplicationError(mismatch_message(call["revision"], here.revision), type=REVISION_MISMATCH,
-                                   non_retryable=True)
-        outcome = await workflow.execute_activity(
-            BODY_ACTIVITY, call, start_to_close_timeout=timedelta(seconds=call["tool_timeout"] + GRACE_S),
-            heartbeat_timeout=timedelta(seconds=here.config.heartbeat_timeout), retry_policy=INFRASTRUCTURE_RETRY,
-            cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED, summary=f"tool {call['tool']}",
-        )
-        seq = call["first_seq"] - 1
-        rows = []
-        for kind, ts, step_id, skill, data in outcome["events"]:
-            seq += 1
-            rows.append([seq, kind, ts, call["tool_call_id"], step_id, skill, data])
-        if rows:
-            await workflow.execute_activity(
-                RECORD_ACTIVITY, {"run_id": call["run_id"], "arguments": call["arguments"], "events": rows},
-                start_to_close_timeout=RECORD_TIMEOUT, retry_policy=INFRASTRUCTURE_RETRY,
-                cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-            )
-        if not outcome["ok"]:
-            raise ApplicationError(outcome["message"], failure_details(outcome["code"], outcome["details"], seq),
-                                   type=STEP_FAILURE, non_retryable=True)
-        return {"output": outcome["output"], "last_seq": seq}
+        events, run = WorkflowEvents.of_call(call, check_revision(call["revision"]))
+        try:
+            output = await run_body(call, events, run, f"tool {call['tool']}")
+        except StepFailure as failure:
+            await events.fail(failure, run)
+        await events.record()
+        return {"output": output, "last_seq": run.last_seq}
 
 
 @activity.defn(name=BODY_ACTIVITY)
@@ -68,9 +47,9 @@ async def run_tool(call: dict[str, Any]) -> dict[str, Any]:
     from ...runtime.context import RunContext
     from ...logging import logger
     from ...runtime.run import Run
-    from .activities import _check_revision, _heartbeat
+    from .activities import heartbeat
 
-    here = _check_revision(call["revision"])
+    here = check_revision(call["revision"])
     tool = here.project.tools.get(call["tool"])
     if tool is None:  # the revisions match, so only a tool made outside the files (admin API) can be missing
         return {"ok": False, "code": "execution_error", "details": None, "events": [],
@@ -78,7 +57,7 @@ async def run_tool(call: dict[str, Any]) -> dict[str, Any]:
     events: list[list[Any]] = []
     run = Run(call["run_id"], [lambda e: events.append([e.type, e.ts, e.step_id, e.skill, e.data])])
     context = RunContext(call["run_id"], call["tool_call_id"], call["tool"], run, here.project, call.get("model"))
-    beating = asyncio.get_running_loop().create_task(_heartbeat(here.config.heartbeat_timeout / 3))
+    beating = asyncio.get_running_loop().create_task(heartbeat(here.config.heartbeat_timeout / 3))
     try:
         output = await tool.executor.execute(call["arguments"], context)
     except StepFailure as failure:

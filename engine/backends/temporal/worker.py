@@ -69,7 +69,7 @@ async def run_worker(project: "Project", store: "Store", *, max_concurrent: int 
         on_start(info)
     running = loop.create_task(worker.run())
     stopping = loop.create_task(stop.wait())
-    adopting = loop.create_task(Adopter(client, activities).run())  # runs whose front door died
+    adopting = loop.create_task(Adopter(client, store).run())  # runs whose front door died
     try:
         await asyncio.wait((running, stopping), return_when=asyncio.FIRST_COMPLETED)
     finally:

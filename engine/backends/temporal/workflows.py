@@ -1,17 +1,21 @@
-"""The workflow of one tool call: the steps of the tool's workflow, in order, as activities.
+"""The workflow of one tool call: the local workflow executor, with each step's skill call an activity.
 
-Deterministic (Temporal replays it): the `$toolArgs`/`$steps` mapping and the step input
-checks run here on the project the worker linked (served.py, passed through the sandbox);
-every I/O is an activity. Events get their `seq` here, and only here: an activity returns
-its events unnumbered with its result, and the workflow writes numbered batches, keyed by
-(run_id, seq): the events so far go with the next step's activity, which writes them before
-its skill runs (one activity per step, not two), and the last ones through the record
-activity. A retried write changes nothing; a step that ran twice (its worker died mid-step)
-reports only the events of the run that completed, so the store holds each seq once.
+Deterministic (Temporal replays it): the workflow runs the very `WorkflowExecutor.execute`
+and `call_step` of a local call (engine/executors/workflow.py) on the project the worker
+linked (served.py, passed through the sandbox): the `$toolArgs`/`$steps` mapping, the step
+input checks, the step's `retry` (attempts, doubling delay, `will_retry`) and every event
+around a step and an attempt are the local ones. Only the skill call leaves it: each
+attempt is one activity (`_ActivitySkill`), which runs the skill on a worker
+(`LinkedStep.attempt`) and returns its outcome and the skill's own events. Temporal's own
+retry policy only covers losing a worker (heartbeat timeout), which never spends a user's retries.
 
-A skill's failure comes back as a value, and the step's `retry` is applied here with the
-local executor's semantics (attempts, doubling delay, `will_retry`); Temporal's own retry
-policy only covers losing a worker (heartbeat timeout), which never spends a user's retries.
+Events get their `seq` here, and only here: the workflow's Run numbers and redacts every
+event (`Run.emit`, as locally; an activity returns its events unnumbered and unredacted),
+and the workflow writes numbered batches, keyed by (run_id, seq): the events so far go with
+the next step's activity, which writes them before its skill runs (one activity per step,
+not two), and the last ones through the record activity. A retried write changes nothing; a
+step that ran twice (its worker died mid-step) reports only the events of the run that
+completed, so the store holds each seq once.
 
 A workflow with `when` / `forEach` / `parallel` / sub-workflow steps (docs/workflows.md) runs
 as one activity: the local executor on the worker (as single.py runs a tool that is not a
@@ -21,6 +25,7 @@ losing the worker runs the whole body again rather than one step.
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 from typing import Any
 
@@ -30,15 +35,112 @@ from temporalio.exceptions import ApplicationError
 from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
-    from ...lang.mapping import MISSING, MappingError
+    from ...errors import StepFailure
+    from ...executors.workflow import LinkedStep, WorkflowExecutor
+    from ...runtime.context import RunContext, SkillContext
+    from ...runtime.contracts import Skill
+    from ...runtime.events import Event
+    from ...runtime.run import Run
     from .protocol import (BODY_ACTIVITY, RECORD_ACTIVITY, REVISION_MISMATCH, STEP_ACTIVITY, STEP_FAILURE, WORKFLOW,
-                           failure_details, mismatch_message)
-    from .served import served
+                           failure_details)
+    from .served import Served, check_revision, served
 
 GRACE_S = 5.0  # start-to-close beyond a step's own timeout (the step enforces that itself, with a clear event)
 INFRASTRUCTURE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
                                    maximum_interval=timedelta(seconds=10), non_retryable_error_types=[REVISION_MISMATCH])
 RECORD_TIMEOUT = timedelta(seconds=30)
+
+
+class WorkflowEvents:
+    """The events of one execution: numbered and redacted by its Run (the Run's listener is
+    `collect`), held as rows until they are written, with the next activity (`take`) or by
+    the record activity (`record`)."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        self.rows: list[list[Any]] = []
+        self._ts: int | None = None  # the time of the event being relayed (when the worker emitted it)
+        self._measured: dict[str, Any] | None = None  # (see `measured`)
+
+    @classmethod
+    def of_call(cls, call: dict[str, Any], here: Served) -> tuple["WorkflowEvents", Run]:
+        """A tool call's events and the Run that numbers them after the front door's (`first_seq`),
+        its redaction first taught the call's arguments (as the front door's Run learned them
+        from `tool_call_start`)."""
+        events = cls(call["run_id"])
+        scrub = here.project.redactor.for_run()
+        scrub(call["arguments"])
+        run = Run(call["run_id"], [events.collect], scrub, records=False)
+        run.number_after(call["first_seq"] - 1)
+        return events, run
+
+    def collect(self, event: Event) -> None:
+        data = event.data
+        measured = self._measured
+        if measured is not None and event.type in ("skill_result", "skill_error"):
+            data, self._measured = {**data, **measured}, None
+        ts = self._ts if self._ts is not None else event.ts
+        self.rows.append([event.seq, event.type, ts, event.tool_call_id, event.step_id, event.skill, data])
+
+    def relay(self, run: Run, tool_call_id: str, reported: list[list[Any]]) -> None:
+        """Emit, through `run`, the events an activity reported (`[type, ts, step_id, skill, data]`),
+        each keeping the time the worker emitted it."""
+        try:
+            for kind, ts, step_id, skill, data in reported:
+                self._ts = ts
+                run.emit(kind, data, tool_call_id, step_id, skill)
+        finally:
+            self._ts = None
+
+    def measured(self, outcome: dict[str, Any]) -> None:
+        """The attempt's end event (emitted next, by `call_step`) carries the worker's measure of
+        the skill call rather than the workflow's of the activity, and `activity_attempt` when
+        the worker that first ran it was lost."""
+        measure = {"duration_ms": outcome["duration_ms"]}
+        if outcome.get("activity_attempt", 1) > 1:
+            measure["activity_attempt"] = outcome["activity_attempt"]
+        self._measured = measure
+
+    def take(self) -> list[list[Any]]:
+        rows, self.rows = self.rows, []
+        return rows
+
+    async def record(self) -> None:
+        """Write the numbered events so far (one activity; a retry of it changes nothing)."""
+        if self.rows:
+            await workflow.execute_activity(
+                RECORD_ACTIVITY, {"run_id": self.run_id, "events": self.take()},
+                start_to_close_timeout=RECORD_TIMEOUT, retry_policy=INFRASTRUCTURE_RETRY,
+                cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,  # no write lands after the end
+            )
+
+    async def fail(self, failure: StepFailure, run: Run) -> Any:
+        """End the execution with the call's failure (its code, details and last seq in the error's details)."""
+        await self.record()
+        raise ApplicationError(failure.message, failure_details(failure.code, failure.details, run.last_seq),
+                               type=STEP_FAILURE, non_retryable=True)
+
+
+async def run_body(call: dict[str, Any], events: WorkflowEvents, run: Run, summary: str) -> Any:
+    """The tool's executor as one activity on a worker (BODY_ACTIVITY, single.py); its events
+    emitted through `run`. The output, or the call's StepFailure."""
+    outcome = await workflow.execute_activity(
+        BODY_ACTIVITY, call, start_to_close_timeout=timedelta(seconds=call["tool_timeout"] + GRACE_S),
+        heartbeat_timeout=timedelta(seconds=served().config.heartbeat_timeout), retry_policy=INFRASTRUCTURE_RETRY,
+        cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED, summary=summary,
+    )
+    events.relay(run, call["tool_call_id"], outcome["events"])
+    if not outcome["ok"]:
+        raise StepFailure(outcome["code"], outcome["message"], outcome["details"] or {})
+    return outcome["output"]
+
+
+class _NotTheStep(BaseException):
+    """An activity failed as infrastructure (another revision, a timeout): not a failed attempt
+    for the step's `retry` (a BaseException, so `call_step` lets it through), but the execution's."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
 
 
 @workflow.defn(name=WORKFLOW)
@@ -47,139 +149,85 @@ class ToolWorkflow:
 
     def __init__(self) -> None:
         self._call: dict[str, Any] = {}
-        self._seq = 0
-        self._pending: list[list[Any]] = []
+        self._events = WorkflowEvents("")
+        self._run: Run | None = None
 
     @workflow.run
     async def run(self, call: dict[str, Any]) -> dict[str, Any]:
         """`call`: revision, run_id, tool_call_id, tool, arguments, model, first_seq, tool_timeout.
         Returns {"output", "last_seq"}; a failure is an ApplicationError (STEP_FAILURE)."""
         self._call = call
-        self._seq = call["first_seq"] - 1
-        here = served()
-        if call["revision"] != here.revision:
-            raise ApplicationError(mismatch_message(call["revision"], here.revision), type=REVISION_MISMATCH,
-                                   non_retryable=True)
+        here = check_revision(call["revision"])
+        events, run = WorkflowEvents.of_call(call, here)
+        self._events, self._run = events, run
         executor = here.project.tools[call["tool"]].executor
-        if getattr(executor, "has_constructs", False):
-            return await self._whole_body(call)
-        args = call["arguments"]
-        self._add("tool_progress_delta", executor._prepared)
-        outputs: dict[str, Any] = {}
-        for index, step in enumerate(executor.steps):
-            started = workflow.now()
-            self._add("tool_progress_delta", executor._started[index])
-            value = await self._step_input(step, args, outputs)
-            outputs[step.id] = await self._run_step(index, step, value)
-            self._add("tool_progress_delta", {
-                "stage": "step_finished", "message": executor._finished[index], "step": index + 1,
-                "of": len(executor.steps), "step_id": step.id, "duration_ms": _ms_since(started)})
-        output = outputs[executor.steps[-1].id] if executor.steps else None
-        if executor.resolve_output is not None:
-            try:
-                output = executor.resolve_output(args, outputs)
-            except MappingError as exc:
-                await self._fail("execution_error", f"workflow output: {exc}")
-            if output is MISSING:
-                output = None
-        self._add("tool_progress_delta", executor._done)
-        await self._record()
-        return {"output": output, "last_seq": self._seq}
+        try:
+            if getattr(executor, "has_constructs", False):
+                output = await run_body(call, events, run, f"workflow of {call['tool']}")
+            else:
+                context = RunContext(call["run_id"], call["tool_call_id"], call["tool"], run, here.project, call.get("model"))
+                output = await self._on_workers(executor).execute(call["arguments"], context)
+        except StepFailure as failure:
+            await events.fail(failure, run)
+        except _NotTheStep as infrastructure:
+            raise infrastructure.error
+        await events.record()
+        return {"output": output, "last_seq": run.last_seq}
 
-    async def _whole_body(self, call: dict[str, Any]) -> dict[str, Any]:
-        """The local executor as one activity (BODY_ACTIVITY, single.py); its events numbered here."""
-        outcome = await workflow.execute_activity(
-            BODY_ACTIVITY, call, start_to_close_timeout=timedelta(seconds=call["tool_timeout"] + GRACE_S),
-            heartbeat_timeout=timedelta(seconds=served().config.heartbeat_timeout), retry_policy=INFRASTRUCTURE_RETRY,
-            cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED, summary=f"workflow of {call['tool']}",
-        )
-        for kind, ts, step_id, skill, data in outcome["events"]:
-            self._add(kind, data, step_id, skill, ts)
-        if not outcome["ok"]:
-            await self._fail(outcome["code"], outcome["message"], outcome["details"])
-        await self._record()
-        return {"output": outcome["output"], "last_seq": self._seq}
+    def _on_workers(self, executor: WorkflowExecutor) -> WorkflowExecutor:
+        """The executor whose steps' skills are activities (their timeouts enforced on the worker,
+        their waits between attempts `_pause`)."""
+        steps = [dataclasses.replace(step, skill=_ActivitySkill(self, index, step), timeout=None,
+                                     retry=dataclasses.replace(step.retry, wait=self._pause))
+                 for index, step in enumerate(executor.steps)]
+        return WorkflowExecutor(executor.name, steps, executor.resolve_output, executor.output_mapping)
 
-    async def _run_step(self, index: int, step: Any, value: Any) -> Any:
-        """Attempts of one step (its `retry`), each one activity; the step's output."""
-        skill = step.skill
-        attempt, delay = 1, step.retry_delay
-        limit = step.timeout if step.timeout is not None else self._call["tool_timeout"]
-        while True:
-            self._add("skill_start", {"input": value, "attempt": attempt, "kind": skill.kind}, step.id, skill.name)
-            batch, self._pending = self._pending, []  # written by the step's activity before the skill runs
+    async def attempt(self, index: int, step: LinkedStep, value: Any, attempt: int) -> Any:
+        """One attempt of step `index` as an activity: its output, or its StepFailure (the skill's
+        own events emitted first, as they were emitted during the call locally)."""
+        call = self._call
+        limit = step.timeout if step.timeout is not None else call["tool_timeout"]
+        try:
             outcome = await workflow.execute_activity(
                 STEP_ACTIVITY,
-                {"revision": self._call["revision"], "run_id": self._call["run_id"],
-                 "tool_call_id": self._call["tool_call_id"], "tool": self._call["tool"], "step": index,
-                 "input": value, "model": self._call.get("model"), "attempt": attempt,
-                 "record": batch, "arguments": self._call["arguments"]},
+                {"revision": call["revision"], "run_id": call["run_id"], "tool_call_id": call["tool_call_id"],
+                 "tool": call["tool"], "step": index, "input": value, "model": call.get("model"), "attempt": attempt,
+                 "record": self._events.take()},
                 start_to_close_timeout=timedelta(seconds=limit + GRACE_S),
                 heartbeat_timeout=timedelta(seconds=served().config.heartbeat_timeout),
                 retry_policy=INFRASTRUCTURE_RETRY,
                 cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
                 summary=f"step {step.id}, attempt {attempt}",
             )
-            for kind, ts, step_id, skill_name, data in outcome["events"]:
-                self._add(kind, data, step_id, skill_name, ts)
-            if outcome["ok"]:
-                result = {"output": outcome["output"], "duration_ms": outcome["duration_ms"]}
-                if outcome["activity_attempt"] > 1:  # its worker was lost: this is the run that completed
-                    result["activity_attempt"] = outcome["activity_attempt"]
-                self._add("skill_result", result, step.id, skill.name)
-                return outcome["output"]
-            will_retry = attempt <= step.retries and outcome["retryable"]
-            self._add("skill_error", {"code": outcome["code"], "message": outcome["message"], "attempt": attempt,
-                                      "will_retry": will_retry, "duration_ms": outcome["duration_ms"]},
-                      step.id, skill.name)
-            if not will_retry:
-                await self._fail(outcome["code"], outcome["message"], outcome["details"])
-            await self._record()
-            await workflow.sleep(delay)
-            delay *= 2
-            attempt += 1
+        except Exception as exc:  # noqa: BLE001 - not the skill's failure: the execution's (see _NotTheStep)
+            raise _NotTheStep(exc) from None
+        events = self._events
+        assert self._run is not None
+        events.relay(self._run, call["tool_call_id"], outcome["events"])
+        events.measured(outcome)
+        if outcome["ok"]:
+            return outcome["output"]
+        raise StepFailure(outcome["code"], outcome["message"], outcome["details"] or {}, retryable=outcome["retryable"])
 
-    async def _step_input(self, step: Any, args: dict[str, Any], outputs: dict[str, Any]) -> Any:
-        """The step's mapped input, validated, with the skill's defaults (as engine/executors/workflow.py)."""
-        skill = step.skill
-        details = None
-        try:
-            value = step.resolve_input(args, outputs)
-        except MappingError as exc:
-            message = f"step {step.id!r} input: {exc}"
-        else:
-            if value is MISSING:
-                value = {}
-            if skill.input_schema.is_valid(value):
-                return skill.input_schema.with_defaults(value) if skill.input_schema.has_defaults else value
-            violations = skill.input_schema.check(value)
-            message = (f"step {step.id!r} gave skill {skill.name!r} an invalid input: "
-                       + "; ".join(f"{v.pointer or '/'}: {v.message}" for v in violations[:5]))
-            details = {"step_id": step.id, "errors": [v.as_dict() for v in violations]}
-        self._add("skill_error", {"code": "execution_error", "message": message, "attempt": 1}, step.id, skill.name)
-        await self._fail("execution_error", message, details)
-
-    def _add(self, kind: str, data: Any, step_id: str | None = None, skill: str | None = None,
-             ts: int | None = None) -> None:
-        self._seq += 1
-        when = ts if ts is not None else int(workflow.now().timestamp() * 1000)
-        self._pending.append([self._seq, kind, when, self._call["tool_call_id"], step_id, skill, data])
-
-    async def _record(self) -> None:
-        """Write the numbered events so far (one activity; a retry of it changes nothing)."""
-        if not self._pending:
-            return
-        batch, self._pending = self._pending, []
-        await workflow.execute_activity(
-            RECORD_ACTIVITY, {"run_id": self._call["run_id"], "arguments": self._call["arguments"], "events": batch},
-            start_to_close_timeout=RECORD_TIMEOUT, retry_policy=INFRASTRUCTURE_RETRY,
-            cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,  # no write lands after the end
-        )
-
-    async def _fail(self, code: str, message: str, details: dict[str, Any] | None = None) -> Any:
-        await self._record()
-        raise ApplicationError(message, failure_details(code, details, self._seq), type=STEP_FAILURE, non_retryable=True)
+    async def _pause(self, seconds: float) -> None:
+        """Between two attempts: the events so far reach the store, then a durable timer."""
+        await self._events.record()
+        await workflow.sleep(seconds)
 
 
-def _ms_since(started: Any) -> int:
-    return int((workflow.now() - started).total_seconds() * 1000)
+class _ActivitySkill(Skill):
+    """A step's skill as the workflow sees it: each call is one attempt on a worker
+    (`ToolWorkflow.attempt`), which checks the output against the skill's schema itself."""
+
+    def __init__(self, flow: ToolWorkflow, index: int, step: LinkedStep) -> None:  # not super().__init__: the
+        skill = step.skill                                                        # linked skill's schemas, compiled
+        self.name, self.kind = skill.name, skill.kind
+        self.input_schema_raw, self.output_schema_raw = skill.input_schema_raw, skill.output_schema_raw
+        self.input_schema, self.output_schema = skill.input_schema, None
+        self.input_clean, self.output_clean = skill.input_clean, skill.output_clean
+        self.needs_context = True  # for the attempt's number
+        self.call = self.run
+        self.flow, self.index, self.step = flow, index, step
+
+    async def run(self, input: dict[str, Any], ctx: SkillContext) -> Any:
+        return await self.flow.attempt(self.index, self.step, input, ctx.attempt)
