@@ -15,7 +15,7 @@ from .runtime.ids import new_id
 from .runtime.project import Project
 from .runtime.result import ToolResult
 from .runtime.router import route_in_run
-from .runtime.run import Approver, Run, RunKind
+from .runtime.run import Approver, Run, RunKind, cancelled_error, end_status
 from .safety.redaction import enter_run, leave_run
 
 if TYPE_CHECKING:
@@ -195,9 +195,12 @@ class Engine:
             if result.error is not None:
                 result = run.scrub_error(result)
             return result
+        except Exception as exc:  # a bug (the router answers every bad call): the run ended in error
+            run.crash(exc)
+            raise
         finally:
             leave_run(token)
-            if result is not None and result.error is None:  # the common end, without a detour
+            if result is not None and result.error is None:  # the common end (end_status(None)), without a detour
                 run.finish("ok", result)
                 if self.runs.get(run.run_id) is run:
                     del self.runs[run.run_id]
@@ -293,10 +296,10 @@ class Engine:
 def _tool_run_end(result: ToolResult | None) -> tuple[Any, Any, dict[str, Any] | None]:
     """(status, result, error) of a tool run from its ToolResult (None: it never returned)."""
     if result is None:
-        return "cancelled", None, {"code": "cancelled", "message": "the run was cancelled"}
+        return "cancelled", None, cancelled_error()
     if result.error is None:
         return "ok", result, None  # the ToolResult itself: to_dict() only where a sink needs it
-    return ("cancelled" if result.error.code == "cancelled" else "error"), result, result.error.to_dict()
+    return end_status(result.error.code), result, result.error.to_dict()
 
 
 _ENV_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")

@@ -1,6 +1,5 @@
-"""The hub follows each run by a list of the run's own (issue 13): the Run appends to it with no
-Python call per event, and only a follower that waits makes it deliver through a wake-up.
-Events still reach a follower in seq order, once each, when a worker thread emits them, when
+"""The hub follows each run by a listener of the run's own (`LiveRun.arrive`, given as the run
+opens): it keeps the event and wakes a follower that waits. Events reach a follower in seq order, once each, when a worker thread emits them, when
 one overtakes another, and when the run was opened by another thread's loop."""
 
 from __future__ import annotations

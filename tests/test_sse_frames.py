@@ -1,6 +1,6 @@
-"""`event_frames` (the hub's SSE frames, joined from pieces) writes exactly what `event_frame`
-writes one event at a time, for the events of a real run and for the odd ones that must fall
-back to it."""
+"""`event_frames`, the one SSE encoder (the hub's frames, joined from pieces, and a replay's of
+stored events), writes what the plain encoding writes — the event's dict as JSON on one line —
+for the events of a real run and for the odd ones that must take its fallback."""
 
 from __future__ import annotations
 
@@ -8,12 +8,13 @@ import asyncio
 import json
 from pathlib import Path
 
+import orjson
 import pytest
 
 from engine import Engine
 from engine.runtime.events import Event, record_sink
 from engine.server import sse
-from engine.server.sse import event_frame, event_frames
+from engine.server.sse import event_frames, stored_frames
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -31,6 +32,17 @@ def run_events() -> list[Event]:
     return events
 
 
+def plain_frame(event: Event) -> bytes:
+    """The frame written the plain way, one event at a time: its whole dict through orjson;
+    the standard library's escaped JSON for what orjson refuses."""
+    record = event.to_dict()
+    try:
+        body = orjson.dumps(record, default=str, option=orjson.OPT_NON_STR_KEYS)
+    except (TypeError, orjson.JSONEncodeError):
+        body = json.dumps(record, ensure_ascii=True, separators=(",", ":"), default=str).encode()
+    return b"id: %d\nevent: %s\ndata: %s\n\n" % (event.seq, event.type.encode(), body)
+
+
 def _parsed(frame: bytes) -> tuple[int, str, dict]:
     lines = frame.decode().split("\n")
     assert lines[0].startswith("id: ") and lines[1].startswith("event: ") and lines[2].startswith("data: ")
@@ -38,22 +50,24 @@ def _parsed(frame: bytes) -> tuple[int, str, dict]:
     return int(lines[0][4:]), lines[1][7:], json.loads(lines[2][6:])
 
 
-def test_the_frames_of_a_run_are_the_bytes_of_event_frame(run_events: list[Event]) -> None:
-    expected = [event_frame(event) for event in run_events]
+def test_the_frames_of_a_run_are_the_plain_frames(run_events: list[Event]) -> None:
+    expected = [plain_frame(event) for event in run_events]
     assert event_frames(run_events) == expected
     assert event_frames(run_events) == expected  # again, from the kept pieces
+    assert stored_frames([event.to_dict() for event in run_events]) == expected  # a replay: the same bytes
     for event, frame in zip(run_events, event_frames(run_events)):
         seq, kind, body = _parsed(frame)
         assert (seq, kind) == (event.seq, event.type)
         assert body == json.loads(json.dumps(event.to_dict(), default=str))
 
 
-def test_odd_events_come_out_as_event_frame_writes_them(run_events: list[Event]) -> None:
+def test_odd_events_come_out_as_the_plain_frames(run_events: list[Event]) -> None:
     first, second, step_event = run_events[0], run_events[1], next(e for e in run_events if e.step_id and e.skill)
     odd = [
         first._replace(tool_call_id="call_\udc80"),  # a lone surrogate: orjson refuses it, the fallback escapes it
         second,  # back to the pieces after a fallback
         second._replace(data_json=None),  # no encoded data
+        second._replace(data_json=None, data={"n": 10**30}),  # data orjson cannot write
         second._replace(seq=5000),  # beyond the numbers kept written
         step_event._replace(step_id='a "quoted"\nstep', skill="é-skill"),  # strings that need escaping
         step_event._replace(step_id="100% done", skill="%s%d%%"),  # names holding `%`
@@ -63,12 +77,13 @@ def test_odd_events_come_out_as_event_frame_writes_them(run_events: list[Event])
         second._replace(run_id="run_other"),  # another run in the same batch
         second,
     ]
-    assert event_frames(odd) == [event_frame(event) for event in odd]
+    assert event_frames(odd) == [plain_frame(event) for event in odd]
     assert _parsed(event_frames(odd[:1])[0])[2]["tool_call_id"] == "call_\udc80"
+    assert _parsed(event_frames(odd[3:4])[0])[2]["data"] == {"n": 10**30}
 
 
 def test_the_kept_pieces_stay_bounded(run_events: list[Event], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sse, "_MAX_KEPT", 4)
     many = [event._replace(step_id=f"step{at}", skill=f"skill{at}") for at, event in enumerate(run_events * 3)]
-    assert event_frames(many) == [event_frame(event) for event in many]
+    assert event_frames(many) == [plain_frame(event) for event in many]
     assert len(sse._PIECES) <= 6

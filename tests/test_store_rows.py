@@ -18,7 +18,7 @@ import pytest
 from engine import Engine
 from engine.link.linker import load_project
 from engine.runtime.events import Event, encode_data, record_sink
-from engine.server.sse import event_frame, frame
+from engine.server.sse import event_frames, stored_frames
 from engine.store import open_store
 from engine.store.ready import RowMaker
 from engine.store.rows import Batch, Implier
@@ -78,7 +78,7 @@ def test_a_run_without_a_record_sink_encodes_nothing(tmp_path: Path) -> None:
 def test_an_sse_frame_is_the_frame_of_the_event_dict(data: dict[str, Any]) -> None:
     event = Event("skill_result", "run_1", 3, 7, "call_1", "s1", "sk", data)
     event = event._replace(data_json=encode_data(data))
-    assert event_frame(event) == frame(event.to_dict())
+    assert event_frames([event]) == stored_frames([event.to_dict()])  # live and stored: the same bytes
     if event.data_json is not None:
         assert json.loads(event.json()) == json.loads(json.dumps(event.to_dict(), default=str))
 

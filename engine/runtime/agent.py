@@ -26,6 +26,7 @@ from .events import Event, Listener, stream_run
 from .ids import new_id
 from .result import ToolResult
 from .router import route_in_run
+from .run import end_status, stop_code
 
 if TYPE_CHECKING:
     from .events import QueuedListener
@@ -165,14 +166,18 @@ class Agent:
         principal: str | None = None,
     ) -> AgentResult:
         """Run the loop to a stop. On cancellation the partial result is in `last_result`."""
+        parsed = as_messages(messages)  # a bad message raises here, before any run opens
         run, queued = self.runs.open_run(run_id or new_id("run"), on_event, kind="agent", name=self.model,
                                          principal=principal, approver=self.approve)
         token = enter_run(run.scrubber)  # log lines written during the run hide its secrets too
         try:
-            return await _Loop(self, run, as_messages(messages)).run()
+            return await _Loop(self, run, parsed).run()
+        except Exception as exc:  # a bug: the run ended in error (the loop stops for every expected reason)
+            run.crash(exc)
+            raise
         finally:
             leave_run(token)
-            self.runs.end_run(run, *_agent_run_end(self.last_result))
+            self.runs.end_run(run, *agent_run_end(self.last_result))
             for listener in queued:
                 await listener.close()
 
@@ -184,14 +189,13 @@ class Agent:
             yield event
 
 
-def _agent_run_end(result: AgentResult | None) -> tuple[Any, Any, dict[str, Any] | None]:
-    """(status, result, error) of an agent run (None: it ended before it began)."""
+def agent_run_end(result: AgentResult | None) -> tuple[Any, Any, dict[str, Any] | None]:
+    """(status, result, error) of an agent run (None: it ended before it began), by the
+    run's end rule (`end_status`)."""
     if result is None:
         return "error", None, {"code": "error", "message": "the run ended before it began"}
-    if result.stop_reason == "answer":
-        return "ok", result.answer, None
-    status = "cancelled" if result.stop_reason == "cancelled" else "error"
-    return status, result.answer, {"code": result.stop_reason, "message": result.error}
+    code = stop_code(result.stop_reason)
+    return end_status(code), result.answer, None if code is None else {"code": code, "message": result.error}
 
 
 class _Loop:

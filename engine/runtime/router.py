@@ -79,7 +79,7 @@ async def route_call(
     run.events.emit(
         "tool_call_start",
         {"tool": name, "arguments": arguments if arguments is not None else {}},
-        call_id, None, None, None, valid and tool.arguments_clean,  # type: ignore[union-attr]
+        tool_call_id=call_id, clean=valid and tool.arguments_clean,  # type: ignore[union-attr]
     )
     limit: float | None = None
     try:
@@ -98,7 +98,7 @@ async def route_call(
         args = _parse_arguments(arguments, problem, tool, valid)
         if project.settings.redaction.arguments == "refuse":
             _refuse_sensitive(args, project.redactor)
-        run.events.emit("tool_progress_delta", tool.matched_progress, call_id, None, None, None, True)  # engine-built
+        run.events.emit("tool_progress_delta", tool.matched_progress, tool_call_id=call_id, clean=True)  # engine-built
         if tool.confirm:
             await _confirm(run, tool, args)
         limit = tool.timeout if timeout is None else min(timeout, tool.timeout)
@@ -207,7 +207,8 @@ def _finish(run: RunContext, started: int, *, data: Any = None, error: ToolError
         metadata["usage"] = usage.as_dict()
     result = ToolResult(error is None, run.tool, run.run_id, run.tool_call_id, data, error, metadata)
     if error is None:
-        run.events.emit("tool_call_result", {"ok": True, "data": data, "metadata": metadata}, run.tool_call_id, None, None, result, clean)
+        run.events.emit("tool_call_result", {"ok": True, "data": data, "metadata": metadata}, tool_call_id=run.tool_call_id,
+                        result=result, clean=clean)
     else:
         run.events.emit(
             "tool_call_error", {"ok": False, "error": error.to_dict(), "metadata": metadata}, tool_call_id=run.tool_call_id, result=result

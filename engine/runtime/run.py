@@ -8,7 +8,8 @@ loop with its tool calls. Its `Run` owns
   SSE followers, CLI timeline, an embedder's callback) sees it, and at most `max_events` of
   them (`limits.max_events_per_run`): the next one raises LimitExceeded in whoever emits it,
   and so does every later one, so the run stops and ends with `limit_exceeded`;
-- its status, result and end (set by whoever runs it, never re-derived from event types);
+- its status, result and end (set by whoever runs it, by the one rule `end_status`; the
+  hub's LiveRun reads them here, and the store derives a run's end by the same rule);
 - its pending approvals, keyed by `tool_call_id`, answered through the Run from any front
   door (the terminal, MCP elicitation, `POST /v1/runs/{id}/approvals/{tool_call_id}`);
 - its cancellation.
@@ -27,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Literal, Protocol
 
 import orjson
 
-from ..errors import LimitExceeded
+from ..errors import ErrorCode, LimitExceeded
 from ..safety.redaction import scrub_text
 from .events import RUN_ENDING_EVENTS, Event, EventType, SyncListener, encode_data, new_event, report_listener_failure, wants_records
 
@@ -53,14 +54,35 @@ class ToolToApprove(Protocol):
 Approver = Callable[[ToolToApprove, dict[str, Any], str], Awaitable[bool]]
 
 
+def end_status(code: str | None) -> RunStatus:
+    """How a run ended, from the code it stopped with: the one copy of this rule.
+
+    `code` is a tool call's error code, or an agent's stop reason as `stop_code` gives it;
+    None: the run did its job. No code: ok; `cancelled`: cancelled; any other: error. The
+    engine (tool runs), the agent loop, the hub (a task that ended without its run) and the
+    store (from a run's last event, store/rows.py) all end runs by it.
+    """
+    if code is None:
+        return "ok"
+    return "cancelled" if code == ErrorCode.CANCELLED else "error"
+
+
+def stop_code(stop_reason: str | None) -> str | None:
+    """An agent's stop reason as the code its run ended with: None when it answered."""
+    return None if stop_reason == "answer" else stop_reason or "error"
+
+
+def cancelled_error() -> dict[str, Any]:
+    """The error of a run cancelled before it could say how it ended."""
+    return {"code": ErrorCode.CANCELLED, "message": "the run was cancelled"}
+
+
 async def wait_for_answer(tool: ToolToApprove, args: dict[str, Any], tool_call_id: str) -> bool:
     """The approver of a run that someone answers through `Run.answer` (the HTTP service):
     it asks nobody itself, so the Run waits for the answer, up to its approval timeout."""
     return await asyncio.Event().wait()  # type: ignore[func-returns-value]  # never returns: the answer wins
 
 
-_now_ns = time.time_ns
-_dumps = orjson.dumps
 # What a run past its event cap may still emit: its end (and an agent's reason for it), so the
 # caller learns why it stopped and every sink sees the run end.
 _PAST_THE_CAP = RUN_ENDING_EVENTS | {"agent_error"}
@@ -114,13 +136,13 @@ class Run:
         self.status: RunStatus = "running"
         self.result: Any = None  # a tool run's ToolResult, an agent run's answer
         self.error: dict[str, Any] | None = None
-        self.started_at = _now_ns() // 1_000_000
+        self.started_at = time.time_ns() // 1_000_000
         self.finished_at: int | None = None
         self.approver = approver  # None: a confirmation nobody can give is denied at once
         self.approval_timeout = approval_timeout
-        self._pending: dict[str, asyncio.Future[bool]] | None = None  # most runs never ask
+        self._pending: dict[str, asyncio.Future[bool]] = {}
         self._task: asyncio.Task[Any] | None = None
-        self._on_end: list[Callable[["Run"], None]] | None = None
+        self._on_end: list[Callable[["Run"], None]] = []
         self.max_events = max_events if max_events is not None else 1 << 62
 
     # ─── events ──────────────────────────────────────────────────────────────────
@@ -147,8 +169,7 @@ class Run:
 
         Every event type passes through the run's redaction here (text deltas included: a
         model may echo a password). When a listener is a record sink, the redacted data is
-        encoded here, once, for all of them (`Event.data_json`); otherwise never. Hot callers
-        pass everything positionally (cheaper than keywords, 17+ times per call).
+        encoded here, once, for all of them (`Event.data_json`); otherwise never.
         """
         seq = self._seq + 1
         if seq > self.max_events and type not in _PAST_THE_CAP:
@@ -163,10 +184,10 @@ class Run:
         encoded = None
         if self._records:
             try:
-                encoded = _dumps(data, default=str)
+                encoded = orjson.dumps(data, default=str)
             except Exception:  # noqa: BLE001 - non-string keys, or no fast encoding (the sinks then write their own)
                 encoded = encode_data(data)
-        event = new_event(Event, (type, self.run_id, seq, _now_ns() // 1_000_000, tool_call_id, step_id, skill, data, result,
+        event = new_event(Event, (type, self.run_id, seq, time.time_ns() // 1_000_000, tool_call_id, step_id, skill, data, result,
                                   encoded))
         for listener in self._listeners:
             try:
@@ -242,8 +263,6 @@ class Run:
         """Call `callback(run)` once the run has ended (at once if it has)."""
         if self.done:
             callback(self)
-        elif self._on_end is None:
-            self._on_end = [callback]
         else:
             self._on_end.append(callback)
 
@@ -252,18 +271,24 @@ class Run:
         if self.finished_at is not None:
             return
         self.status, self.result, self.error = status, result, error
-        self.finished_at = _now_ns() // 1_000_000
-        if self._pending:
-            for future in self._pending.values():
-                if not future.done():
-                    future.set_result(False)
-            self._pending.clear()
-        callbacks, self._on_end = self._on_end, None
-        for callback in callbacks or ():
+        self.finished_at = time.time_ns() // 1_000_000
+        for future in self._pending.values():
+            if not future.done():
+                future.set_result(False)
+        self._pending.clear()
+        callbacks, self._on_end = self._on_end, []
+        for callback in callbacks:
             try:
                 callback(self)
             except Exception as exc:  # noqa: BLE001 - an observer's bug must not hurt the run
                 report_listener_failure(callback, "run_end", exc)
+
+    def crash(self, exc: BaseException) -> None:
+        """End the run in error because its work raised `exc` (a bug: the router answers a
+        bad call, it never raises one); no-op if it has ended. The message hides the run's
+        known secrets."""
+        self.finish("error", error={"code": ErrorCode.SERVER_ERROR,
+                                    "message": self.scrub_text(f"{type(exc).__name__}: {exc}")})
 
     def cancel(self) -> bool:
         """Cancel the task executing the run; False when it is not running (or not here)."""
@@ -277,7 +302,7 @@ class Run:
 
     @property
     def pending_approvals(self) -> list[str]:
-        return sorted(call for call, future in (self._pending or {}).items() if not future.done())
+        return sorted(call for call, future in self._pending.items() if not future.done())
 
     async def ask_approval(self, tool: ToolToApprove, args: dict[str, Any], tool_call_id: str) -> bool:
         """Wait for a yes or no to one call: from the run's approver (a person at a terminal,
@@ -289,8 +314,6 @@ class Run:
         if self.approver is None:
             return False
         future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        if self._pending is None:
-            self._pending = {}
         self._pending[tool_call_id] = future
         asked = asyncio.ensure_future(self.approver(tool, args, tool_call_id))
         try:
@@ -302,12 +325,12 @@ class Run:
         finally:
             if not asked.done():
                 asked.cancel()
-            if self._pending is not None and self._pending.get(tool_call_id) is future:
+            if self._pending.get(tool_call_id) is future:
                 del self._pending[tool_call_id]
 
     def answer(self, tool_call_id: str, approve: bool) -> bool:
         """Answer a pending approval; False when none is pending under that id."""
-        future = (self._pending or {}).get(tool_call_id)
+        future = self._pending.get(tool_call_id)
         if future is None or future.done():
             return False
         future.set_result(approve)

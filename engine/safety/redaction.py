@@ -172,6 +172,15 @@ class Redactor:
             return value
         return self._copy(value)
 
+    def redact_found(self, value: Any) -> tuple[Any, frozenset[str] | set[str]]:
+        """`redact(value)`, and the values it replaced (under sensitive keys, in URLs' queries)
+        as the strings that could show up in text later (none: an empty frozenset)."""
+        if self._pattern is None or not self._needs(value):
+            return value, _NO_SECRETS
+        found: set[str] = set()
+        self._collect(value, found)
+        return self._copy(value), found
+
     def _needs(self, value: Any) -> bool:
         kind = type(value)
         if kind is dict:
@@ -290,14 +299,10 @@ class RunScrubber:
         return TextStream(self)
 
     def __call__(self, value: Any) -> Any:
-        redactor = self.redactor
-        if redactor._pattern is not None and redactor._needs(value):
-            found: set[str] = set()
-            redactor._collect(value, found)
-            if not found <= self.secrets:
-                self.secrets = self.secrets | found
-                self.regex = _secrets_regex(self.secrets)
-            value = redactor._copy(value)
+        value, found = self.redactor.redact_found(value)
+        if not found <= self.secrets:
+            self.secrets = self.secrets | found
+            self.regex = _secrets_regex(self.secrets)
         if self.regex is not None:
             value = scrub_text(value, self.regex)
         return value

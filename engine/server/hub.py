@@ -1,16 +1,23 @@
 """The live runs of this server process, and who follows them.
 
-A run's state (status, result, pending approvals, cancellation) is its `Run` (engine/runtime/run.py);
-the hub adds what a follower needs: the run's events in `seq` order (as the Run made them;
+A run's state (kind, name, principal, status, error, result, times, pending approvals,
+cancellation) is its `Run`'s (engine/runtime/run.py): a `LiveRun` reads it there and keeps
+none of it. The hub adds what a follower needs: the run's events in `seq` order (as the Run made them;
 their SSE frames encoded once, when a follower first asks), so a follower can start from any
 `seq` and gets every later event exactly once, live, until the run ends.
 
 `RunHub` subscribes to the engine once, so it sees every run the engine executes — started
 over HTTP, over MCP at `/mcp`, or by Python code in the same process — from its first event.
 It takes each run whole (`Engine.subscribe`'s `for_run`): as the run opens, the Run is given
-its LiveRun's deque's `append` as its listener, so recording an event costs no Python call;
-a follower about to wait swaps that for `LiveRun._arrive`, which also wakes it (from any
-thread). Events come in the order the Run numbered them, except that a worker thread's may
+its LiveRun's `arrive` as its listener, which keeps the event and wakes a follower that waits
+(from any thread). That makes a reference cycle (the Run holds `arrive`, the LiveRun its Run),
+which the LiveRun breaks as the run ends (`close` gives the Run the deque's `append`
+instead): a retired run is then freed at once rather than by the garbage collector, which
+`skillyard serve` runs rarely. What that buys: 15,000 JSON calls in process (`python -m
+bench.request_cost --one json 15000`, CPU time, issue 29) took 2.5–2.6 s with the cycle
+broken, 2.9–3.0 s without (≈ 15 %), though callgrind counted only 1.6 % more instructions
+without: the cost is in the memory a run leaves to the collector, not in instructions.
+Events come in the order the Run numbered them, except that a worker thread's may
 overtake another: readers take them through `LiveRun._settle`, which checks the order.
 
 With a run store, memory holds only the newest LIVE_TAIL events of a run (and their frames):
@@ -18,8 +25,9 @@ the deque lets older ones go, and a follower that asks for them (one that joins 
 falls behind) reads them from the store, flushed first, then goes on from memory. A long run
 costs the same memory as a short one. Without a store memory is the only history: every
 event stays, and `limits.max_events_per_run` bounds them.
-Finished runs stay a while (the newest `keep_finished`: few when there is a run store) so a client that reconnects right after the end still resumes from memory; older
-ones are served from the run store.
+Finished runs stay a while (the newest `keep_finished`: few when there is a run store) so a
+client that reconnects right after the end still resumes from memory; older ones are served
+from the run store.
 """
 
 from __future__ import annotations
@@ -29,24 +37,20 @@ import contextlib
 import functools
 import operator
 import threading
-import time
 from collections import OrderedDict, deque
 from itertools import islice
-from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Coroutine, Literal
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Coroutine
 
 from ..errors import SkillyardError
 from ..logging import logger
 from ..runtime.events import Event, record_sink
-from .sse import Final, event_frames, frame
+from ..runtime.run import Run, RunKind, cancelled_error, end_status
+from .sse import Final, event_frames, stored_frames
 
 if TYPE_CHECKING:
-    from ..runtime.run import Approver, Run
+    from ..runtime.run import Approver
     from ..store import Store
 
-RunKind = Literal["tool", "agent"]
-
-
-_get_ident = threading.get_ident
 _SEQ = operator.attrgetter("seq")
 
 
@@ -56,7 +60,9 @@ _SEQ = operator.attrgetter("seq")
 # size (dropping each kept run's Run object changed nothing), perhaps because a new run's
 # objects are built in the memory the oldest kept one gives back, out of the processor's caches
 # by then (not pinned down). bench.service at once, SQLite, 10 connections: keeping 256, JSON
-# 0.52 and SSE 0.50; 16, 0.58 and 0.53 (docs/operations.md, "Throughput").
+# 0.52 and SSE 0.50; 16, 0.58 and 0.53 (docs/operations.md, "Throughput"). Measured again
+# for issue 29 (one run each, load average 6–8): keeping 16, SQLite at once 0.55 · 0.49 ·
+# 0.52 · 0.46 (10 JSON · 10 SSE · 100 JSON · 100 SSE); keeping 256, 0.49 · 0.45 · 0.50 · 0.42.
 KEEP_FINISHED = 256
 KEEP_FINISHED_WITH_STORE = 16
 # The events of one run held in memory when there is a store (its newest; older ones are read
@@ -66,50 +72,98 @@ LIVE_TAIL = 1024
 STORE_WAIT_S = 2.0  # how long a follower waits for the store to hold the next event memory let go
 
 
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 class LiveRun:
-    """One run's newest events in memory, and who is waiting for more. State comes from its Run."""
+    """One run's newest events in memory, and who is waiting for more.
 
-    __slots__ = ("run_id", "kind", "name", "principal", "run", "records", "_frames", "_last", "_waiting", "_store",
-                 "_hub", "_waking", "started_at", "finished_at", "status", "error", "_result", "task", "background",
-                 "_changed")
+    The run's state (kind, name, principal, status, error, result, times, pending approvals)
+    is its `Run`'s, read from it, never copied. Until the engine opens the run (its task's
+    first step), a Run of the LiveRun's own stands in, made from what the run was started as
+    when first asked for (most calls never ask: the engine's Run has opened by then).
+    """
+
+    __slots__ = ("run_id", "_run", "_asked", "records", "_frames", "_last", "_waiting", "_store", "_hub", "_closed",
+                 "task", "background", "_changed")
 
     def __init__(self, run_id: str, kind: RunKind | None, name: str, *, principal: str | None = None,
-                 store: "Store | None" = None, tail: int | None = None):
+                 store: "Store | None" = None, tail: int | None = None, run: "Run | None" = None):
         """`store`: where the events memory lets go are read back from; `tail`: how many it keeps
-        then (None: all; without a store, all are kept)."""
+        then (None: all; without a store, all are kept). `run`: its Run, if it is open (else one
+        stands in, made of `kind`, `name` and `principal`)."""
         self.run_id = run_id
-        self.kind = kind
-        self.name = name
-        self.principal = principal  # the key name that started it; None: not started over HTTP (admins only)
-        self.run: "Run | None" = None  # attached when it opens
+        self._run = run
+        self._asked = (kind or "tool", name, principal)  # what it was started as: for a stand-in
         kept = tail if store is not None else None
-        # The run's newest events as the Run made them (redacted, data encoded once), as they came:
-        # the Run's listener for the hub is this deque's `append` (no Python call per event). Their
-        # SSE frames are built when first asked for (a follower, a replay): most calls are answered
-        # with their result and nobody asks.
+        # The run's newest events as the Run made them (redacted, data encoded once), as they came
+        # (`arrive`, the Run's listener for the hub). Their SSE frames are built when first asked
+        # for (a follower, a replay): most calls are answered with their result and nobody asks.
         self.records: deque[Event] = deque(maxlen=kept)
         self._frames: deque[bytes] = deque(maxlen=kept)  # the frames of the settled events, in seq order
         self._last = 0  # the seq of the last settled (framed) event
         self._waiting = False  # an event came before one that is still on its way
         self._store = store
         self._hub: "RunHub | None" = None
-        self._waking = False  # the Run delivers to `_arrive` (a follower may wait), not to records.append
-        self.started_at = _now_ms()
-        self.finished_at: int | None = None
-        self.status = "running"
-        self.error: Any = None
-        self._result: Any = None  # the Run's result (a ToolResult, an agent's answer): `result` is its dict
+        self._closed = False  # the hub has taken the run's end (a run of another thread's loop: after its events)
         self.task: asyncio.Task[Any] | None = None  # set for runs this server started
         self.background = False
         self._changed: asyncio.Event | None = None  # made only when a follower waits
 
+    # ─── the run's state: its Run's ──────────────────────────────────────────────
+
+    @property
+    def run(self) -> Run:
+        """Its Run: the engine's once open; until then a stand-in (status `running`)."""
+        run = self._run
+        if run is None:
+            kind, name, principal = self._asked
+            run = self._run = Run(self.run_id, [], None, kind, name, principal, records=False)  # type: ignore[arg-type]
+        return run
+
+    @property
+    def kind(self) -> str:
+        return self.run.kind
+
+    @property
+    def name(self) -> str:
+        return self.run.name
+
+    @property
+    def principal(self) -> str | None:
+        """The key name that started it; None: not started over HTTP (admins only)."""
+        return self.run.principal
+
+    @property
+    def status(self) -> str:
+        return self.run.status
+
+    @property
+    def error(self) -> dict[str, Any] | None:
+        return self.run.error
+
+    @property
+    def started_at(self) -> int:
+        return self.run.started_at
+
+    @property
+    def finished_at(self) -> int | None:
+        return self.run.finished_at
+
+    @property
+    def result(self) -> Any:
+        """The Run's result as JSON: a tool run's ToolResult as its dict, an agent's answer."""
+        result = self.run.result
+        to_dict = getattr(result, "to_dict", None)
+        return to_dict() if callable(to_dict) else result
+
+    @property
+    def pending_approvals(self) -> list[str]:
+        return self.run.pending_approvals
+
     @property
     def done(self) -> bool:
-        return self.finished_at is not None
+        """The hub has the run's end (and, for a run of another thread's loop, every event before it)."""
+        return self._closed
+
+    # ─── its events ──────────────────────────────────────────────────────────────
 
     @property
     def last_seq(self) -> int:
@@ -219,49 +273,36 @@ class LiveRun:
                          error=f"{type(exc).__name__}: {exc}")
             return None
         count = next((at for at, event in enumerate(events) if event["seq"] != after + at + 1), len(events))
-        return b"".join(map(frame, events[:count])), after + count
+        return b"".join(stored_frames(events[:count])), after + count
 
-    @property
-    def result(self) -> Any:
-        to_dict = getattr(self._result, "to_dict", None)  # a tool run's ToolResult; an agent's answer
-        return to_dict() if callable(to_dict) else self._result
+    # ─── the hub's side ──────────────────────────────────────────────────────────
 
-    @property
-    def pending_approvals(self) -> list[str]:
-        return self.run.pending_approvals if self.run is not None and not self.done else []
+    def open(self, run: "Run", hub: "RunHub") -> Callable[[Event], None]:
+        """Its Run has opened (it takes the stand-in's place); `hub` wakes its followers. The
+        Run's listener for this LiveRun: `arrive`."""
+        self._run, self._hub = run, hub
+        return self.arrive
 
-    def attach(self, run: "Run", hub: "RunHub") -> None:
-        """Its Run (state, end) and its hub (a follower's wake-up comes through it)."""
-        self.run, self.kind, self.name, self._hub = run, run.kind, run.name, hub
-        self.principal = self.principal or run.principal
-
-    def _arrive(self, event: Event) -> None:
-        """The Run's listener while a follower may wait: the event, and a wake-up on the loop."""
+    def arrive(self, event: Event) -> None:
+        """The Run's listener: keep the event, and wake a follower that waits (on the hub's loop)."""
         self.records.append(event)
         if self._changed is not None and self._hub is not None:
             self._hub.wake(self)
 
-    def _wake_followers(self) -> None:
-        """From now on, an event wakes whoever waits (until now the Run appended it, silently)."""
-        if not self._waking:
-            self._waking = True
-            if self.run is not None:  # (not open yet: RunHub.for_run gives it `_arrive` then)
-                self.run.redirect(self.records.append, self._arrive)
-
-    def _notify(self) -> None:
+    def notify(self) -> None:
+        """Wake every follower waiting for a change (call on the hub's loop)."""
         changed, self._changed = self._changed, None
         if changed is not None:
             changed.set()
 
-    def finish(self, run: "Run | None" = None, *, status: str = "error", error: Any = None) -> None:
-        """The run has ended: take its end from `run` (or the given status), wake every follower."""
-        if self.done:
-            return
-        if run is not None:
-            status, error, self._result = run.status, run.error, run.result
-        self.status, self.error = status, error
-        self.finished_at = run.finished_at if run is not None and run.finished_at else _now_ms()
-        self._notify()
+    def close(self) -> None:
+        """Its Run has ended, and the hub has its events: wake every follower, and give the Run
+        the deque's `append` instead of `arrive` (see the module's docstring: the cycle)."""
+        if not self._closed:
+            self._closed = True
+            if self._run is not None:
+                self._run.redirect(self.arrive, self.records.append)
+            self.notify()
 
     async def follow(self, after: int = 0, *, heartbeat: float | None = None) -> AsyncIterator[bytes | None]:
         """The frames of every event with seq > `after`, live until the run ends (those memory
@@ -304,7 +345,6 @@ class LiveRun:
             changed = self._changed
             if changed is None:
                 changed = self._changed = asyncio.Event()
-                self._wake_followers()
                 if (records[-1] if records else None) is not newest:  # one came from a worker thread meanwhile
                     continue
             if heartbeat is None:
@@ -316,18 +356,20 @@ class LiveRun:
                 yield None
 
     def summary(self) -> dict[str, Any]:
+        run = self.run
+        started, finished = run.started_at, run.finished_at
         return {
             "id": self.run_id,
-            "kind": self.kind,
-            "name": self.name,
-            "status": self.status,
-            "started_at": self.started_at,
-            "finished_at": self.finished_at,
-            "duration_ms": None if self.finished_at is None else self.finished_at - self.started_at,
-            "error": self.error,
-            "principal": self.principal,
+            "kind": run.kind,
+            "name": run.name,
+            "status": run.status,
+            "started_at": started,
+            "finished_at": finished,
+            "duration_ms": None if finished is None else finished - started,
+            "error": run.error,
+            "principal": run.principal,
             "live": not self.done,
-            "pending_approvals": self.pending_approvals,
+            "pending_approvals": run.pending_approvals,
         }
 
 
@@ -388,24 +430,22 @@ class RunHub:
 
     def for_run(self, run: "Run") -> Callable[[Event], None]:
         """The listener of one run's events, given as the run opens (Engine.subscribe): its
-        LiveRun's `records.append`, no Python call per event. A follower that waits makes the
-        Run deliver to `LiveRun._arrive` instead, which wakes it."""
-        if _get_ident() != self._thread:
+        LiveRun's `arrive`."""
+        if threading.get_ident() != self._thread:
             return self._opened_elsewhere(run)
         live = self.runs.get(run.run_id)
         if live is None:  # not started here (MCP, Python code in this process)
-            live = self._add(self._live(run.run_id, run.kind, run.name))
-        live.attach(run, self)
+            live = self._add(self._live(run.run_id, run=run))
         run.on_end(functools.partial(self._run_ended, live))
-        return live._arrive if live._waking else live.records.append
+        return live.open(run, self)
 
     def _opened_elsewhere(self, run: "Run") -> Callable[[Event], None]:
         """A run opened by another thread's loop: its LiveRun, events and end are taken on this
         loop, in the order they came (call_soon_threadsafe keeps it)."""
         loop = self._loop
         assert loop is not None
-        live = self._live(run.run_id, run.kind, run.name)
-        live.attach(run, self)
+        live = self._live(run.run_id, run=run)
+        live.open(run, self)
         loop.call_soon_threadsafe(self._add, live)
         run.on_end(lambda run: loop.call_soon_threadsafe(self._run_ended, live, run))
         return self.listener
@@ -419,22 +459,23 @@ class RunHub:
     def _record(self, event: Event) -> None:
         live = self.runs.get(event.run_id)
         if live is not None:
-            live._arrive(event)
+            live.arrive(event)
 
     def wake(self, live: LiveRun) -> None:
         """Wake the followers of `live`, from any thread."""
-        if _get_ident() == self._thread:
-            live._notify()
+        if threading.get_ident() == self._thread:
+            live.notify()
         elif self._loop is not None:
-            self._loop.call_soon_threadsafe(live._notify)
+            self._loop.call_soon_threadsafe(live.notify)
 
     def _run_ended(self, live: LiveRun, run: "Run") -> None:
-        live.finish(run)
+        live.close()
         if live.task is None:  # not ours: nothing else will retire it
             self._retire(live)
 
-    def _live(self, run_id: str, kind: RunKind | None, name: str, principal: str | None = None) -> LiveRun:
-        return LiveRun(run_id, kind, name, principal=principal, store=self.engine.store, tail=self.tail)
+    def _live(self, run_id: str, kind: RunKind | None = None, name: str = "", principal: str | None = None,
+              run: "Run | None" = None) -> LiveRun:
+        return LiveRun(run_id, kind, name, principal=principal, store=self.engine.store, tail=self.tail, run=run)
 
     def _add(self, live: LiveRun) -> LiveRun:
         self.runs[live.run_id] = live
@@ -469,7 +510,7 @@ class RunHub:
             store.record_owner(run_id, principal)
         live.background = background
         live.task = task = asyncio.get_running_loop().create_task(work(), name=f"skillyard-run-{run_id}")
-        task.add_done_callback(functools.partial(self._ended, live))
+        task.add_done_callback(functools.partial(self._ended, live, principal))
         return live
 
     def reserve(self, principal: str | None) -> None:
@@ -498,17 +539,18 @@ class RunHub:
             raise TooManyRuns(f"this key has {self.max_live_per_principal} live runs (server.max_live_runs_per_key); "
                               "retry when one has ended")
 
-    def _ended(self, live: LiveRun, task: "asyncio.Task[Any]") -> None:
-        self.release(live.principal)
+    def _ended(self, live: LiveRun, principal: str | None, task: "asyncio.Task[Any]") -> None:
+        """The task of a run this server started is done (`principal` reserved it): a Run its
+        work did not end (or never opened) ends here, as cancelled or crashed."""
+        self.release(principal)
         if task.cancelled():
-            live.finish(live.run if live.run is not None and live.run.done else None, status="cancelled",
-                        error={"code": "cancelled", "message": "the run was cancelled"})
-        elif task.exception() is not None:
-            exc = task.exception()
+            live.run.finish("cancelled", error=cancelled_error())  # (each a no-op when the Run has ended)
+        elif (exc := task.exception()) is not None:
             logger.error("server: run failed", run_id=live.run_id, error=f"{type(exc).__name__}: {exc}")
-            live.finish(status="error", error={"code": "server_error", "message": f"{type(exc).__name__}: {exc}"})
+            live.run.crash(exc)
         else:
-            live.finish(live.run)
+            live.run.finish(end_status(None))
+        live.close()
         self._retire(live)
 
     def approver(self, run_id: str) -> "Approver":

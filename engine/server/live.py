@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import types
-from typing import Generator
 
 from fastapi import Request
 from starlette.responses import Response
@@ -14,12 +12,6 @@ from starlette.types import Receive, Scope, Send
 from .hub import LiveRun, RunHub
 from .raw import Answer
 from .sse import HEARTBEAT_S, MEDIA_TYPE, EventStreamResponse
-
-
-@types.coroutine
-def one_turn() -> Generator[None, None, None]:
-    """`await one_turn()`: let the loop run once (what `asyncio.sleep(0)` does, without its checks)."""
-    yield
 
 
 async def finished_or_left(request: Request, run: LiveRun) -> bool:
@@ -92,7 +84,7 @@ class AnnouncedStream(Response):
         except OSError:  # the client left at once
             _left(self.hub, run)
             return
-        await one_turn()
+        await asyncio.sleep(0)  # one turn of the loop
         rest = run.frames_after(sent) if run.done else None
         if rest is not None:
             with contextlib.suppress(OSError):

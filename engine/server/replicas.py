@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
 
 from ..store.schema import EVENTS_CHANNEL  # the store's writer: "<run_id> <last_seq>" after each commit
 from .api import store_call
-from .sse import Final, frame
+from .sse import Final, stored_frames
 
 if TYPE_CHECKING:
     from .._engine import Engine
@@ -162,12 +162,12 @@ class Replicas:
                 if record is not None and record.status != "running":  # ended: what it wrote is all there
                     events += await asyncio.to_thread(store.events, run_id, after_seq=events[-1]["seq"] if events else last)
                     if events:
-                        yield Final(b"".join(map(frame, events)))
+                        yield Final(b"".join(stored_frames(events)))
                     return
                 if events:
                     last = events[-1]["seq"]
                     quiet_since = loop.time()
-                    yield b"".join(map(frame, events))
+                    yield b"".join(stored_frames(events))
                 elif loop.time() - quiet_since >= heartbeat:
                     quiet_since = loop.time()
                     yield None

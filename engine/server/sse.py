@@ -1,10 +1,10 @@
 """Server-sent events: the frame format and a response that notices a client leaving.
 
 Every frame is one engine event: `id:` is its `seq`, `event:` its `type`, `data:` the event
-JSON (`Event.to_dict()`, one line; for a live event, `Event.json()` — written by
-`event_frames` from pieces kept per type, step and run — around the data its Run encoded
-once). A browser's `EventSource` or any SSE client resumes a
-stream by sending the last `id:` it saw as `Last-Event-ID`.
+JSON (`Event.to_dict()`, one line), written by the one encoder, `event_frames`, around the
+data its Run encoded once — for a live event (the hub's frames) and a stored one (a replay)
+alike. A browser's `EventSource` or any SSE client resumes a stream by sending the last
+`id:` it saw as `Last-Event-ID`.
 
 `EventStreamResponse` listens for the client's disconnect *while* it waits for the next
 event (Starlette's `StreamingResponse` notices only when a write fails, which for an idle
@@ -17,14 +17,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Mapping, Sequence
+import operator
+from typing import Any, AsyncIterator, Callable, Iterable, Mapping
 
 import orjson
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-if TYPE_CHECKING:
-    from ..runtime.events import Event
+from ..runtime.events import Event
 
 MEDIA_TYPE = "text/event-stream"
 PING = b": ping\n\n"  # a comment line: keeps proxies from closing an idle stream; clients ignore it
@@ -35,39 +35,16 @@ class Final(bytes):
     """The last chunk of a stream: sent together with the end of the response (one write)."""
 
 
-def dumps(value: Any) -> str:
-    """Compact JSON on one line (newlines inside strings are escaped, as SSE needs)."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
-
-
-_ORJSON_OPTIONS = orjson.OPT_NON_STR_KEYS
-
-
-def _dumps_bytes(value: Any) -> bytes:
-    try:
-        return orjson.dumps(value, default=str, option=_ORJSON_OPTIONS)
-    except (TypeError, orjson.JSONEncodeError):  # integers beyond 64 bits, lone surrogates (escaped: still JSON)
-        return json.dumps(value, ensure_ascii=True, separators=(",", ":"), default=str).encode()
-
-
-def frame(event: Mapping[str, Any]) -> bytes:
-    """The SSE frame of one event dict (`type`, `seq`, …)."""
-    return b"id: %d\nevent: %s\ndata: %s\n\n" % (event["seq"], event["type"].encode(), _dumps_bytes(event))
-
-
-def event_frame(event: "Event") -> bytes:
-    """The SSE frame of an engine event, around the data its Run encoded once (`Event.json`)."""
-    body = event.json()
-    if body is None:  # no fast encoding: the escaped fallback of `frame`
-        return frame(event.to_dict())
-    return b"id: %d\nevent: %s\ndata: %s\n\n" % (event.seq, event.type.encode(), body)
-
-
-# `event_frames` writes a frame as `event_frame` does (the event JSON of `Event.json` around the
-# data its Run encoded), joining ready pieces: the envelope's strings are encoded once and
-# kept — per (type, step, skill) for as long as the process runs (a project has few), per seq
-# below 1024, the run and call ids and the time for a batch of a run's events. (A `%` format
-# per event costs several times a join: bench.request_cost.)
+# The one encoder of the service's SSE frames, live or stored: `event_frames` writes an event's
+# JSON (`Event.to_dict()`, compact, on one line) around the data its Run encoded once, joining
+# ready pieces: the envelope's strings are encoded once and kept — per (type, step, skill) for
+# as long as the process runs (a project has few), per seq below 1024, the run and call ids and
+# the time for a batch of a run's events. What it buys, by `python -m bench.request_cost
+# --cases sse` (callgrind, instructions per SSE request, no store, measured in one session):
+# 840,800 against 905,400 for a frame per event written by `Event.json` and a `%` format (7.1 %);
+# of that, the pieces kept per seq and the time written once per millisecond 36,500 (877,300
+# without them: 4.2 %; 20,000 when first measured, docs/operations.md). bench.service could
+# not separate them on this shared VM: its at-once ratios moved by ±0.03 between runs.
 _IDS = tuple(b"id: %d" % seq for seq in range(1024))  # most runs have fewer events
 _SEQS = tuple(b',"seq":%d,"ts":' % seq for seq in range(1024))
 _PIECES: dict[tuple[str, str | None, str | None], tuple[bytes, bytes]] = {}  # (type, step, skill) → (head, tail)
@@ -75,18 +52,22 @@ _MAX_KEPT = 4096
 _END = b"}\n\n"
 
 
-def event_frames(events: "Sequence[Event]") -> list[bytes]:
-    """The SSE frames of events, the bytes `event_frame` makes: one join of ready pieces per
-    event instead of a dict per event for orjson to walk. An event without encoded data, or
-    with a string orjson refuses (a lone surrogate), takes `event_frame`."""
+def event_frames(events: "Iterable[Event]") -> list[bytes]:
+    """The SSE frames of events: `id:` is its seq, `event:` its type, `data:` its JSON.
+
+    One join of ready pieces per event, around the data its Run encoded (or, for an event
+    without it — a stored one —, its data encoded here). What orjson cannot write (a lone
+    surrogate, an integer beyond 64 bits) takes the one fallback, `_escaped_frame`."""
     frames: list[bytes] = []
     append = frames.append
     ids, seqs, pieces, end = _IDS, _SEQS, _PIECES, _END
     run_of = call_of = ts_of = object()
     run_json = call_json = ts_text = b""
     for event in events:
-        kind, run_id, seq, ts, call, step, skill, _, _, data = event
+        kind, run_id, seq, ts, call, step, skill, data = _ENVELOPE(event)
         try:
+            if data is None:
+                data = orjson.dumps(event.data, default=str, option=orjson.OPT_NON_STR_KEYS)
             if run_id is not run_of:
                 run_of, run_json = run_id, orjson.dumps(run_id)
             if call is not call_of:
@@ -99,10 +80,29 @@ def event_frames(events: "Sequence[Event]") -> list[bytes]:
             else:
                 id_text, seq_text = b"id: %d" % seq, b',"seq":%d,"ts":' % seq
             append(b"".join((id_text, head, run_json, seq_text, ts_text, call_json, tail, data, end)))
-        except (TypeError, UnicodeEncodeError, orjson.JSONEncodeError):  # no encoded data (None), a lone surrogate…
+        except (TypeError, UnicodeEncodeError, orjson.JSONEncodeError):  # a lone surrogate, an integer beyond 64 bits…
             run_of = call_of = object()
-            append(event_frame(event))
+            append(_escaped_frame(event.to_dict()))
     return frames
+
+
+def stored_frames(events: "Iterable[Mapping[str, Any]]") -> list[bytes]:
+    """The SSE frames of stored events (dicts as `Event.to_dict()` gives them), by `event_frames`."""
+    return event_frames(map(Event.from_dict, events))
+
+
+def _escaped_frame(event: Mapping[str, Any]) -> bytes:
+    """The frame of an event orjson cannot write: the standard library's JSON, non-ASCII
+    escaped (a lone surrogate comes out as `\\udc80`: still valid JSON), non-JSON values as
+    their str."""
+    body = json.dumps(event, ensure_ascii=True, separators=(",", ":"), default=str)
+    return b"id: %d\nevent: %s\ndata: %s\n\n" % (event["seq"], str(event["type"]).encode("ascii", "backslashreplace"),
+                                                  body.encode())
+
+
+# An event's envelope and encoded data, read by field name in one C call (as fast as unpacking
+# the tuple, which would break silently if Event gained a field).
+_ENVELOPE = operator.attrgetter("type", "run_id", "seq", "ts", "tool_call_id", "step_id", "skill", "data_json")
 
 
 def _pieces(kind: str, step: str | None, skill: str | None) -> tuple[bytes, bytes]:

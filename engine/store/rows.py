@@ -5,7 +5,8 @@ tool_call_id, step_id, skill, data as JSON text), its data taken from the event'
 (encoded once by the Run) when there is one. A few event types imply rows of other tables
 (IMPLYING_TYPES): a run's first `tool_call_start` or its `agent_start` open the run, a
 terminal tool event writes a tool log and ends the run it started, `agent_done` ends an
-agent run, `model_exchange` keeps a model call for replay. `Implier` computes those rows
+agent run (both by the runs' one end rule, `end_status` in engine/runtime/run.py),
+`model_exchange` keeps a model call for replay. `Implier` computes those rows
 from the event's data (the same data the event row holds), so the database parses no JSON.
 A run that starts and ends within one spill is written once, finished: its end is put into
 the row that opens it (no second statement to update it, nor its `status` index twice).
@@ -19,9 +20,14 @@ from __future__ import annotations
 
 import json
 from itertools import chain
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import orjson
+
+from ..runtime.run import end_status, stop_code
+
+if TYPE_CHECKING:
+    from ..runtime.events import Event
 
 RUN_OPENING_TYPES = ("tool_call_start", "agent_start")  # an event 1 of these types writes its run's row (Implier)
 IMPLYING_TYPES = frozenset({"tool_call_start", "agent_start", "agent_done", "tool_call_result", "tool_call_error",
@@ -202,10 +208,9 @@ class Implier:
             self._open_run(index, out, run_id, _AGENT,
                            self._run_row(run_id, "agent", _scalar(_get(data, "model")), ts, json_text(_get(data, "input"))))
         elif kind == "agent_done":
-            stop = _get(data, "stop_reason")
-            status = "ok" if stop == "answer" else "cancelled" if stop == "cancelled" else "error"
-            error = None if stop == "answer" else json_text({"code": stop, "message": _get(data, "error")})
-            end = (status, ts, json_text(_get(data, "answer")), error, json_text(_get(data, "usage")))
+            code = stop_code(_get(data, "stop_reason"))
+            error = None if code is None else json_text({"code": code, "message": _get(data, "error")})
+            end = (end_status(code), ts, json_text(_get(data, "answer")), error, json_text(_get(data, "usage")))
             if not self._close_run(out, run_id, _AGENT, end):
                 out.add_implied(index, AGENT_END, (*end, run_id))
         elif kind == "model_exchange":
@@ -271,21 +276,21 @@ class Implier:
         if not self._close_run(out, run_id, call, end, guarded=True):
             out.add_implied(index, TOOL_END, (*end, run_id, call))
 
-    def whole_tool_run(self, implying: list[Any], index: int, out: Batch) -> bool:
-        """The rows of a whole tool run (Event tuples) whose only implying events are its call's
+    def whole_tool_run(self, implying: "list[Event]", index: int, out: Batch) -> bool:
+        """The rows of a whole tool run (its Events) whose only implying events are its call's
         start (event 1) and end, as `imply` makes them from the two (most calls): its row,
         written finished, and its tool log. False (nothing added) for any other run."""
         if len(implying) != 2:
             return False
         start, end = implying
-        kind, call = end[0], start[4]
-        if start[0] != "tool_call_start" or start[2] != 1 or end[4] != call or (kind != "tool_call_result" and
-                                                                                 kind != "tool_call_error"):
+        kind, call = end.type, start.tool_call_id
+        if start.type != "tool_call_start" or start.seq != 1 or end.tool_call_id != call or (
+                kind != "tool_call_result" and kind != "tool_call_error"):
             return False
-        run_id, data, ts = start[1], start[7], end[3]
+        run_id, data, ts = start.run_id, start.data, end.ts
         tool, arguments = _scalar(_get(data, "tool")), json_text(_get(data, "arguments"))
-        log, ended, duration = _call_end(kind, ts, end[7])
-        out.add_implied(index, RUN_START, self._run_row(run_id, "tool", tool, start[3], arguments, ended))
+        log, ended, duration = _call_end(kind, ts, end.data)
+        out.add_implied(index, RUN_START, self._run_row(run_id, "tool", tool, start.ts, arguments, ended))
         out.add_implied(index, TOOL_LOG, (run_id, "" if call is None else call, tool or "?", arguments, *log, duration, ts))
         return True
 
@@ -299,8 +304,9 @@ def _call_end(kind: str, ts: int, data: Any) -> tuple[Row, Row, float | None]:
     usage = json_text(_get(metadata, "usage"))
     if kind == "tool_call_result":
         output = json_text(_get(data, "data"))
-        return (output[:TOOL_LOG_OUTPUT_CHARS], "success", None), ("ok", ts, output, None, usage), duration
+        return (output[:TOOL_LOG_OUTPUT_CHARS], "success", None), (end_status(None), ts, output, None, usage), duration
     error = _get(data, "error")
     code = _get(error, "code")
     log = (None, "timeout" if code == "timeout" else "error", f"{_message(code)}: {_message(_get(error, 'message'))}")
-    return log, ("cancelled" if code == "cancelled" else "error", ts, None, "{}" if error is None else json_text(error), usage), duration
+    status = end_status(code if isinstance(code, str) else "error")  # an error event without a code still ended in error
+    return log, (status, ts, None, "{}" if error is None else json_text(error), usage), duration

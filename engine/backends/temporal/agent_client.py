@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator
 
 from ...errors import ErrorCode, StepFailure
 from ...providers.base import Usage
-from ...runtime.agent import Agent, AgentResult, _agent_run_end, as_messages
+from ...runtime.agent import Agent, AgentResult, agent_run_end, as_messages
 from ...runtime.events import Event, stream_run
 from ...runtime.ids import new_id
 from ...safety.redaction import enter_run, leave_run
@@ -69,7 +69,7 @@ class TemporalAgent:
             return await self._run(run, as_messages(messages))
         finally:
             leave_run(token)
-            self.engine.end_run(run, *_agent_run_end(self.last_result))
+            self.engine.end_run(run, *agent_run_end(self.last_result))
             for listener in queued:
                 await listener.close()
 

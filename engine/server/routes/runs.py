@@ -22,7 +22,7 @@ from ..hub import LiveRun
 from ..live import stream
 from ..replicas import FULL_ID_CHARS
 from ..service import Service
-from ..sse import HEARTBEAT_S, EventStreamResponse, frame, parse_last_event_id, wants_event_stream
+from ..sse import HEARTBEAT_S, EventStreamResponse, parse_last_event_id, stored_frames, wants_event_stream
 
 RunId = PathParam(max_length=200)
 
@@ -233,7 +233,7 @@ async def _stored_run(service: Service, run_id: str, principal: Principal) -> An
 
 def _replay(run_id: str, events: list[dict[str, Any]]) -> EventStreamResponse:
     async def frames() -> AsyncIterator[bytes | None]:
-        for event in events:
-            yield frame(event)
+        for chunk in stored_frames(events):
+            yield chunk
 
     return EventStreamResponse(frames(), headers={"X-Run-Id": run_id})

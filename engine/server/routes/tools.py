@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from typing import Any, Literal
 
@@ -16,7 +17,7 @@ from ...errors import ErrorCode
 from ..access import current_principal, request_headers, request_principal
 from ..api import SSE_DOC, ApiError, error_responses, json_body
 from ..auth import Principal
-from ..live import AnnouncedStream, finished_or_left, one_turn, stream
+from ..live import AnnouncedStream, finished_or_left, stream
 from ..service import Service
 from ..raw import Answer, read_body
 from ..sse import event_stream_wanted
@@ -104,7 +105,7 @@ def router(service: Service) -> APIRouter:
         work = functools.partial(engine.call_tool, name, arguments, model=model, tool_call_id=call_id, run_id=run_id,
                                  approve=hub.approver(run_id), principal=principal.name, announce_start=announce)
         run = hub.start(run_id, "tool", name, work, principal=principal.name, background=background)
-        await one_turn()  # a call that never waits is done by then (an announced one has sent its start)
+        await asyncio.sleep(0)  # a turn of the loop: a call that never waits is done by then (an announced one has sent its start)
         if streamed:
             return AnnouncedStream(hub, run) if announce and not run.done else stream(hub, run, 0, cancel_on_disconnect=True)
         if not await finished_or_left(request, run):
