@@ -543,14 +543,18 @@ class RunHub:
         """The task of a run this server started is done (`principal` reserved it): a Run its
         work did not end (or never opened) ends here, as cancelled or crashed."""
         self.release(principal)
-        if task.cancelled():
-            live.run.finish("cancelled", error=cancelled_error())  # (each a no-op when the Run has ended)
-        elif (exc := task.exception()) is not None:
+        exc = None if task.cancelled() else task.exception()
+        if exc is not None:
             logger.error("server: run failed", run_id=live.run_id, error=f"{type(exc).__name__}: {exc}")
-            live.run.crash(exc)
-        else:
-            live.run.finish(end_status(None))
-        live.close()
+        if not live.done:  # its Run has not ended: its work never opened it, or left it open
+            run = live.run
+            if task.cancelled():
+                run.finish("cancelled", error=cancelled_error())
+            elif exc is not None:
+                run.crash(exc)
+            else:
+                run.finish(end_status(None))
+            live.close()
         self._retire(live)
 
     def approver(self, run_id: str) -> "Approver":
