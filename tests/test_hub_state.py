@@ -141,17 +141,26 @@ def test_the_run_builds_every_field_of_its_events(engine: Engine) -> None:
     assert (event.step_id, event.skill, event.data, event.data_json) == ("s", "k", {"n": 1}, None)
 
 
+async def _followed(live: LiveRun) -> int:
+    return sum([1 async for chunk in live.follow(0, heartbeat=5) if chunk])
+
+
 def test_a_finished_run_leaves_no_cycle_for_the_collector(engine: Engine) -> None:
-    """The Run holds its LiveRun's `arrive` while it runs; at its end the LiveRun gives it the
-    deque's `append` instead, so a retired run is freed at once, not left to the garbage
+    """A Run whose follower waited holds its LiveRun's `arrive`; at its end the LiveRun gives
+    it the deque's `append` back, so a retired run is freed at once, not left to the garbage
     collector (which `skillyard serve` runs rarely: the memory it holds costs every call)."""
     import gc
 
+    async def call(n: int) -> None:
+        await asyncio.sleep(0)  # the follower waits before the run opens: the Run is given `arrive`
+        await engine.call_tool("echo", {"name": "a"}, run_id=f"run_gc_{n}")
+
     async def calls(hub: RunHub, count: int) -> None:
         for n in range(count):
-            live = hub.start(f"run_gc_{n}", "tool", "echo", functools.partial(
-                engine.call_tool, "echo", {"name": "a"}, run_id=f"run_gc_{n}"))
+            live = hub.start(f"run_gc_{n}", "tool", "echo", functools.partial(call, n))
+            follower = asyncio.ensure_future(_followed(live))
             await live.task
+            assert await follower
 
     async def main() -> int:
         hub = RunHub(engine, keep_finished=0)

@@ -1,6 +1,6 @@
-"""The layers in front of a tool call (issue 13): `DirectRoute` answers the call route without
-the router (a crash still gets the app's 500 handler), `Access` reads the headers once (the
-first value of each), and the call route answers with raw ASGI messages. The app in process, on a real
+"""The layers in front of a tool call (issue 13): `ServiceApp` puts `Access` and `DirectRoute`
+before Starlette's error middleware, `Access` reads the headers once (the first value of
+each), and the call route answers with raw ASGI messages. The app in process, on a real
 project: what each layer used to answer, it still answers."""
 
 from __future__ import annotations

@@ -45,6 +45,7 @@ from .access import Access, optional_principal
 from .api import ApiError, ErrorResponse
 from .auth import ApiKeys, load_api_keys
 from .direct import DirectRoute
+from .front import ServiceApp
 from .hub import RunHub, TooManyRuns
 from .observability import open_observability
 from .replicas import Replicas
@@ -103,7 +104,7 @@ def create_app(
             with contextlib.suppress(StoreError):
                 await asyncio.to_thread(engine.store.flush)
 
-    app = FastAPI(
+    app = ServiceApp(
         title=title,
         version=_version(),
         description="Call the tools of a skillyard project over HTTP; follow runs as server-sent events.",

@@ -7,9 +7,9 @@ exit stacks and dependency solving — cost more instructions than the endpoint 
 (bench/request_cost.py). `DirectRoute` sits just inside `Access` (keys, peers and body caps
 are checked as for every request), matches the route's own path regex and calls the same
 endpoint with the same `Request`; the app's exception handlers answer what it raises, as
-they would behind the router, and a crash reaches Starlette's `ServerErrorMiddleware`
-(outside `Access`), which answers it with the app's 500 handler, as for every route. The
-route stays declared on the app for /openapi.json.
+they would behind the router, and a crash with the app's 500 handler (as Starlette's
+`ServerErrorMiddleware` would: `ServiceApp` puts that layer behind this one). The route stays
+declared on the app for /openapi.json.
 
 What it buys, by `python -m bench.request_cost --opcodes json` (bytecodes per JSON call, one
 session, issue 29): 6,445 with it, 11,331 through the router (43 %).
@@ -22,7 +22,7 @@ from typing import Any, Awaitable, Callable, Mapping
 from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import PlainTextResponse, Response
 from starlette.routing import get_route_path
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -36,8 +36,9 @@ class DirectRoute:
         self.match = route.path_regex.match
         self.methods = route.methods or frozenset()
         self.endpoint: Callable[[Request], Awaitable[Response]] = route.endpoint
-        # Exception and 500 are ServerErrorMiddleware's (outside this layer): a crash goes on to it.
+        # Exception and 500 are ServerErrorMiddleware's: behind this layer (ServiceApp), so answered here.
         self.handlers = {cls: handler for cls, handler in handlers.items() if cls not in (Exception, 500)}
+        self.crash: Handler | None = handlers.get(500) or handlers.get(Exception)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] not in self.methods:
@@ -56,9 +57,18 @@ class DirectRoute:
         except Exception as exc:
             handler = self._handler(exc)
             if handler is None:
-                raise  # ServerErrorMiddleware answers it with the app's 500 handler, and the server logs it
+                await self._crashed(request, exc, send)
+                raise  # as ServerErrorMiddleware: the HTTP server logs it
             response = await handler(request, exc)
         await response(scope, receive, send)
+
+    async def _crashed(self, request: Request, exc: Exception, send: Send) -> None:
+        """Answer an unhandled exception with the app's 500 handler (nothing was sent yet)."""
+        if self.crash is not None:
+            response = await self.crash(request, exc)
+        else:
+            response = PlainTextResponse("Internal Server Error", status_code=500)
+        await response(request.scope, request.receive, send)
 
     def _handler(self, exc: Exception) -> Handler | None:
         """The app's handler for `exc`, looked up as Starlette does: by status, then along its classes."""

@@ -9,14 +9,21 @@ their SSE frames encoded once, when a follower first asks), so a follower can st
 `RunHub` subscribes to the engine once, so it sees every run the engine executes — started
 over HTTP, over MCP at `/mcp`, or by Python code in the same process — from its first event.
 It takes each run whole (`Engine.subscribe`'s `for_run`): as the run opens, the Run is given
-its LiveRun's `arrive` as its listener, which keeps the event and wakes a follower that waits
-(from any thread). That makes a reference cycle (the Run holds `arrive`, the LiveRun its Run),
-which the LiveRun breaks as the run ends (`close` gives the Run the deque's `append`
-instead): a retired run is then freed at once rather than by the garbage collector, which
-`skillyard serve` runs rarely. What that buys: 15,000 JSON calls in process (`python -m
-bench.request_cost --one json 15000`, CPU time, issue 29) took 2.5–2.6 s with the cycle
-broken, 2.9–3.0 s without (≈ 15 %), though callgrind counted only 1.6 % more instructions
-without: the cost is in the memory a run leaves to the collector, not in instructions.
+its LiveRun's deque's `append` as its listener, so recording an event costs no Python call;
+a follower about to wait swaps that for `LiveRun.arrive`, which also wakes it (from any
+thread). What the swap buys (issue 29): alone, under the 3 % a hot-path trick must buy (a
+JSON call's bytecodes 6,572 with it, 6,740 without: 2.5 %; callgrind could not separate
+them, ±1 %); but undoing it with the other tricks under 3 % cost the service about 5 % of its
+requests/s (`python -m bench.service`, ABBA), which issue 29 forbids: it and `ServiceApp`
+(front.py), the two largest of them, stay.
+
+`arrive` as a Run's listener makes a reference cycle (the Run holds `arrive`, the LiveRun its
+Run), which the LiveRun breaks as the run ends (`close` gives the Run the deque's `append`
+back): a retired run is then freed at once, not left to the garbage collector, which
+`skillyard serve` runs rarely. What that buys: with `arrive` for every event, 15,000 JSON
+calls in process (`python -m bench.request_cost --one json 15000`, CPU time) took 2.5–2.6 s
+with the cycle broken, 2.9–3.0 s without (≈ 15 %), though callgrind counted only 1.6 % more
+instructions: the cost is in the memory a run leaves to the collector, not in instructions.
 Events come in the order the Run numbered them, except that a worker thread's may
 overtake another: readers take them through `LiveRun._settle`, which checks the order.
 
@@ -81,7 +88,7 @@ class LiveRun:
     when first asked for (most calls never ask: the engine's Run has opened by then).
     """
 
-    __slots__ = ("run_id", "_run", "_asked", "records", "_frames", "_last", "_waiting", "_store", "_hub", "_closed",
+    __slots__ = ("run_id", "_run", "_asked", "records", "_frames", "_last", "_waiting", "_store", "_hub", "_waking", "_closed",
                  "task", "background", "_changed")
 
     def __init__(self, run_id: str, kind: RunKind | None, name: str, *, principal: str | None = None,
@@ -93,15 +100,17 @@ class LiveRun:
         self._run = run
         self._asked = (kind or "tool", name, principal)  # what it was started as: for a stand-in
         kept = tail if store is not None else None
-        # The run's newest events as the Run made them (redacted, data encoded once), as they came
-        # (`arrive`, the Run's listener for the hub). Their SSE frames are built when first asked
-        # for (a follower, a replay): most calls are answered with their result and nobody asks.
+        # The run's newest events as the Run made them (redacted, data encoded once), as they came:
+        # the Run's listener for the hub is this deque's `append` (no Python call per event). Their
+        # SSE frames are built when first asked for (a follower, a replay): most calls are answered
+        # with their result and nobody asks.
         self.records: deque[Event] = deque(maxlen=kept)
         self._frames: deque[bytes] = deque(maxlen=kept)  # the frames of the settled events, in seq order
         self._last = 0  # the seq of the last settled (framed) event
         self._waiting = False  # an event came before one that is still on its way
         self._store = store
         self._hub: "RunHub | None" = None
+        self._waking = False  # the Run delivers to `arrive` (a follower may wait), not to records.append
         self._closed = False  # the hub has taken the run's end (a run of another thread's loop: after its events)
         self.task: asyncio.Task[Any] | None = None  # set for runs this server started
         self.background = False
@@ -279,15 +288,23 @@ class LiveRun:
 
     def open(self, run: "Run", hub: "RunHub") -> Callable[[Event], None]:
         """Its Run has opened (it takes the stand-in's place); `hub` wakes its followers. The
-        Run's listener for this LiveRun: `arrive`."""
+        Run's listener for this LiveRun: `records.append`, or `arrive` once a follower waits."""
         self._run, self._hub = run, hub
-        return self.arrive
+        return self.arrive if self._waking else self.records.append
 
     def arrive(self, event: Event) -> None:
-        """The Run's listener: keep the event, and wake a follower that waits (on the hub's loop)."""
+        """The Run's listener while a follower may wait: keep the event, and wake the follower (on
+        the hub's loop)."""
         self.records.append(event)
         if self._changed is not None and self._hub is not None:
             self._hub.wake(self)
+
+    def _wake_followers(self) -> None:
+        """From now on, an event wakes whoever waits (until now the Run appended it, silently)."""
+        if not self._waking:
+            self._waking = True
+            if self._run is not None:  # (not open yet: `open` gives it `arrive` then)
+                self._run.redirect(self.records.append, self.arrive)
 
     def notify(self) -> None:
         """Wake every follower waiting for a change (call on the hub's loop)."""
@@ -297,10 +314,10 @@ class LiveRun:
 
     def close(self) -> None:
         """Its Run has ended, and the hub has its events: wake every follower, and give the Run
-        the deque's `append` instead of `arrive` (see the module's docstring: the cycle)."""
+        the deque's `append` back if a follower made it `arrive` (see the module's docstring: the cycle)."""
         if not self._closed:
             self._closed = True
-            if self._run is not None:
+            if self._waking and self._run is not None:
                 self._run.redirect(self.arrive, self.records.append)
             self.notify()
 
@@ -345,6 +362,7 @@ class LiveRun:
             changed = self._changed
             if changed is None:
                 changed = self._changed = asyncio.Event()
+                self._wake_followers()
                 if (records[-1] if records else None) is not newest:  # one came from a worker thread meanwhile
                     continue
             if heartbeat is None:
@@ -430,7 +448,8 @@ class RunHub:
 
     def for_run(self, run: "Run") -> Callable[[Event], None]:
         """The listener of one run's events, given as the run opens (Engine.subscribe): its
-        LiveRun's `arrive`."""
+        LiveRun's `records.append`, no Python call per event. A follower that waits makes the
+        Run deliver to `LiveRun.arrive` instead, which wakes it."""
         if threading.get_ident() != self._thread:
             return self._opened_elsewhere(run)
         live = self.runs.get(run.run_id)
@@ -543,14 +562,18 @@ class RunHub:
         """The task of a run this server started is done (`principal` reserved it): a Run its
         work did not end (or never opened) ends here, as cancelled or crashed."""
         self.release(principal)
-        if task.cancelled():
-            live.run.finish("cancelled", error=cancelled_error())  # (each a no-op when the Run has ended)
-        elif (exc := task.exception()) is not None:
+        exc = None if task.cancelled() else task.exception()
+        if exc is not None:
             logger.error("server: run failed", run_id=live.run_id, error=f"{type(exc).__name__}: {exc}")
-            live.run.crash(exc)
-        else:
-            live.run.finish(end_status(None))
-        live.close()
+        if not live.done:  # its Run has not ended: its work never opened it, or left it open
+            run = live.run
+            if task.cancelled():
+                run.finish("cancelled", error=cancelled_error())
+            elif exc is not None:
+                run.crash(exc)
+            else:
+                run.finish(end_status(None))
+            live.close()
         self._retire(live)
 
     def approver(self, run_id: str) -> "Approver":
