@@ -74,7 +74,6 @@ class LinkedStep:
         """One attempt's output: the skill called with its context under the step's timeout, its
         output checked against the skill's schema. Raises what the skill raises (see `failure`).
         `call`: the skill's `call` (a Temporal worker's calls sync code off its event loop)."""
-        skill = self.skill
         if self.timeout is None:
             output = call(value, ctx)
             if type(output) not in PLAIN_TYPES and inspect.isawaitable(output):
@@ -84,9 +83,9 @@ class LinkedStep:
                 output = call(value, ctx)
                 if type(output) not in PLAIN_TYPES and inspect.isawaitable(output):
                     output = await output
-        schema = skill.output_schema
+        schema = self.skill.output_schema
         if schema is not None and not schema.is_valid(output):
-            raise _invalid_output(skill, schema.check(output))
+            raise _invalid_output(self.skill, schema.check(output))
         return output
 
     def failure(self, exc: Exception) -> StepFailure:
@@ -205,18 +204,13 @@ class WorkflowExecutor:
         return output
 
 
-def _step_input(step: LinkedStep, args: dict[str, Any], outputs: dict[str, Any], run: RunContext) -> Any:
-    """The step's mapped input, validated, with the skill's defaults filled in."""
+def _input_failure(step: LinkedStep, run: RunContext, value: Any, error: MappingError | None = None) -> StepFailure:
+    """Why the step's mapped input cannot go to its skill (a mapping error, or the value
+    breaks the skill's input schema), told as a `skill_error` event."""
     skill = step.skill
-    try:
-        value = step.resolve_input(args, outputs)
-    except MappingError as exc:
-        failure = StepFailure("execution_error", f"step {step.id!r} input: {exc}")
+    if error is not None:
+        failure = StepFailure("execution_error", f"step {step.id!r} input: {error}")
     else:
-        if value is MISSING:
-            value = {}
-        if skill.input_schema.is_valid(value):
-            return skill.input_schema.with_defaults(value) if skill.input_schema.has_defaults else value
         violations = skill.input_schema.check(value)
         failure = StepFailure(
             "execution_error",
@@ -226,7 +220,7 @@ def _step_input(step: LinkedStep, args: dict[str, Any], outputs: dict[str, Any],
         )
     data: dict[str, Any] = {"code": failure.code, "message": failure.message, "attempt": 1}
     run.events.emit("skill_error", data, run.tool_call_id, step.event_id, skill.name)
-    raise failure
+    return failure
 
 
 async def call_step(step: LinkedStep, args: dict[str, Any], outputs: dict[str, Any], run: RunContext) -> Any:
@@ -238,7 +232,17 @@ async def call_step(step: LinkedStep, args: dict[str, Any], outputs: dict[str, A
     emit = run.events.emit
     call_id = run.tool_call_id
     skill = step.skill
-    value = _step_input(step, args, outputs, run)
+    try:  # the mapped input, valid, with the skill's defaults filled in
+        value = step.resolve_input(args, outputs)
+    except MappingError as exc:
+        raise _input_failure(step, run, None, exc) from None
+    if value is MISSING:
+        value = {}
+    schema = skill.input_schema
+    if not schema.is_valid(value):
+        raise _input_failure(step, run, value)
+    if schema.has_defaults:
+        value = schema.with_defaults(value)
     attempt = 1
     while True:
         started = perf_counter_ns()
@@ -250,13 +254,19 @@ async def call_step(step: LinkedStep, args: dict[str, Any], outputs: dict[str, A
         except Exception as exc:  # noqa: BLE001 - a skill's failure becomes an error event, not a crash
             error = step.failure(exc)
         else:
-            emit("skill_result", {"output": output, "duration_ms": elapsed_ms(started)},
+            duration_ms = elapsed_ms(started)
+            emit("skill_result", {"output": output, "duration_ms": duration_ms},
                  call_id, step.event_id, skill.name, None, skill.output_clean)
+            if duration_ms > skill.slow_after_ms:
+                skill.took_long(duration_ms)
             return output
+        duration_ms = elapsed_ms(started)
+        if duration_ms > skill.slow_after_ms:
+            skill.took_long(duration_ms)
         will_retry = step.retry.will_retry(error, attempt)
         emit("skill_error",
              {"code": error.code, "message": error.message, "attempt": attempt, "will_retry": will_retry,
-              "duration_ms": elapsed_ms(started)},
+              "duration_ms": duration_ms},
              call_id, step.event_id, skill.name)
         if not will_retry:
             raise error

@@ -108,6 +108,14 @@ class Skill(ABC):
         self.call: Callable[[dict[str, Any], SkillContext | None], Any] = self.run
         self.needs_context = True
 
+    # A skill whose calls may hold the event loop (a sync python skill, skills/python.py) sets
+    # this: the executor, which times every attempt for its events anyway, hands it the duration
+    # of an attempt that took longer, so timing costs the skill no wrapper of its own.
+    slow_after_ms: float = float("inf")
+
+    def took_long(self, duration_ms: float) -> None:
+        """An attempt took more than `slow_after_ms` milliseconds (see there)."""
+
     @property
     def produces(self) -> dict[str, Any] | None:
         """The schema of what this skill returns, for link-time data-flow checks (None: anything)."""

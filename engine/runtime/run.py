@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import time
+from time import time_ns
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Literal, Protocol
 
 import orjson
@@ -120,10 +120,10 @@ class Run:
         approver: Approver | None = None,
         approval_timeout: float = 600.0,
         records: bool | None = None,
-        max_events: int | None = None,
+        max_events: int = 1 << 62,
     ):
         """`records`: whether a listener is a record sink (None: look at the listeners).
-        `max_events`: the most events it may emit before its end (None: no cap)."""
+        `max_events`: the most events it may emit before its end."""
         self.run_id = run_id
         self._seq = 0
         self._listeners = listeners
@@ -136,14 +136,14 @@ class Run:
         self.status: RunStatus = "running"
         self.result: Any = None  # a tool run's ToolResult, an agent run's answer
         self.error: dict[str, Any] | None = None
-        self.started_at = time.time_ns() // 1_000_000
+        self.started_at = time_ns() // 1_000_000
         self.finished_at: int | None = None
         self.approver = approver  # None: a confirmation nobody can give is denied at once
         self.approval_timeout = approval_timeout
         self._pending: dict[str, asyncio.Future[bool]] = {}
         self._task: asyncio.Task[Any] | None = None
         self._on_end: list[Callable[["Run"], None]] = []
-        self.max_events = max_events if max_events is not None else 1 << 62
+        self.max_events = max_events
 
     # ─── events ──────────────────────────────────────────────────────────────────
 
@@ -187,7 +187,7 @@ class Run:
                 encoded = orjson.dumps(data, default=str)
             except Exception:  # noqa: BLE001 - non-string keys, or no fast encoding (the sinks then write their own)
                 encoded = encode_data(data)
-        event = new_event(Event, (type, self.run_id, seq, time.time_ns() // 1_000_000, tool_call_id, step_id, skill, data, result,
+        event = new_event(Event, (type, self.run_id, seq, time_ns() // 1_000_000, tool_call_id, step_id, skill, data, result,
                                   encoded))
         for listener in self._listeners:
             try:
@@ -271,11 +271,12 @@ class Run:
         if self.finished_at is not None:
             return
         self.status, self.result, self.error = status, result, error
-        self.finished_at = time.time_ns() // 1_000_000
-        for future in self._pending.values():
-            if not future.done():
-                future.set_result(False)
-        self._pending.clear()
+        self.finished_at = time_ns() // 1_000_000
+        if self._pending:
+            for future in self._pending.values():
+                if not future.done():
+                    future.set_result(False)
+            self._pending.clear()
         callbacks, self._on_end = self._on_end, []
         for callback in callbacks:
             try:

@@ -1,6 +1,6 @@
 """Python skills: `function: package.module:name`, sync or async.
 
-The function is called directly, or through one small wrapper that times it (below); when it
+The function is called directly (or `run` when it goes to a worker thread, below); when it
 raises, the workflow executor turns the exception into an error whose details are the user's
 frames (`engine.safety.user_frames`), with `user_roots` saying where the user's package lives.
 
@@ -14,7 +14,8 @@ Where a sync function runs (`threaded:` in skills.yaml):
   calls (and `/healthz`) twice, not on every call. Two, because a busy machine stalls a quick
   call now and then (measured: 2 of 3 million calls of a trivial function took over 20 ms at
   load 5 on 2 cores). After THREAD_CALLS calls in threads it tries the loop again, on
-  probation: one slow call sends it back. Timing a call costs two clock reads.
+  probation: one slow call sends it back. The workflow executor times every attempt for its
+  events; it tells the skill of a slow one (`Skill.took_long`), so timing costs nothing here.
 
 Worker threads come from one bounded pool of their own (`skill_pool`), so skills that keep
 threads busy never delay the run store's reads, which use asyncio's default pool. An async
@@ -35,7 +36,7 @@ from typing import Any, Callable
 from ..logging import logger
 from ..runtime.context import SkillContext
 from ..runtime.contracts import Skill
-from ..runtime.timing import PLAIN_TYPES, perf_counter_ns
+from ..runtime.timing import PLAIN_TYPES
 from ..safety.user_frames import package_root
 
 THREAD_CALLS = 1000  # calls of a skill moved to threads before it tries the event loop again
@@ -83,7 +84,7 @@ class PythonSkill(Skill):
         root = package_root(function)
         self.user_roots: tuple[str, ...] = (root,) if root else ()
         timed = threaded is None and thread_after is not None and not self.is_async
-        self.thread_after_ns = int(thread_after * 1e9) if timed and thread_after is not None else None
+        self._thread_after_ms = thread_after * 1000 if timed and thread_after is not None else float("inf")
         self._slow_calls = 0  # (timed) calls that took longer than thread_after: two move it to threads
         self._thread_calls = 0  # (timed, moved) calls since it moved to threads
         if timed:  # on the loop, timed, until calls are slow (see Skill.call)
@@ -94,35 +95,22 @@ class PythonSkill(Skill):
     def _call_plain(self, input: dict[str, Any], ctx: SkillContext | None) -> Any:
         return self.function(input)
 
-    def _timed(self, input: dict[str, Any], ctx: SkillContext | None) -> Any:
-        started = perf_counter_ns()
-        try:
-            return self.function(input)
-        finally:
-            if perf_counter_ns() - started > self.thread_after_ns:  # type: ignore[operator]
-                self._to_threads(started)
-
-    def _timed_with_context(self, input: dict[str, Any], ctx: SkillContext | None) -> Any:
-        started = perf_counter_ns()
-        try:
-            return self.function(input, ctx)
-        finally:
-            if perf_counter_ns() - started > self.thread_after_ns:  # type: ignore[operator]
-                self._to_threads(started)
-
-    def _to_threads(self, started: int) -> None:
-        """A call held the event loop too long: the second time, the later ones run in a worker thread."""
+    def took_long(self, duration_ms: float) -> None:
+        """A call held the event loop too long (the executor times each attempt): the second
+        time, the later ones run in a worker thread."""
         self._slow_calls += 1
-        if self.threaded or self._slow_calls < 2:
+        if self._slow_calls < 2:
             return
         self.threaded, self.call, self._thread_calls = True, self.run, 0
+        self.slow_after_ms = float("inf")  # in a thread, a slow call holds nothing up
         logger.info("python skill is slow: its later calls run in a worker thread", skill=self.name,
-                    took_ms=(perf_counter_ns() - started) // 1_000_000, threshold_ms=(self.thread_after_ns or 0) // 1_000_000,
+                    took_ms=int(duration_ms), threshold_ms=int(self._thread_after_ms),
                     hint="set `threaded: true` or `threaded: false` on the skill to decide yourself")
 
     def _on_loop(self) -> None:
         self.threaded = False
-        self.call = self._timed_with_context if self.wants_context else self._timed
+        self.call = self.function if self.wants_context else self._call_plain
+        self.slow_after_ms = self._thread_after_ms
 
     async def run(self, input: dict[str, Any], ctx: SkillContext | None) -> Any:
         args = (input, ctx) if self.wants_context else (input,)
@@ -130,7 +118,7 @@ class PythonSkill(Skill):
             return await self.function(*args)
         if self.threaded:
             output = await in_worker_thread(self.function, *args)
-            if self.thread_after_ns is not None:  # moved there by timing: now and then, try the loop again
+            if self._thread_after_ms != float("inf"):  # moved there by timing: now and then, try the loop again
                 self._thread_calls += 1
                 if self._thread_calls >= THREAD_CALLS and self.threaded:
                     self._slow_calls = 1  # on probation: one slow call sends it back
