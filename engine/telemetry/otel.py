@@ -20,7 +20,9 @@ the same time, and every event in an item carries its `item_index` (engine/execu
 
 A tool run has `execute_tool` at the top. The parent of the top span is the OpenTelemetry
 context current where the run's first event is emitted: the HTTP request span of
-`engine.server.tracing` (which continues an incoming `traceparent`), or an embedder's span.
+`engine.server.tracing` (which continues an incoming `traceparent`), a batch case's span
+(engine/batch/runner.py), an embedder's span, or none (a CLI call: a trace of its own).
+A Temporal worker continues a call's trace from `SpanSink.carrier` (`continued_span`).
 
 Only what an event carries goes on a span (names, ids, models, token counts, error codes), and
 event data is already redacted by the Run; arguments, outputs, messages and error messages are
@@ -382,7 +384,7 @@ def fail_span(span: Span, code: str) -> None:
 
 def tracer_provider(config: TelemetryConfig, exporter: "SpanExporter | None" = None) -> "TracerProvider":
     """The SDK's provider with a batch processor (OTEL_BSP_* apply) on the configured exporter
-    (OTLP/HTTP: OTEL_EXPORTER_OTLP_* apply). Not made global: the service owns it."""
+    (OTLP/HTTP: OTEL_EXPORTER_OTLP_* apply). Not made global: the engine owns it (traces.py)."""
     try:
         from opentelemetry.sdk.resources import Resource
         from opentelemetry.sdk.trace import TracerProvider
