@@ -132,3 +132,15 @@ def test_from_project_passes_the_provider_and_off_attaches_nothing(tmp_path: Pat
     assert plain.traces is None  # off by default: no span listener on the call path
     plain.close()
     provider.shutdown()
+
+
+def test_skillyard_chat_exports_the_agent_run(receiver: OtlpReceiver, tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    root = write_telemetry_project(tmp_path / "p")
+    assert main(["chat", "How many words?", "--model", "script", "--dir", str(root), "--no-store", "--quiet"]) == 0
+    assert "three words" in capsys.readouterr().out
+    spans = receiver.spans
+    [agent] = [s for s in spans if s["name"] == "invoke_agent"]
+    assert agent["parent"] == "" and agent["attributes"]["skillyard.stop_reason"]
+    assert [s["name"] for s in children(spans, agent)] == ["chat script", "execute_tool report3", "chat script"]
+    assert_report3_tree(spans, next(s for s in children(spans, agent) if s["name"] == "execute_tool report3"))
