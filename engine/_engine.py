@@ -17,6 +17,7 @@ from .runtime.result import ToolResult
 from .runtime.router import route_in_run
 from .runtime.run import Approver, Run, RunKind, cancelled_error, end_status
 from .safety.redaction import enter_run, leave_run
+from .telemetry.traces import open_traces
 
 if TYPE_CHECKING:
     from .runtime.agent import Agent, AgentLimits
@@ -41,7 +42,10 @@ class Backend(Protocol):
 class Engine:
     """Runs tool calls against a project. Safe for many concurrent calls; reloadable."""
 
-    def __init__(self, project: Project, *, store: "Store | None" = None):
+    def __init__(self, project: Project, *, store: "Store | None" = None, tracer_provider: Any = None):
+        """`tracer_provider`: an OpenTelemetry TracerProvider for the spans of every call (yours:
+        not shut down by `close`); None: the application's global one if set, else `telemetry:`/
+        OTEL_* decide (docs/operations.md). Off: no listener, nothing imported."""
         _learn_configured_keys(project)
         self._project = project
         self._listeners: list[Listener] = []
@@ -52,6 +56,9 @@ class Engine:
         self._records_wanted = False  # whether a listener is a record sink: kept in step by subscribe()
         if store is not None:
             self.subscribe(store.listener, for_run=store.for_run)
+        self.traces = open_traces(project.settings.telemetry, tracer_provider)  # None: traces off
+        if self.traces is not None:
+            self.traces.attach(self.subscribe, self.runs)
         self.backend: Backend | None = None  # where calls execute (engine/backends); None: in this process
 
     @classmethod
@@ -64,16 +71,22 @@ class Engine:
         return cls.from_project(load_project(path), store=store)
 
     @classmethod
-    def from_project(cls, project: Project, *, store: bool | str | Path = False) -> "Engine":
+    def from_project(cls, project: Project, *, store: bool | str | Path = False, tracer_provider: Any = None) -> "Engine":
         """`store`: True for the project's store (SKILLYARD_STORE_URL, else store.url, else
-        store.path), a URL (sqlite:///…, postgresql://…) or a SQLite file path."""
+        store.path), a URL (sqlite:///…, postgresql://…) or a SQLite file path.
+        `tracer_provider`: as for `Engine(…)`."""
         run_store = None
         if store is not False:
             from .store import open_store, store_url
 
             where = store_url(project.root, project.settings.store) if store is True else str(store)
             run_store = open_store(where, redactor=project.redactor, redacted_events=True)
-        engine = cls(project, store=run_store)
+        try:
+            engine = cls(project, store=run_store, tracer_provider=tracer_provider)
+        except BaseException:  # e.g. traces on without the SDK (TelemetryUnavailable)
+            if run_store is not None:
+                run_store.close()
+            raise
         if run_store is not None:
             if run_store.tool_settings():
                 engine.reload()  # the store's tool settings apply from the start
@@ -104,9 +117,11 @@ class Engine:
                          error=str(exc))
 
     def close(self) -> None:
-        """Write what the store still has queued and close it."""
+        """Write what the store still has queued and close it; send the spans still batched."""
         if self.store is not None:
             self.store.close()
+        if self.traces is not None:
+            self.traces.close()
 
     @property
     def project(self) -> Project:

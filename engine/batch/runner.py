@@ -4,6 +4,12 @@ Each finished case is one line of the results file, written and flushed as it fi
 interrupted batch leaves a valid file that `--resume` completes. Cases go through
 `Engine.call_tool` like any other call: the router's checks, events, the run store, the
 backend (local or Temporal) all apply.
+
+With traces on, each case is a trace of its own: a root span `case <id>` (`skillyard.batch_id`,
+`skillyard.case`) over the tool call and its judges. Not one trace for the whole batch: a batch
+of thousands of cases would be a trace of tens of thousands of spans, past what trace stores
+keep in one trace and what their viewers draw, and a sampler would keep or drop it whole;
+per case, each is sampled, kept and found on its own (by `skillyard.batch_id`).
 """
 
 from __future__ import annotations
@@ -117,6 +123,15 @@ async def run_batch(engine: Engine, batch: BatchRun, results: ResultsFile,
 
 
 async def _run_case(engine: Engine, batch: BatchRun, item: BatchCase, judges: Judges) -> CaseRecord:
+    traces = engine.traces
+    if traces is None:
+        return await _judged_case(engine, batch, item, judges)
+    with traces.root_span(f"case {item.case.id}", {"skillyard.batch_id": batch.batch_id, "skillyard.case": str(item.case.id),
+                                                   "skillyard.tool": batch.tool}):
+        return await _judged_case(engine, batch, item, judges)
+
+
+async def _judged_case(engine: Engine, batch: BatchRun, item: BatchCase, judges: Judges) -> CaseRecord:
     case = item.case
     result = await engine.call_tool(batch.tool, case.arguments, model=batch.model, principal=None)
     before = Usage(judges.input_tokens, judges.output_tokens, judges.cost_usd)

@@ -87,6 +87,7 @@ def _run(ns: argparse.Namespace, engine: Any) -> int:
     progress = Progress(sys.stderr, len(batch.cases), live=sys.stderr.isatty())
     earlier = next((r["batch_id"] for r in done if r.get("batch_id")), None)  # a resumed batch keeps its id
     recording = BatchRecording(engine.store, ns.tool, total, ns.data, earlier)
+    batch.batch_id = recording.batch_id  # on each case's span
 
     def on_record(record: dict[str, Any]) -> None:
         recording.add(record)  # before the results line is written: the line names its batch

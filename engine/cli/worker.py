@@ -37,6 +37,7 @@ def cmd_worker(ns: argparse.Namespace) -> int:
     from ..link.linker import load_project
     from ..logging import configure_logging
     from ..store import StoreError, open_store, store_url
+    from ..telemetry.traces import open_process_traces
 
     require_sdk()
     try:
@@ -45,10 +46,13 @@ def cmd_worker(ns: argparse.Namespace) -> int:
         return report_config(exc)
     settings = project.settings.logging
     configure_logging(settings.format, settings.level, project.redactor)
+    traces = open_process_traces(project.settings.telemetry)  # None: off; its activities' spans join their callers' traces
     try:
         store = open_store(store_url(project.root, project.settings.store), redactor=project.redactor,
                            redacted_events=True)  # events come redacted (by the workflows' Runs)
     except StoreError as exc:
+        if traces is not None:
+            traces.close()
         raise UsageError(str(exc)) from None
     try:
         require_shared_store(store)
@@ -57,6 +61,8 @@ def cmd_worker(ns: argparse.Namespace) -> int:
         return EXIT_OK
     finally:
         store.close()
+        if traces is not None:
+            traces.close()  # the spans still batched are sent
 
 
 async def _serve(project: Any, store: Any, ns: argparse.Namespace) -> int:

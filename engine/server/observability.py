@@ -1,8 +1,10 @@
-"""The telemetry of one service: decided from `telemetry:` and `OTEL_*`, attached to the engine
-as listeners, installed in the app (request middleware, `GET /metrics`), closed with it.
+"""The service's side of telemetry: the request middleware (a SERVER span per request, over the
+engine's own tracer) and the Prometheus metrics (`GET /metrics`, `--metrics-port`).
 
-When both traces and metrics are off, `open_observability` returns None having imported
-nothing: the service and the per-call path are exactly as without telemetry.
+Traces belong to the engine (`Engine.traces`, engine/telemetry/traces.py: the same rule for
+every front door); the service adds its request spans to them, and sends what is batched when
+it stops. When both traces and metrics are off, `open_observability` returns None having
+imported nothing: the service and the per-call path are exactly as without telemetry.
 """
 
 from __future__ import annotations
@@ -16,28 +18,14 @@ from ..telemetry import TelemetryConfig, TelemetryUnavailable, resolve
 
 
 class Observability:
-    def __init__(self, engine: Engine, config: TelemetryConfig, *, metrics_port: int | None = None,
-                 span_exporter: Any = None):
+    def __init__(self, engine: Engine, config: TelemetryConfig, *, metrics_port: int | None = None):
         self.config = config
-        self.provider: Any = None
+        self.traces = engine.traces  # None: traces off
         self.metrics: Any = None
         self._metrics_server: Any = None
         self._unsubscribe: list[Callable[[], None]] = []
-        if config.traces:
-            self._start_traces(engine, span_exporter)
         if config.metrics or metrics_port is not None:
             self._start_metrics(engine, metrics_port)
-
-    def _start_traces(self, engine: Engine, span_exporter: Any) -> None:
-        try:
-            from ..telemetry.otel import SpanSink, tracer_provider
-        except ImportError as exc:
-            raise TelemetryUnavailable(
-                f"traces are on ({self.config.why}) but OpenTelemetry is not installed ({exc.name}): "
-                "pip install 'skillyard[otel]', or turn them off (OTEL_SDK_DISABLED=true)") from None
-        self.provider = tracer_provider(self.config, span_exporter)
-        self.tracer = self.provider.get_tracer("skillyard")
-        self._unsubscribe.append(engine.subscribe(SpanSink(self.tracer, engine.runs)))
 
     def _start_metrics(self, engine: Engine, port: int | None) -> None:
         try:
@@ -63,7 +51,7 @@ class Observability:
         and `GET /metrics` when `telemetry.metrics` is on."""
         from .tracing import RequestTelemetry
 
-        app.add_middleware(RequestTelemetry, tracer=getattr(self, "tracer", None),
+        app.add_middleware(RequestTelemetry, tracer=self.traces.tracer if self.traces is not None else None,
                            streams=self.metrics.sse_streams if self.metrics is not None else None)
         if self.metrics is not None and self.config.metrics:
             from .routes import metrics
@@ -71,24 +59,25 @@ class Observability:
             app.include_router(metrics.router(self.metrics.registry))
 
     def close(self) -> None:
-        """Detach from the engine, export the spans still batched, stop the metrics port."""
+        """Detach the metrics from the engine, send the spans still batched, stop the metrics port
+        (the engine's traces stay attached: `Engine.close` ends them)."""
         for unsubscribe in self._unsubscribe:
             try:
                 unsubscribe()
             except ValueError:
                 pass
         self._unsubscribe.clear()
-        if self.provider is not None:
-            self.provider.shutdown()
+        if self.traces is not None:
+            self.traces.flush()
         if self._metrics_server is not None:
             self._metrics_server.shutdown()
             self._metrics_server.server_close()
 
 
-def open_observability(engine: Engine, *, metrics_port: int | None = None, span_exporter: Any = None,
+def open_observability(engine: Engine, *, metrics_port: int | None = None,
                        environ: Any = None) -> Observability | None:
-    """None when traces and metrics are both off. Raises TelemetryUnavailable (a clear message)."""
+    """None when the engine has no traces and metrics are off. Raises TelemetryUnavailable (a clear message)."""
     config = resolve(engine.project.settings.telemetry, environ)
-    if not config.traces and not config.metrics and metrics_port is None:
+    if engine.traces is None and not config.metrics and metrics_port is None:
         return None
-    return Observability(engine, config, metrics_port=metrics_port, span_exporter=span_exporter)
+    return Observability(engine, config, metrics_port=metrics_port)

@@ -34,6 +34,7 @@ class TelemetryConfig:
     service_name: str
     metrics: bool
     why: str  # where `traces` was decided (for messages)
+    disabled: bool = False  # OTEL_SDK_DISABLED=true / OTEL_TRACES_EXPORTER=none: off whatever else says
 
 
 def resolve(settings: Any, environ: Mapping[str, str] | None = None, *, metrics: bool | None = None) -> TelemetryConfig:
@@ -42,7 +43,8 @@ def resolve(settings: Any, environ: Mapping[str, str] | None = None, *, metrics:
     env = os.environ if environ is None else environ
     exporter = env.get("OTEL_TRACES_EXPORTER", "").strip().lower()
     endpoint_var = next((name for name in ENDPOINT_VARS if env.get(name, "").strip()), None)
-    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true" or exporter == "none":
+    disabled = env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true" or exporter == "none"
+    if disabled:
         traces, why = False, "OTEL_SDK_DISABLED/OTEL_TRACES_EXPORTER"
     elif exporter:
         if exporter not in EXPORTERS:
@@ -58,5 +60,5 @@ def resolve(settings: Any, environ: Mapping[str, str] | None = None, *, metrics:
     service_name = env.get("OTEL_SERVICE_NAME", "").strip() or settings.service_name
     return TelemetryConfig(
         traces=traces, exporter=exporter or "otlp", endpoint=endpoint, service_name=service_name,
-        metrics=bool(settings.metrics) if metrics is None else metrics, why=why,
+        metrics=bool(settings.metrics) if metrics is None else metrics, why=why, disabled=disabled,
     )

@@ -20,7 +20,9 @@ the same time, and every event in an item carries its `item_index` (engine/execu
 
 A tool run has `execute_tool` at the top. The parent of the top span is the OpenTelemetry
 context current where the run's first event is emitted: the HTTP request span of
-`engine.server.tracing` (which continues an incoming `traceparent`), or an embedder's span.
+`engine.server.tracing` (which continues an incoming `traceparent`), a batch case's span
+(engine/batch/runner.py), an embedder's span, or none (a CLI call: a trace of its own).
+A Temporal worker continues a call's trace from `SpanSink.carrier` (`continued_span`).
 
 Only what an event carries goes on a span (names, ids, models, token counts, error codes), and
 event data is already redacted by the Run; arguments, outputs, messages and error messages are
@@ -30,12 +32,13 @@ never copied. Listeners run inline at emit, so times are taken at delivery in na
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 from opentelemetry import context as otel_context
-from opentelemetry import trace
+from opentelemetry import propagate, trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from ..runtime.events import Event
@@ -131,6 +134,18 @@ class SpanSink:
     @property
     def open_runs(self) -> int:
         return len(self._runs)
+
+    def carrier(self, run_id: str, tool_call_id: str) -> dict[str, str] | None:
+        """The W3C headers of a call's open `execute_tool` span (the propagators of
+        OTEL_PROPAGATORS), for a worker to continue the trace; None: not a call of ours."""
+        with self._lock:
+            state = self._runs.get(run_id)
+            span = state.tools.get(tool_call_id) if state is not None else None
+        if span is None:
+            return None
+        found: dict[str, str] = {}
+        propagate.inject(found, context=trace.set_span_in_context(span))
+        return found
 
     # ─── run bookkeeping ─────────────────────────────────────────────────────────
 
@@ -343,9 +358,33 @@ _HANDLERS: dict[str, Callable[[SpanSink, _RunSpans, Event, int], None]] = {
 }
 
 
+@contextlib.contextmanager
+def continued_span(tracer: trace.Tracer, name: str, carrier: Mapping[str, str] | None, attributes: dict[str, Any],
+                   kind: SpanKind = SpanKind.INTERNAL) -> Iterator[Span]:
+    """A span current while the block runs, continuing the trace of `carrier` (W3C headers from
+    another process), or the root of a trace of its own (None). An exception ends it with its
+    type only: a message may quote input."""
+    parent = propagate.extract(carrier) if carrier else otel_context.Context()
+    span = tracer.start_span(name, context=parent, kind=kind, attributes=attributes)
+    token = otel_context.attach(trace.set_span_in_context(span, parent))
+    try:
+        yield span
+    except BaseException as exc:
+        span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+        raise
+    finally:
+        otel_context.detach(token)
+        span.end()
+
+
+def fail_span(span: Span, code: str) -> None:
+    """Mark a span failed with a skillyard error code (never a message)."""
+    _fail(span, code)
+
+
 def tracer_provider(config: TelemetryConfig, exporter: "SpanExporter | None" = None) -> "TracerProvider":
     """The SDK's provider with a batch processor (OTEL_BSP_* apply) on the configured exporter
-    (OTLP/HTTP: OTEL_EXPORTER_OTLP_* apply). Not made global: the service owns it."""
+    (OTLP/HTTP: OTEL_EXPORTER_OTLP_* apply). Not made global: the engine owns it (traces.py)."""
     try:
         from opentelemetry.sdk.resources import Resource
         from opentelemetry.sdk.trace import TracerProvider

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from ...errors import ErrorCode, StepFailure, UsageError
 from ...runtime.events import Event, report_listener_failure
 from ...store.schema import EVENTS_CHANNEL
+from ...telemetry.traces import carrier
 from .config import TemporalConfig, connect, require_sdk, require_shared_store
 from .protocol import CALL_WORKFLOW, EXECUTOR, REVISION_MISMATCH, STEP_FAILURE, WORKFLOW
 from .revision import project_revision
@@ -108,7 +109,8 @@ class RemoteTool:
         client = await self.backend.client()
         first = run.events.last_seq + 1
         call = {"revision": self.revision, "run_id": run.run_id, "tool_call_id": run.tool_call_id, "tool": run.tool,
-                "arguments": args, "model": run.model_override, "first_seq": first, "tool_timeout": self.tool.timeout}
+                "arguments": args, "model": run.model_override, "first_seq": first, "tool_timeout": self.tool.timeout,
+                "trace": carrier(run.run_id, run.tool_call_id)}  # the worker's spans join this call's trace
         self.backend.store.record_executor(run.run_id, EXECUTOR)  # if this process dies, a worker ends the run
         handle = await client.start_workflow(
             self.workflow, call, id=run.run_id, task_queue=self.backend.config.task_queue,

@@ -47,6 +47,7 @@ async def run_worker(project: "Project", store: "Store", *, max_concurrent: int 
     from .agent_workflow import AgentWorkflow
     from .orphans import Adopter
     from .single import OneActivityWorkflow, run_tool
+    from .tracing import activity_tracing
     from .workflows import ToolWorkflow
 
     config = TemporalConfig.of(project)
@@ -57,7 +58,7 @@ async def run_worker(project: "Project", store: "Store", *, max_concurrent: int 
     runner = SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSED_THROUGH))
     worker = Worker(client, task_queue=config.task_queue, workflows=[ToolWorkflow, OneActivityWorkflow, AgentWorkflow],
                     activities=[*activities.all(), *AgentActivities(activities).all(), run_tool],
-                    workflow_runner=runner, max_concurrent_activities=max_concurrent,
+                    workflow_runner=runner, max_concurrent_activities=max_concurrent, interceptors=activity_tracing(),
                     max_concurrent_workflow_tasks=max_concurrent, graceful_shutdown_timeout=timedelta(seconds=graceful_s))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

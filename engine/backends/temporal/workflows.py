@@ -192,7 +192,7 @@ class ToolWorkflow:
                 STEP_ACTIVITY,
                 {"revision": call["revision"], "run_id": call["run_id"], "tool_call_id": call["tool_call_id"],
                  "tool": call["tool"], "step": index, "input": value, "model": call.get("model"), "attempt": attempt,
-                 "record": self._events.take()},
+                 "record": self._events.take(), "trace": call.get("trace")},
                 start_to_close_timeout=timedelta(seconds=limit + GRACE_S),
                 heartbeat_timeout=timedelta(seconds=served().config.heartbeat_timeout),
                 retry_policy=INFRASTRUCTURE_RETRY,
