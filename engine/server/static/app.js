@@ -4,7 +4,7 @@
 "use strict";
 
 import { KEY_STORAGE, api, stream } from "./api.js";
-import { $, el, ms, notice, usageText, valueView } from "./dom.js";
+import { $, el, ms, notice, usageText, valueView, wordBreaks } from "./dom.js";
 import { hideBatch, loadBatches, showBatch } from "./batches.js";
 import { loadBroken, markBroken, reloadProject, showBrokenBox } from "./broken.js";
 import { FormError, buildForm } from "./forms.js";
@@ -79,7 +79,7 @@ function renderToolList() {
   for (const tool of rows) {
     const classes = [tool.enabled ? "" : "disabled", state.selected === tool.name ? "selected" : "", tool.broken ? "broken" : ""];
     const item = el("li", { class: classes.filter(Boolean).join(" "), dataset: tool.broken ? { tool: tool.name, broken: tool.serving ? "serving" : "down" } : { tool: tool.name } },
-      el("div", {}, el("div", { class: "name", text: tool.name }),
+      el("div", {}, el("div", { class: "name", title: tool.name }, wordBreaks(tool.name)),
         tool.broken ? el("div", { class: "broken-tag", text: `broken · ${tool.problems.length} problem${tool.problems.length === 1 ? "" : "s"}${tool.serving ? " · runs its last good version" : ""}` }) : null,
         el("div", { class: "meta", text: [tool.type, tool.source, tool.confirm ? "asks approval" : null].filter(Boolean).join(" · ") })));
     item.addEventListener("click", () => selectTool(tool));
@@ -95,7 +95,7 @@ function selectTool(tool) {
   for (const li of document.querySelectorAll("#tool-list li")) li.classList.toggle("selected", li.dataset.tool === tool.name);
   $("#tool-empty").hidden = true;
   $("#tool-detail").hidden = false;
-  $("#tool-title").textContent = tool.name;
+  $("#tool-title").replaceChildren(wordBreaks(tool.name));
   $("#tool-description").textContent = tool.description || "";
   state.form = buildForm($("#tool-fields"), tool.inputSchema || { type: "object" });
   setRaw(false);

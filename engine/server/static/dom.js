@@ -23,6 +23,14 @@ export function el(tag, attrs = {}, ...children) {
   return node;
 }
 
+/** A name such as `fetchPageSummary` or `fetch_page.v2` as text that may wrap only between its words (<wbr>). */
+export function wordBreaks(name) {
+  const parts = String(name).split(/(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])|(?<=[_\-./])/);
+  const out = document.createDocumentFragment();
+  parts.forEach((part, i) => { if (i) out.append(document.createElement("wbr")); out.append(part); });
+  return out;
+}
+
 export function pretty(value) {
   if (typeof value === "string") return value;
   try { return JSON.stringify(value, null, 2); } catch { return String(value); }
