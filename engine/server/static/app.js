@@ -100,10 +100,15 @@ function selectTool(tool) {
   state.form = buildForm($("#tool-fields"), tool.inputSchema || { type: "object" });
   setRaw(false);
   formError("");
+  clearRun();
+  showBrokenBox(tool);
+}
+
+/** No earlier call's status, timeline or result on screen (a new tool, or arguments refused before sending). */
+function clearRun() {
   $("#tool-status").textContent = "";
   $("#tool-result-box").hidden = true;
   new Timeline($("#tool-timeline"));
-  showBrokenBox(tool);
 }
 
 function setRaw(raw, text) {
@@ -143,6 +148,7 @@ async function runTool(event) {
   formError("");
   let body;
   try { body = currentArgs(); } catch (error) {
+    clearRun();
     formError(error instanceof FormError ? `Not sent: ${error.message}.` : error.message);
     return;
   }
