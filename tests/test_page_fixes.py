@@ -291,3 +291,23 @@ def test_a_batch_whose_failures_were_expected_shows_none_failed(page: Any, serve
     page.wait_for_selector("#batch-cases tr[data-case-id=b2]", timeout=10000)
     result = page.locator("#batch-cases tr[data-case-id=b2] td").nth(1)
     assert "expected" in result.text_content() and "st-error" not in (result.get_attribute("class") or "")
+
+
+def test_markdown_nests_lists_and_headings_and_keeps_untrusted_text_as_text(page: Any) -> None:
+    """markdown.js alone: an item's indented lines are its blocks; markup stays text; a deep nest cannot exhaust the stack."""
+    got = page.evaluate("""async () => {
+      const { renderMarkdown } = await import("./static/markdown.js");
+      const box = document.createElement("div");
+      box.append(renderMarkdown("- a <img src=x onerror=window.__pwned=1>\\n  - b **bold**\\n    1. c\\n\\n    ## <script>window.__pwned=2</script>\\n- d\\n\\n"
+        + "- ".repeat(5000) + "deep"));
+      document.body.append(box);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      return { top: [...box.querySelectorAll(":scope > ul > li")].map((li) => li.firstChild.textContent),
+               nested: box.querySelector(":scope > ul > li > ul > li > ol > li")?.textContent, strong: box.querySelector("li strong")?.textContent,
+               heading: box.querySelector("li h4")?.textContent, markup: box.querySelectorAll("img, script").length,
+               pwned: window.__pwned ?? null, depth: box.querySelectorAll("ul").length, deep: box.textContent.endsWith("deep") };
+    }""")
+    assert got["top"][:2] == ["a <img src=x onerror=window.__pwned=1>", "d"], got
+    assert got["nested"] == "c" and got["strong"] == "bold" and got["heading"] == "<script>window.__pwned=2</script>", got
+    assert got["markup"] == 0 and got["pwned"] is None, got
+    assert got["deep"] and got["depth"] < 40, got
