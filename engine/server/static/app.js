@@ -311,13 +311,36 @@ function runMatches(run, kind, terms) {
   return terms.every((term) => haystack.includes(term));
 }
 
+const PROMPT_CHARS = 90; // an agent run's prompt in the list, cut; whole in its title
+
+/** The text of an agent run's last user message (its prompt), or null. */
+function promptOf(run) {
+  const messages = Array.isArray(run.input) ? run.input : [];
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const m = messages[i];
+    if (!m || m.role !== "user") continue;
+    const parts = Array.isArray(m.content) ? m.content.filter((p) => p && typeof p.text === "string").map((p) => p.text) : [m.content];
+    const text = parts.filter((p) => typeof p === "string").join(" ").replace(/\s+/g, " ").trim();
+    if (text) return text;
+  }
+  return null;
+}
+
+/** The Name cell: a tool run by its tool; an agent run by its prompt, its model aside (many runs share one model). */
+function runNameCell(run) {
+  const prompt = run.kind === "agent" ? promptOf(run) : null;
+  if (!prompt) return el("td", { text: run.name || "" });
+  const shown = prompt.length > PROMPT_CHARS ? `${prompt.slice(0, PROMPT_CHARS - 1)}…` : prompt;
+  return el("td", { class: "run-prompt", title: prompt }, shown, el("span", { class: "muted", text: ` · ${run.name || ""}` }));
+}
+
 function runRow(run) {
   const error = run.error && typeof run.error === "object" ? run.error : null;
   const status = run.status + (error && error.code ? ` · ${error.code}` : "") + (run.pending_approvals && run.pending_approvals.length ? " (needs approval)" : "");
   const row = el("tr", { dataset: { runId: run.id, status: run.status, kind: run.kind || "" }, tabindex: "0" },
     el("td", { text: new Date(run.started_at).toLocaleString() }),
     el("td", { class: "col-kind", text: run.kind || "" }),
-    el("td", { text: run.name || "" }),
+    runNameCell(run),
     el("td", { class: `st-${run.status}`, text: status, title: error && error.message ? error.message : null }),
     el("td", { class: "col-dur", text: ms(run.duration_ms) }),
     el("td", { class: "code col-id", text: run.id }));
