@@ -202,7 +202,7 @@ def test_the_batches_view_lists_batches_and_opens_a_case_s_run(browser: Any, bat
         assert page.url.endswith(f"#batches/{batch_id}") and page.inner_text("#batch-title") == batch_id
         assert "report · done · 3 of 3 cases ran, 2 ok, 2 passed (67 %)" in page.inner_text("#batch-meta")
         cases = page.eval_on_selector_all("#batch-cases tr", "l => l.map(r => [...r.cells].map(c => c.textContent))")
-        assert [c[:3] for c in cases] == [["c1", "ok", ""], ["c2", "ok", ""], ["c3", "failed", "invalid_arguments"]]
+        assert [c[:3] for c in cases] == [["c1", "ok", ""], ["c2", "ok", ""], ["c3", "failed, as expected", "invalid_arguments"]]
         verdicts = [c[3] for c in cases]  # each verdict as the store kept it
         assert verdicts[0].startswith("✓ contains") and verdicts[1].startswith("✗ contains") and "Gamma" in verdicts[1]
         assert verdicts[2].startswith("✓ error") and "invalid_arguments" in verdicts[2]

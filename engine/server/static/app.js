@@ -4,7 +4,7 @@
 "use strict";
 
 import { KEY_STORAGE, api, stream } from "./api.js";
-import { $, el, ms, notice, usageText, valueView } from "./dom.js";
+import { $, el, ms, notice, usageText, valueView, wordBreaks } from "./dom.js";
 import { hideBatch, loadBatches, showBatch } from "./batches.js";
 import { loadBroken, markBroken, reloadProject, showBrokenBox } from "./broken.js";
 import { FormError, buildForm } from "./forms.js";
@@ -79,7 +79,7 @@ function renderToolList() {
   for (const tool of rows) {
     const classes = [tool.enabled ? "" : "disabled", state.selected === tool.name ? "selected" : "", tool.broken ? "broken" : ""];
     const item = el("li", { class: classes.filter(Boolean).join(" "), dataset: tool.broken ? { tool: tool.name, broken: tool.serving ? "serving" : "down" } : { tool: tool.name } },
-      el("div", {}, el("div", { class: "name", text: tool.name }),
+      el("div", {}, el("div", { class: "name", title: tool.name }, wordBreaks(tool.name)),
         tool.broken ? el("div", { class: "broken-tag", text: `broken · ${tool.problems.length} problem${tool.problems.length === 1 ? "" : "s"}${tool.serving ? " · runs its last good version" : ""}` }) : null,
         el("div", { class: "meta", text: [tool.type, tool.source, tool.confirm ? "asks approval" : null].filter(Boolean).join(" · ") })));
     item.addEventListener("click", () => selectTool(tool));
@@ -95,15 +95,20 @@ function selectTool(tool) {
   for (const li of document.querySelectorAll("#tool-list li")) li.classList.toggle("selected", li.dataset.tool === tool.name);
   $("#tool-empty").hidden = true;
   $("#tool-detail").hidden = false;
-  $("#tool-title").textContent = tool.name;
+  $("#tool-title").replaceChildren(wordBreaks(tool.name));
   $("#tool-description").textContent = tool.description || "";
   state.form = buildForm($("#tool-fields"), tool.inputSchema || { type: "object" });
   setRaw(false);
   formError("");
+  clearRun();
+  showBrokenBox(tool);
+}
+
+/** No earlier call's status, timeline or result on screen (a new tool, or arguments refused before sending). */
+function clearRun() {
   $("#tool-status").textContent = "";
   $("#tool-result-box").hidden = true;
   new Timeline($("#tool-timeline"));
-  showBrokenBox(tool);
 }
 
 function setRaw(raw, text) {
@@ -143,6 +148,7 @@ async function runTool(event) {
   formError("");
   let body;
   try { body = currentArgs(); } catch (error) {
+    clearRun();
     formError(error instanceof FormError ? `Not sent: ${error.message}.` : error.message);
     return;
   }
@@ -305,13 +311,36 @@ function runMatches(run, kind, terms) {
   return terms.every((term) => haystack.includes(term));
 }
 
+const PROMPT_CHARS = 90; // an agent run's prompt in the list, cut; whole in its title
+
+/** The text of an agent run's last user message (its prompt), or null. */
+function promptOf(run) {
+  const messages = Array.isArray(run.input) ? run.input : [];
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const m = messages[i];
+    if (!m || m.role !== "user") continue;
+    const parts = Array.isArray(m.content) ? m.content.filter((p) => p && typeof p.text === "string").map((p) => p.text) : [m.content];
+    const text = parts.filter((p) => typeof p === "string").join(" ").replace(/\s+/g, " ").trim();
+    if (text) return text;
+  }
+  return null;
+}
+
+/** The Name cell: a tool run by its tool; an agent run by its prompt, its model aside (many runs share one model). */
+function runNameCell(run) {
+  const prompt = run.kind === "agent" ? promptOf(run) : null;
+  if (!prompt) return el("td", { text: run.name || "" });
+  const shown = prompt.length > PROMPT_CHARS ? `${prompt.slice(0, PROMPT_CHARS - 1)}…` : prompt;
+  return el("td", { class: "run-prompt", title: prompt }, shown, el("span", { class: "muted", text: ` · ${run.name || ""}` }));
+}
+
 function runRow(run) {
   const error = run.error && typeof run.error === "object" ? run.error : null;
   const status = run.status + (error && error.code ? ` · ${error.code}` : "") + (run.pending_approvals && run.pending_approvals.length ? " (needs approval)" : "");
   const row = el("tr", { dataset: { runId: run.id, status: run.status, kind: run.kind || "" }, tabindex: "0" },
     el("td", { text: new Date(run.started_at).toLocaleString() }),
     el("td", { class: "col-kind", text: run.kind || "" }),
-    el("td", { text: run.name || "" }),
+    runNameCell(run),
     el("td", { class: `st-${run.status}`, text: status, title: error && error.message ? error.message : null }),
     el("td", { class: "col-dur", text: ms(run.duration_ms) }),
     el("td", { class: "code col-id", text: run.id }));

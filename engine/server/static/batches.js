@@ -10,13 +10,13 @@ function percent(rate) {
 }
 
 function batchRow(batch) {
-  const failed = batch.ran - batch.ok;
+  const failed = batch.ran - batch.passed; // a call that failed as its case expected passed: not counted here
   const row = el("tr", { dataset: { batchId: batch.id, status: batch.status }, tabindex: "0" },
     el("td", { text: new Date(batch.started_at).toLocaleString() }),
     el("td", { text: batch.tool }),
     el("td", { class: "n", text: batch.ran === batch.total ? String(batch.total) : `${batch.ran} of ${batch.total}` }),
     el("td", { class: "n pass-rate", text: `${batch.passed} · ${percent(batch.pass_rate)}`, title: "cases whose expectations all held" }),
-    el("td", { class: `n failed ${failed ? "st-error" : ""}`, text: String(failed), title: "cases whose call failed" }),
+    el("td", { class: `n failed ${failed ? "st-error" : ""}`, text: String(failed), title: "cases that did not pass: an unexpected error, or an expectation that did not hold" }),
     el("td", { class: `col-kind st-${batch.status === "done" ? "ok" : batch.status}`, text: batch.status }));
   const open = () => { location.hash = `#batches/${encodeURIComponent(batch.id)}`; };
   row.addEventListener("click", open);
@@ -47,10 +47,16 @@ function expectations(item) {
   return el("span", { class: item.passed ? "st-ok" : "st-error", text: item.passed ? "all held" : "not all held" });
 }
 
+/** A case's call: ok, failed as its case expected (it passed), or failed. */
+function callResult(item) {
+  if (item.ok) return el("td", { class: "st-ok", text: "ok" });
+  return item.passed ? el("td", { class: "st-ok", text: "failed, as expected" }) : el("td", { class: "st-error", text: "failed" });
+}
+
 function caseRow(item) {
   const row = el("tr", { dataset: { caseId: item.id, runId: item.run_id, ok: String(item.ok) }, tabindex: "0", title: `run ${item.run_id}` },
     el("td", { class: "code", text: item.id }),
-    el("td", { class: item.ok ? "st-ok" : "st-error", text: item.ok ? "ok" : "failed" }),
+    callResult(item),
     el("td", { class: "code error-code", text: item.error_code || "" }),
     el("td", { class: "expect" }, expectations(item)),
     el("td", { class: "col-dur", text: ms(item.duration_ms) }));

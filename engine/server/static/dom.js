@@ -23,6 +23,14 @@ export function el(tag, attrs = {}, ...children) {
   return node;
 }
 
+/** A name such as `fetchPageSummary` or `fetch_page.v2` as text that may wrap only between its words (<wbr>). */
+export function wordBreaks(name) {
+  const parts = String(name).split(/(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])|(?<=[_\-./])/);
+  const out = document.createDocumentFragment();
+  parts.forEach((part, i) => { if (i) out.append(document.createElement("wbr")); out.append(part); });
+  return out;
+}
+
 export function pretty(value) {
   if (typeof value === "string") return value;
   try { return JSON.stringify(value, null, 2); } catch { return String(value); }
@@ -34,9 +42,43 @@ function clip(text) {
   return text.length > MAX_CHARS ? `${text.slice(0, MAX_CHARS)}\n…(${(text.length - MAX_CHARS).toLocaleString()} more characters not shown)` : text;
 }
 
-/** A value as people read it: a string rendered as Markdown (raw text one click away), anything else as JSON. */
+const FIELDS_DEPTH = 3; // levels of an object shown as fields before the rest shows as JSON
+const FIELDS_MOST = 50; // an object or array with more entries shows as JSON
+
+function composite(value) {
+  return value !== null && typeof value === "object" && Object.keys(value).length <= FIELDS_MOST;
+}
+
+/** Whether `value` holds a multi-line string (Markdown, as a rule) within the levels shown as fields. */
+function holdsText(value, depth = 0) {
+  if (typeof value === "string") return value.includes("\n");
+  return depth < FIELDS_DEPTH && composite(value) && Object.values(value).some((v) => holdsText(v, depth + 1));
+}
+
+/** An object's entries as fields: multi-line strings rendered as Markdown, short ones as text, the rest as JSON. */
+function fieldsView(value, depth) {
+  const list = el("dl", { class: "value-fields" });
+  for (const [key, item] of Object.entries(value)) {
+    let shown;
+    if (typeof item === "string") shown = item.includes("\n") ? markdownBox(clip(item)) : el("span", { class: "plain", text: clip(item) });
+    else if (depth + 1 < FIELDS_DEPTH && composite(item) && holdsText(item)) shown = fieldsView(item, depth + 1);
+    else shown = el("pre", { class: "code", text: clip(pretty(item)) });
+    list.append(el("dt", { text: key }), el("dd", { dataset: { key } }, shown));
+  }
+  return list;
+}
+
+/**
+ * A value as people read it: a string rendered as Markdown (raw text one click away); an object
+ * or array holding Markdown strings as fields with those strings rendered (its JSON one click
+ * away); anything else as JSON.
+ */
 export function valueView(value) {
-  if (typeof value !== "string") return el("pre", { class: "code", text: clip(pretty(value)) });
+  if (typeof value !== "string") {
+    const json = el("pre", { class: "code", text: clip(pretty(value)) });
+    if (!composite(value) || !holdsText(value)) return json;
+    return el("div", { class: "value-json" }, fieldsView(value, 0), el("details", { class: "raw-json" }, el("summary", { text: "raw JSON" }), json));
+  }
   const box = el("div", { class: "value-text" }, markdownBox(clip(value)));
   box.append(el("details", { class: "raw" }, el("summary", { text: "raw text" }), el("pre", { class: "code", text: clip(value) })));
   return box;

@@ -64,87 +64,99 @@ export function inline(text, parent) {
 const BLOCK = {
   fence: /^\s{0,3}(```|~~~)\s*([\w+-]*)\s*$/,
   heading: /^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$/,
-  bullet: /^\s*[-*+]\s+(.*)$/,
-  numbered: /^\s*(\d{1,9})[.)]\s+(.*)$/,
+  item: /^( {0,3})([-*+]|\d{1,9}[.)])(?:( +)(.*))?$/,
   quote: /^\s{0,3}>\s?(.*)$/,
   rule: /^\s{0,3}([-*_])(\s*\1){2,}\s*$/,
 };
+const MAX_DEPTH = 16; // lists and quotes nested deeper read as text (a hostile text cannot exhaust the stack)
+
+/** A list item's marker: bullet or ordered, its number, where the marker and the item's text start. */
+function marker(line) {
+  const m = line.match(BLOCK.item);
+  if (!m) return null;
+  const spaces = m[3] ? m[3].length : 1;
+  return { ordered: !/[-*+]/.test(m[2]), number: parseInt(m[2], 10), indent: m[1].length,
+           column: m[1].length + m[2].length + (spaces > 4 ? 1 : spaces), text: m[3] ? (spaces > 4 ? m[3].slice(1) : "") + (m[4] || "") : "" };
+}
+
+const indentOf = (line) => line.length - line.trimStart().length;
 
 /** Builds the blocks of `text` (a string) and returns them as a DocumentFragment. */
 export function renderMarkdown(text) {
   const out = document.createDocumentFragment();
-  const lines = String(text ?? "").replace(/\r\n?/g, "\n").split("\n");
-  let paragraph = null; // the <p> being filled
-  let list = null;      // the <ul>/<ol> being filled
-  let quote = null;
-  const closeParagraph = () => { paragraph = null; };
-  const closeAll = () => { paragraph = null; list = null; quote = null; };
-  for (let i = 0; i < lines.length; i++) {
-    const line = lines[i];
-    const fence = line.match(BLOCK.fence);
-    if (fence) {
-      closeAll();
-      const code = [];
-      for (i++; i < lines.length && !lines[i].trim().startsWith(fence[1]); i++) code.push(lines[i]);
-      const pre = document.createElement("pre");
-      const codeNode = document.createElement("code");
-      if (fence[2]) codeNode.dataset.lang = fence[2];
-      codeNode.textContent = code.join("\n");
-      pre.append(codeNode);
-      out.append(pre);
-      continue;
-    }
-    if (!line.trim()) { // a blank line ends a paragraph; a list may go on after it (a loose list)
-      paragraph = null;
-      quote = null;
-      if (list && !nextIsItem(lines, i, list.tagName)) list = null;
-      continue;
-    }
-    const heading = line.match(BLOCK.heading);
-    const bullet = line.match(BLOCK.bullet);
-    const numbered = line.match(BLOCK.numbered);
-    const quoted = line.match(BLOCK.quote);
-    if (BLOCK.rule.test(line) && !bullet) { closeAll(); out.append(document.createElement("hr")); }
-    else if (heading) {
-      closeAll();
-      wrap(`h${Math.min(6, heading[1].length + 2)}`, heading[2], out); // h1 of a result sits below the page's own
-    } else if (bullet || numbered) {
-      closeParagraph();
-      quote = null;
-      const tag = bullet ? "UL" : "OL";
-      if (!list || list.tagName !== tag) {
-        list = document.createElement(tag);
-        if (numbered && numbered[1] !== "1") list.start = Number(numbered[1]);
-        out.append(list);
-      }
-      wrap("li", bullet ? bullet[1] : numbered[2], list);
-    } else if (quoted) {
-      paragraph = null;
-      list = null;
-      if (!quote) { quote = document.createElement("blockquote"); out.append(quote); }
-      else quote.append(document.createElement("br"));
-      inline(quoted[1], quote);
-    } else if (list && /^\s{2,}\S/.test(line)) { // a continuation line of the last item
-      const item = list.lastElementChild;
-      item.append(document.createElement("br"));
-      inline(line.trim(), item);
-    } else {
-      list = null;
-      quote = null;
-      if (!paragraph) { paragraph = document.createElement("p"); out.append(paragraph); }
-      else paragraph.append(document.createElement("br"));
-      inline(line, paragraph);
-    }
-  }
+  const lines = String(text ?? "").replace(/\r\n?/g, "\n").split("\n").map((line) => line.replace(/^\t+/, (tabs) => "    ".repeat(tabs.length)));
+  blocks(lines, out, 0);
   return out;
 }
 
-function nextIsItem(lines, i, tag) {
-  for (let j = i + 1; j < lines.length; j++) {
-    if (!lines[j].trim()) continue;
-    return tag === "UL" ? BLOCK.bullet.test(lines[j]) : BLOCK.numbered.test(lines[j]);
+/** Appends the blocks of `lines` to `parent`; a list item's or a quote's lines come here again, their indent or `>` taken off. */
+function blocks(lines, parent, depth) {
+  let paragraph = null; // the <p> being filled
+  for (let i = 0; i < lines.length; i++) {
+    const line = lines[i];
+    const fence = line.match(BLOCK.fence);
+    const item = depth < MAX_DEPTH ? marker(line) : null;
+    const quoted = depth < MAX_DEPTH ? line.match(BLOCK.quote) : null;
+    const heading = line.match(BLOCK.heading);
+    if (!line.trim()) { paragraph = null; continue; } // a blank line ends a paragraph
+    if (fence || item || quoted || heading) paragraph = null;
+    if (fence) i = codeBlock(lines, i, fence, parent);
+    else if (BLOCK.rule.test(line) && !(item && item.text.trim())) { paragraph = null; parent.append(document.createElement("hr")); }
+    else if (item) i = list(lines, i, parent, depth);
+    else if (heading) wrap(`h${Math.min(6, heading[1].length + 2)}`, heading[2], parent); // h1 of a result sits below the page's own
+    else if (quoted) {
+      const inner = [];
+      for (; i < lines.length && BLOCK.quote.test(lines[i]); i++) inner.push(lines[i].match(BLOCK.quote)[1]);
+      i -= 1;
+      const quote = document.createElement("blockquote");
+      blocks(inner, quote, depth + 1);
+      parent.append(quote);
+    } else {
+      if (!paragraph) { paragraph = document.createElement("p"); parent.append(paragraph); }
+      else paragraph.append(document.createElement("br"));
+      inline(line.trim(), paragraph);
+    }
   }
-  return false;
+}
+
+/** A fenced code block from line `i`; returns the index of its closing fence (or the last line). */
+function codeBlock(lines, i, fence, parent) {
+  const code = [];
+  for (i++; i < lines.length && !lines[i].trim().startsWith(fence[1]); i++) code.push(lines[i]);
+  const pre = document.createElement("pre");
+  const codeNode = document.createElement("code");
+  if (fence[2]) codeNode.dataset.lang = fence[2];
+  codeNode.textContent = code.join("\n");
+  pre.append(codeNode);
+  parent.append(pre);
+  return i;
+}
+
+/**
+ * The list starting at line `i`: its items while they are of its kind (blank lines between
+ * items keep it going). An item holds the lines indented past its marker, taken back to its
+ * text's column, as blocks of their own: nested lists, headings, code, paragraphs. Returns the
+ * index of the list's last line.
+ */
+function list(lines, i, parent, depth) {
+  const first = marker(lines[i]);
+  const node = document.createElement(first.ordered ? "ol" : "ul");
+  if (first.ordered && first.number !== 1) node.start = first.number;
+  parent.append(node);
+  let last = i;
+  for (let m = first; m && m.ordered === first.ordered; m = i < lines.length ? marker(lines[i]) : null) {
+    const body = [m.text];
+    for (i++; i < lines.length && (!lines[i].trim() || indentOf(lines[i]) > m.indent); i++) {
+      body.push(lines[i].trim() ? lines[i].slice(Math.min(indentOf(lines[i]), m.column)) : "");
+    }
+    while (body.length > 1 && !body[body.length - 1]) body.pop();
+    last = i - 1;
+    const li = document.createElement("li");
+    blocks(body, li, depth + 1);
+    if (!body.includes("")) for (const p of [...li.children]) if (p.tagName === "P") p.replaceWith(...p.childNodes); // a tight item: its text, no <p>
+    node.append(li);
+  }
+  return last;
 }
 
 /** A <div class="md"> holding `text` rendered. */

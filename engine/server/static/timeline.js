@@ -244,6 +244,9 @@ export class Timeline {
     const before = node.dataset.status;
     node.dataset.status = status;
     if (node.status) node.status.textContent = status;
+    if (node.step && before !== status && (status === "error" || before === "error")) { // a failed item fails its step if the call ends with it
+      node.step.failedItems = (node.step.failedItems || 0) + (status === "error" ? 1 : -1);
+    }
     if (node.index >= VISIBLE_ITEMS && before !== status) this.refold(node, before, status);
   }
 
@@ -466,14 +469,25 @@ export class Timeline {
     call.dataset.event = ev.type;
     if (call.approval) call.approval.remove();
     call.dur.textContent = ms((d.metadata || {}).duration_ms);
-    if (!ok) { // steps and items still running when the call failed were stopped with it
-      for (const unit of call.units) if (unit.dataset.status === "running" || unit.dataset.status === "retrying") this.setStatus(unit, "cancelled");
-    }
+    if (!ok) this.stopUnits(call);
     if (ok) call.log.append(expandable("output", d.data));
     else {
       call.log.append(el("div", { class: "err-text", text: `${error.code}: ${error.message}` }));
       if (error.details && Object.keys(error.details).length) call.log.append(detailsView(error.details));
     }
+  }
+
+  /** The call failed: a step still open with a failed item failed (onItemError: fail), with the steps above it;
+   * steps and items still running were stopped with the call. */
+  stopUnits(call) {
+    const open = (unit) => unit.dataset.status === "running" || unit.dataset.status === "retrying";
+    for (const unit of [...call.units].reverse()) { // inner units first: their failure reaches the items and steps above
+      if (unit.failedItems > 0 && open(unit)) {
+        this.setStatus(unit, "error");
+        this.failUp(unit);
+      }
+    }
+    for (const unit of call.units) if (open(unit)) this.setStatus(unit, "cancelled");
   }
 
   approvalBox(ev, d) {
