@@ -73,7 +73,9 @@ def load_project(root: str | Path = ".", *, tool_settings: "dict[str, ToolSettin
     if issues.issues:
         project.problems = ConfigError(issues.issues).issues
         declared = [*specs.tools, *sorted(specs.invalid["tools"] - set(specs.tools))]
-        project.broken = problems_by_tool(specs, project.problems, [name for name in declared if name not in project.tools])
+        project.broken = problems_by_tool(specs, project.problems, declared, set(project.tools))
+        for name in project.broken:  # linked, but with a problem in its parts: it does not run either
+            project.tools.pop(name, None)
     _publish_warnings(project, linker.warnings)
     return project
 
