@@ -11,6 +11,7 @@ import dataclasses
 import importlib
 import re
 import sys
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -240,10 +241,11 @@ class _Linker:
                 temperature=spec.temperature,
                 max_tokens=spec.max_tokens,
                 repairs=spec.repairs,
+                where=partial(_template_place, entry),
             )
         if isinstance(spec, TemplateSkillSpec):
             ok = self._template(entry, "template", spec.template, declared) and ok
-            return TemplateSkill(entry.name, spec.template, spec.input, spec.output) if ok else None
+            return TemplateSkill(entry.name, spec.template, spec.input, spec.output, partial(_template_place, entry)) if ok else None
         if isinstance(spec, PythonSkillSpec):
             function = self._import(entry, spec.function)
             if function is None or not ok:
@@ -371,6 +373,12 @@ class _Linker:
             self.issues.add(entry.loc("parameters"), "tool parameters must be a JSON Schema with `type: object`", "model APIs pass arguments as one object; wrap them under properties:")
             return False
         return True
+
+
+def _template_place(entry: Entry[Any], field: str, line: int) -> str:
+    """`skills.yaml:12:9`: where line `line` of the skill's template `field` sits (asked on a render error)."""
+    where = entry.source.block_location(entry.path + (field,), line)
+    return f"{where.file}:{where.line}:{where.col}"
 
 
 def _variable_location(entry: Entry[Any], field: str, source: str, name: str) -> Location:
