@@ -56,15 +56,20 @@ class Engine:
 
     @classmethod
     def from_dir(cls, path: str | Path = ".", *, store: bool | str | Path = False,
-                 stored_settings: bool = False) -> "Engine":
+                 stored_settings: bool = False, isolate_broken_tools: bool = False) -> "Engine":
         """Load and link a project directory (raises ConfigError with every problem).
 
         `store=True` records runs where `config/engine.yaml` says (default
         `.skillyard/runs.db`); a path records them there. Raises StoreError if it cannot open.
         `stored_settings=True` without a store: the project's store's tool settings still apply
         (read, never written), as for the CLI's `--no-store`.
+        `isolate_broken_tools=True`, as the CLI and the service load: a problem inside some
+        tools' own parts leaves the others callable (`engine.project.broken` names the broken
+        ones with their problems, `engine.project.problems` lists every one; a call to a broken
+        tool answers `config_error`); only a project-wide problem raises ConfigError.
         """
-        return cls.from_project(load_project(path), store=store, stored_settings=stored_settings)
+        project = load_project(path, isolate_broken_tools=isolate_broken_tools)
+        return cls.from_project(project, store=store, stored_settings=stored_settings)
 
     @classmethod
     def from_project(cls, project: Project, *, store: bool | str | Path = False,
