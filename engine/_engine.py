@@ -62,25 +62,41 @@ class Engine:
         self.backend: Backend | None = None  # where calls execute (engine/backends); None: in this process
 
     @classmethod
-    def from_dir(cls, path: str | Path = ".", *, store: bool | str | Path = False) -> "Engine":
+    def from_dir(cls, path: str | Path = ".", *, store: bool | str | Path = False,
+                 stored_settings: bool = False, isolate_broken_tools: bool = False,
+                 tracer_provider: Any = None) -> "Engine":
         """Load and link a project directory (raises ConfigError with every problem).
 
         `store=True` records runs where `config/engine.yaml` says (default
         `.skillyard/runs.db`); a path records them there. Raises StoreError if it cannot open.
+        `stored_settings=True` without a store: the project's store's tool settings still apply
+        (read, never written), as for the CLI's `--no-store`.
+        `isolate_broken_tools=True`, as the CLI and the service load: a problem inside some
+        tools' own parts leaves the others callable (`engine.project.broken` names the broken
+        ones with their problems, `engine.project.problems` lists every one; a call to a broken
+        tool answers `config_error`); only a project-wide problem raises ConfigError.
+        `tracer_provider`: as for `Engine(…)`.
         """
-        return cls.from_project(load_project(path), store=store)
+        project = load_project(path, isolate_broken_tools=isolate_broken_tools)
+        return cls.from_project(project, store=store, stored_settings=stored_settings, tracer_provider=tracer_provider)
 
     @classmethod
-    def from_project(cls, project: Project, *, store: bool | str | Path = False, tracer_provider: Any = None) -> "Engine":
+    def from_project(cls, project: Project, *, store: bool | str | Path = False,
+                     stored_settings: bool = False, tracer_provider: Any = None) -> "Engine":
         """`store`: True for the project's store (SKILLYARD_STORE_URL, else store.url, else
         store.path), a URL (sqlite:///…, postgresql://…) or a SQLite file path.
-        `tracer_provider`: as for `Engine(…)`."""
+        `tracer_provider`: as for `Engine(…)`.
+
+        `stored_settings` (when `store` is False): the tool settings kept in the project's
+        store apply, read-only, and are read again on every reload."""
+        from .store import open_store, store_url
+
         run_store = None
         if store is not False:
-            from .store import open_store, store_url
-
             where = store_url(project.root, project.settings.store) if store is True else str(store)
             run_store = open_store(where, redactor=project.redactor, redacted_events=True)
+        elif stored_settings:
+            project.settings_source = store_url(project.root, project.settings.store)
         try:
             engine = cls(project, store=run_store, tracer_provider=tracer_provider)
         except BaseException:  # e.g. traces on without the SDK (TelemetryUnavailable)
@@ -91,6 +107,8 @@ class Engine:
             if run_store.tool_settings():
                 engine.reload()  # the store's tool settings apply from the start
             run_store.on_tool_settings_changed(engine._settings_changed_elsewhere)
+        elif project.settings_source is not None and _read_settings(project):
+            engine.reload()
         return engine
 
     def _settings_changed_elsewhere(self) -> None:
@@ -136,8 +154,9 @@ class Engine:
         its last good version (and is listed in `project.broken`); only project-wide problems raise.
         """
         current = self._project
-        settings = self.store.tool_settings() if self.store is not None else None
+        settings = self.store.tool_settings() if self.store is not None else _read_settings(current)
         project = load_project(current.root, tool_settings=settings, isolate_broken_tools=current.isolates_broken_tools)
+        project.settings_source = current.settings_source
         for name in project.broken:
             if name in current.tools:  # the last good version goes on serving
                 project.tools[name] = current.tools[name]
@@ -319,6 +338,16 @@ def _tool_run_end(result: ToolResult | None) -> tuple[Any, Any, dict[str, Any] |
 
 _ENV_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _SERVICE_KEYS_ENV = "SKILLYARD_API_KEYS"
+
+
+def _read_settings(project: Project) -> "dict[str, Any] | None":
+    """The tool settings of the store a non-recording project reads them from (StoreError if
+    it cannot be read: a reload keeps the current project then)."""
+    if project.settings_source is None:
+        return None
+    from .store.open import read_tool_settings
+
+    return read_tool_settings(project.settings_source, redactor=project.redactor)
 
 
 def _learn_configured_keys(project: Project) -> None:

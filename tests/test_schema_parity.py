@@ -447,9 +447,9 @@ INVALID_SCHEMAS = [
     {"$defs": []},
     {"pattern": "("},
     # regexes one validator reads and the other refuses: refused at load (see regex_problem)
-    {"type": "string", "pattern": "(?<=a+)b"},
-    {"type": "string", "pattern": "^\\p{Letter}+$"},
-    {"patternProperties": {"^\\p{L}": {"type": "string"}}},
+    # (`\\p{Letter}` and variable look-behinds load since issue 30: the reference reads them with regress)
+    {"type": "string", "pattern": "^\\p{Greek}+$"},
+    {"patternProperties": {"^\\pL": {"type": "string"}}},
     {"pattern": 5},
     {"uniqueItems": "yes"},
     {"type": "object", "properties": {"nested": {"type": "object", "properties": {"deep": {"minimum": "x"}}}}},

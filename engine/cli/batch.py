@@ -22,7 +22,7 @@ from ..errors import ConfigError, UsageError
 from ..link.expect import compile_checks
 from ..logging import configure_logging
 from .arguments import positive_int
-from .common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, add_backend_argument, open_engine, report_config
+from .common import SETTINGS_STILL_APPLY, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, add_backend_argument, open_engine, report_config
 
 
 def add_batch_parser(commands: Any) -> None:
@@ -45,7 +45,7 @@ def add_batch_parser(commands: Any) -> None:
                        help="reuse the recorded model answers of the runs in this results file for prompts that did not "
                             "change; only changed prompts call a model")
     batch.add_argument("--dir", default=".", help="project directory (default: current directory)")
-    batch.add_argument("--no-store", action="store_true", help="do not record the cases' runs in the run store")
+    batch.add_argument("--no-store", action="store_true", help="do not record the cases' runs in the run store" + SETTINGS_STILL_APPLY)
     add_backend_argument(batch)
     batch.set_defaults(handler=cmd_batch)
 

@@ -19,7 +19,7 @@ from ..runtime.agent import AgentLimits
 from ..runtime.events import Event, record_sink
 from ..safety.untrusted import replace_lone_surrogates
 from .approval import terminal_approver
-from .common import add_backend_argument, close_recording, emit_event, open_engine, report_unrecorded
+from .common import SETTINGS_STILL_APPLY, add_backend_argument, close_recording, emit_event, open_engine, report_unrecorded
 from .mock_note import MockNote
 from .timeline import Timeline
 
@@ -43,7 +43,7 @@ def add_chat_parser(commands: Any, run_handler: Any) -> None:
     chat.add_argument("--yes", action="store_true", help="approve tools that ask for confirmation")
     chat.add_argument("--output", choices=("text", "events"), default="text", help="text: the answer; events: JSON lines")
     chat.add_argument("--quiet", action="store_true", help="no timeline on stderr")
-    chat.add_argument("--no-store", action="store_true", help="do not record this run in the run store")
+    chat.add_argument("--no-store", action="store_true", help="do not record this run in the run store" + SETTINGS_STILL_APPLY)
     add_backend_argument(chat)  # temporal: the loop runs as a workflow on `skillyard worker`s
     chat.set_defaults(handler=run_handler)
 

@@ -97,16 +97,28 @@ def report_unrecorded(problem: str | None, code: int) -> int:
     return code or EXIT_FAILED
 
 
+# Said by every --no-store help: it stops recording, not the settings kept in the store.
+SETTINGS_STILL_APPLY = " (the tool settings kept there by `skillyard tools` still apply, read-only)"
+
+
 def open_engine(ns: argparse.Namespace) -> Engine:
     """The engine for a CLI call, recording runs unless --no-store or engine.yaml says not to.
 
-    A tool broken by a problem in its own parts does not stop the others (`project.broken`).
+    Either way the tool settings kept in the store (`skillyard tools …`) apply: without
+    recording they are read, never written; a store that cannot be read then is a note, and
+    the YAML alone runs. A tool broken by a problem in its own parts does not stop the others
+    (`project.broken`).
     """
     project = load_project(ns.dir, isolate_broken_tools=True)
+    recording = project.settings.store.enabled and not ns.no_store
     try:
-        engine = Engine.from_project(project, store=project.settings.store.enabled and not ns.no_store)
+        engine = Engine.from_project(project, store=recording, stored_settings=True)
     except StoreError as exc:
-        raise UsageError(str(exc)) from None
+        if recording:
+            raise UsageError(str(exc)) from None
+        print(f"note: the run store's tool settings were not read ({exc}); running with the YAML alone", file=sys.stderr)
+        project.settings_source = None
+        engine = Engine.from_project(project)
     try:
         from ..backends import attach_backend
 

@@ -22,6 +22,7 @@ from ..store import StoreError
 from .approval import terminal_approver
 from .arguments import build_arguments
 from .common import (
+    SETTINGS_STILL_APPLY,
     EXIT_OK, add_backend_argument, close_recording, emit_event, emit_json, exit_code, fail, open_engine, report_config,
     report_unrecorded, warn_broken,
 )
@@ -44,7 +45,7 @@ def _add_call_arguments(parser: argparse.ArgumentParser) -> None:
                              "ToolResult; events: one JSON event per line, ending with the result")
     parser.add_argument("--quiet", action="store_true", help="no timeline on stderr")
     parser.add_argument("--yes", action="store_true", help="approve tools that ask for confirmation")
-    parser.add_argument("--no-store", action="store_true", help="do not record this run in the run store")
+    parser.add_argument("--no-store", action="store_true", help="do not record this run in the run store" + SETTINGS_STILL_APPLY)
     add_backend_argument(parser)
     add_error_arguments(parser)  # --verbose, --debug (error_view.py)
 
@@ -158,18 +159,11 @@ def _stored_tool_settings(project: Any) -> dict[str, Any]:
 
     A store that cannot be read is said on stderr and validation goes on with the YAML alone.
     """
-    from ..store import open_store, store_url
-    from ..store.urls import store_exists
+    from ..store import store_url
+    from ..store.open import read_tool_settings
 
     try:
-        url = store_url(project.root, project.settings.store)
-        if not store_exists(url):
-            return {}
-        store = open_store(url, redactor=project.redactor)
-        try:
-            return dict(store.tool_settings())
-        finally:
-            store.close()
+        return read_tool_settings(store_url(project.root, project.settings.store), redactor=project.redactor)
     except StoreError as exc:
         print(f"note: the run store's tool settings were not read ({exc}); checked the YAML alone", file=sys.stderr)
         return {}

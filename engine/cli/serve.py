@@ -12,7 +12,7 @@ import sys
 from typing import Any, Sequence
 
 from ..errors import ConfigError, UsageError
-from .common import EXIT_OK, EXIT_USAGE, add_backend_argument, open_engine
+from .common import SETTINGS_STILL_APPLY, EXIT_OK, EXIT_USAGE, add_backend_argument, open_engine
 
 SERVICE_GC_THRESHOLD = 10_000  # allocations between two collections of the youngest generation (see settle_heap)
 
@@ -23,7 +23,7 @@ def add_serve_parsers(commands: Any) -> None:
     serve.add_argument("--host", default="127.0.0.1",
                        help="address to bind (default 127.0.0.1; any other needs API keys in SKILLYARD_API_KEYS)")
     serve.add_argument("--port", type=int, default=8000, help="port (default 8000)")
-    serve.add_argument("--no-store", action="store_true", help="do not record runs in the run store")
+    serve.add_argument("--no-store", action="store_true", help="do not record runs in the run store" + SETTINGS_STILL_APPLY)
     serve.add_argument("--access-log", action="store_true", help="log every request to stderr")
     serve.add_argument("--approval-timeout", type=float, default=600.0, metavar="SECONDS",
                        help="deny a confirmation nobody answered within this time (default 600)")
@@ -37,7 +37,7 @@ def add_serve_parsers(commands: Any) -> None:
     mcp.add_argument("--dir", default=".", help="project directory (default: current directory)")
     mcp.add_argument("--yes", action="store_true",
                      help="approve tools that ask for confirmation (default: ask the client, deny if it cannot answer)")
-    mcp.add_argument("--no-store", action="store_true", help="do not record runs in the run store")
+    mcp.add_argument("--no-store", action="store_true", help="do not record runs in the run store" + SETTINGS_STILL_APPLY)
     add_backend_argument(mcp)
     mcp.set_defaults(handler=cmd_mcp)
 

@@ -277,10 +277,12 @@ async def run_all(coroutines: list[Any]) -> None:
     except asyncio.CancelledError:
         await _cancel(tasks)
         raise
-    failed = next((task for task in tasks if task.done() and not task.cancelled() and task.exception() is not None), None)
+    # every finished task's exception is retrieved (asyncio would print the others' tracebacks)
+    errors = [task.exception() for task in tasks if task.done() and not task.cancelled()]
+    failed = next((error for error in errors if error is not None), None)
     if failed is not None:
         await _cancel(list(pending))
-        raise failed.exception()  # type: ignore[misc]
+        raise failed
     if any(task.cancelled() for task in done):
         raise asyncio.CancelledError()
 

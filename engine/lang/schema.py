@@ -11,17 +11,76 @@ Formats are annotations in both (Draft 2020-12's default), so their verdicts agr
 from __future__ import annotations
 
 import copy
+import functools
 import re
 import warnings
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import jsonschema
 import jsonschema_rs
+import regress
 
 from .schema_refs import find_refs, ref_problem, resolve_in_document
 
-Draft = jsonschema.Draft202012Validator
+
+@functools.lru_cache(maxsize=4096)
+def _regex(pattern: str) -> "re.Pattern[str] | regress.Regex":
+    """A schema's regex as the reference validator searches with it: Python's `re` when it reads
+    the pattern (as jsonschema does), else `regress`, an ECMA-262 engine like jsonschema-rs's
+    (`\\p{Letter}`, `\\u{…}`, variable look-behinds). Compiled once per pattern."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # FutureWarning about nested sets: not our user's concern
+            return re.compile(pattern)
+    except re.error:
+        return regress.Regex(pattern, "u")
+
+
+def _searcher(pattern: str) -> Callable[[str], Any]:
+    found = _regex(pattern)
+    return found.search if isinstance(found, re.Pattern) else found.find
+
+
+def _python_reads(pattern: str) -> bool:
+    return isinstance(_regex(pattern), re.Pattern)
+
+
+def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Any:
+    if validator.is_type(instance, "string") and not _searcher(pattern)(instance):
+        yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+def _pattern_properties(validator: Any, patterns: dict[str, Any], instance: Any, schema: Any) -> Any:
+    if not validator.is_type(instance, "object"):
+        return
+    for pattern, subschema in patterns.items():
+        search = _searcher(pattern)
+        for key, value in instance.items():
+            if search(key):
+                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
+
+
+_ADDITIONAL = jsonschema.Draft202012Validator.VALIDATORS["additionalProperties"]
+
+
+def _additional_properties(validator: Any, additional: Any, instance: Any, schema: Any) -> Any:
+    """jsonschema's own, with the keys `patternProperties` matches (through `_searcher`) left out
+    of the instance it sees (it would search them with `re`)."""
+    patterns = schema.get("patternProperties") if isinstance(instance, dict) else None
+    if not patterns or all(_python_reads(pattern) for pattern in patterns):
+        yield from _ADDITIONAL(validator, additional, instance, schema)
+        return
+    searches = [_searcher(pattern) for pattern in patterns]
+    rest = {key: value for key, value in instance.items() if not any(search(key) for search in searches)}
+    yield from _ADDITIONAL(validator, additional, rest, {k: v for k, v in schema.items() if k != "patternProperties"})
+
+
+# The reference validator: Draft 2020-12, its regexes searched as `_searcher` says.
+# (unevaluatedProperties still searches patternProperties with `re`: a pattern only regress
+# reads makes the reference fail there, and the call is refused without details, never allowed.)
+Draft = jsonschema.validators.extend(jsonschema.Draft202012Validator, {
+    "pattern": _pattern, "patternProperties": _pattern_properties, "additionalProperties": _additional_properties})
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +206,11 @@ def _pattern_problems(schema: Any) -> list[SchemaProblem]:
 
 
 def regex_problem(pattern: str) -> str | None:
-    """Why `pattern` cannot be used in a schema here (None: both validators read it alike)."""
+    """Why `pattern` cannot be used in a schema here (None: both validators read it alike).
+
+    jsonschema-rs must compile it (it gives every verdict); the reference must read it too, with
+    Python's `re` or else with `regress` (ECMA-262, see `_searcher`), except a back-reference or
+    an octal escape, which jsonschema-rs does not read as ECMA-262 does."""
     try:
         jsonschema_rs.validator_for({"pattern": pattern})
         rs_error = None
@@ -162,9 +225,11 @@ def regex_problem(pattern: str) -> str | None:
         py_error = str(exc)
     if rs_error is None and py_error is None:
         return None
+    if rs_error is None and _ecma_reads(pattern):
+        return None  # the reference searches it with regress
     head = f"{pattern!r} is not a valid regular expression"
     if rs_error and py_error:
-        return f"{head}: {py_error}"
+        return f"{head}: {_regress_error(pattern) or py_error}"
     for finder, construct, fix in _CONSTRUCT_HINTS:
         if finder.search(pattern):
             return f"{pattern!r} is not a regular expression both validators read: {construct}; {fix}"
@@ -172,15 +237,35 @@ def regex_problem(pattern: str) -> str | None:
     return f"{pattern!r} is not a regular expression both validators read: {who}; use ECMA-262 syntax that Python's re also reads"
 
 
+def _ecma_reads(pattern: str) -> bool:
+    """Whether regress reads `pattern` as jsonschema-rs does (back-references and octal escapes
+    excepted: jsonschema-rs reads a forward one differently)."""
+    return not _BACK_REFERENCE.search(pattern) and _regress_error(pattern) is None
+
+
+def _regress_error(pattern: str) -> str | None:
+    """Why regress (ECMA-262, unicode mode) cannot read `pattern`; None when it can."""
+    try:
+        regress.Regex(pattern, "u")
+    except regress.RegressError as exc:
+        return f"{exc} (ECMA-262)"
+    return None
+
+
 def _unescaped(body: str) -> re.Pattern[str]:
     """A finder for `body` (regex text starting with a backslash) that is not itself escaped."""
     return re.compile(r"(?<!\\)(?:\\\\)*" + body)
 
 
+_BACK_REFERENCE = _unescaped(r"\\[0-9]")
 # (finder, the construct, the fix): the usual reasons one validator reads a pattern the other refuses.
 _CONSTRUCT_HINTS: tuple[tuple[re.Pattern[str], str, str], ...] = (
-    (_unescaped(r"\\[pP]\{"), "\\p{…} (a Unicode property escape) is ECMA-262 only and Python's re, which explains failed calls, refuses it",
-     "list the characters as a class instead, e.g. [A-Za-zÀ-ÖØ-öø-ÿ] for Latin letters"),
+    (_BACK_REFERENCE, "a back-reference or octal escape is read differently by the two validators",
+     "write a character as \\xNN, and a group reference only after its group"),
+    (_unescaped(r"\\[pP](?!\{)"), "\\pL (a property escape without braces) is not ECMA-262", "write \\p{L}"),
+    (_unescaped(r"\\[pP]\{"), "this \\p{…} names a property ECMA-262 does not know (jsonschema-rs reads it, the "
+     "ECMA-262 engine that explains failed calls does not)",
+     "write an ECMA-262 property: a General_Category (\\p{Letter}, \\p{Lu}) or a Script (\\p{Script=Greek})"),
     (_unescaped(r"\\u\{"), "\\u{…} (a code point escape) is ECMA-262 only", "write the character itself, or \\uXXXX for one in the BMP"),
     (_unescaped(r"\\z"), "\\z is not Python syntax", "write $ for the end of the text"),
     (_unescaped(r"\\Z"), "\\Z is Python syntax, not ECMA-262", "write $ for the end of the text"),
@@ -191,8 +276,6 @@ _CONSTRUCT_HINTS: tuple[tuple[re.Pattern[str], str, str], ...] = (
     (re.compile(r"\(\?#"), "(?#…) (a comment) is Python syntax, not ECMA-262", "remove the comment"),
     (re.compile(r"\{,"), "{,n} is Python syntax, not ECMA-262", "write {0,n}"),
     (_unescaped(r"\\N\{"), "\\N{name} is Python syntax, not ECMA-262", "write the character itself"),
-    (_unescaped(r"\\[0-9]"), "a back-reference or octal escape is read differently by the two validators",
-     "write a character as \\xNN, and a group reference only after its group"),
     (_unescaped(r"(?:\{(?![0-9]+(?:,[0-9]*)?\})|\})"), "a bare { or } is a literal only in Python's re", "escape it as \\{ or \\}"),
 )
 

@@ -12,9 +12,10 @@ and compiled on first use, then cached, so linking a large project stays fast.
 from __future__ import annotations
 
 import difflib
+import re
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import jinja2
 from jinja2 import nodes
@@ -166,15 +167,45 @@ def _read_names(body: list[nodes.Node]) -> frozenset[str]:
     return frozenset(loads - stores)
 
 
+# The name a StrictUndefined error is about: `'x' is undefined`, `… has no attribute 'x'`,
+# `… has no element 'x'`.
+_MISSING_NAME = re.compile(r"^'([^']+)' is undefined$|has no (?:attribute|element) '?([^']+?)'?$")
+
+
 class LazyTemplate:
-    """A template compiled the first time it renders."""
+    """A template compiled the first time it renders.
 
-    __slots__ = ("source", "_compiled", "_lock")
+    `where(line)` says where a line of the template sits in the project's files
+    (`skills.yaml:12:9`), and `schema` is the input schema its variables come from: both
+    serve `explain`, the message of a render error, and cost nothing until one happens.
+    """
 
-    def __init__(self, source: str):
+    __slots__ = ("source", "_compiled", "_lock", "where", "schema")
+
+    def __init__(self, source: str, where: Callable[[int], Any] | None = None, schema: Any = None):
         self.source = source
         self._compiled: jinja2.Template | None = None
         self._lock = threading.Lock()
+        self.where = where
+        self.schema = schema
+
+    def explain(self, exc: jinja2.TemplateError) -> str:
+        """The render error with its place (file:line:col, template line) and, for a name the
+        input does not have, the closest name the input schema declares."""
+        line = _template_line(exc)
+        text = str(exc.message or exc)
+        if line is not None:
+            place = f"template line {line}"
+            if self.where is not None:
+                place = f"{self.where(line)}, {place}"
+            text += f" ({place})"
+        found = _MISSING_NAME.search(str(exc.message or ""))
+        if isinstance(exc, jinja2.UndefinedError) and found:
+            name = found.group(1) or found.group(2)
+            close = difflib.get_close_matches(name, sorted(_schema_names(self.schema)), n=1, cutoff=0.6)
+            if close:
+                text += f"; did you mean `{close[0]}`?"
+        return text
 
     def render(self, context: dict[str, Any]) -> str:
         compiled = self._compiled
@@ -188,3 +219,29 @@ class LazyTemplate:
                     self._compiled = template
                 compiled = self._compiled
         return compiled.render(context)
+
+
+def _template_line(exc: BaseException) -> int | None:
+    """The template line a render error happened on (Jinja puts it in a `<template>` frame)."""
+    line, tb = None, exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == "<template>":
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
+
+
+def _schema_names(schema: Any) -> set[str]:
+    """Every property name a schema declares, at any depth (what a template may read)."""
+    names: set[str] = set()
+    stack = [schema]
+    while stack and len(names) < 10_000:
+        node = stack.pop()
+        if isinstance(node, dict):
+            properties = node.get("properties")
+            if isinstance(properties, dict):
+                names.update(key for key in properties if isinstance(key, str))
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return names

@@ -60,22 +60,29 @@ def _skill_models(specs: LoadedSpecs, skill: str) -> set[str]:
     return {f"models.{spec.model or specs.default_model}"}
 
 
-def problems_by_tool(specs: LoadedSpecs, issues: list[ConfigIssue], broken: list[str]) -> dict[str, list[ConfigIssue]]:
-    """For each tool that did not link, the problems in its closure (never empty)."""
+def problems_by_tool(specs: LoadedSpecs, issues: list[ConfigIssue], declared: list[str],
+                     linked: set[str]) -> dict[str, list[ConfigIssue]]:
+    """The broken tools, each with the problems in its closure (never empty).
+
+    A tool is broken when it did not link, and also when it linked but a problem sits in its
+    closure (a template reading a variable its schema does not declare): whatever
+    `skillyard validate` reports about a tool's parts stops that tool's calls, everywhere.
+    """
     by_part: dict[str, list[ConfigIssue]] = {}
     for issue in issues:
         part = part_of(issue)
         if part is not None:
             by_part.setdefault(part, []).append(issue)
     found = {}
-    for tool in broken:
+    for tool in declared:
         if tool not in specs.tools:  # its own entry is invalid: what it depends on is unknown, so all of it
             found[tool] = list(issues)
             continue
-        own = [issue for part in sorted(tool_closure(specs, tool)) for issue in by_part.get(part, ())]
-        found[tool] = list(dict.fromkeys(own)) or [ConfigIssue(
-            specs.tools[tool].loc(key=True), f"tool {tool!r} depends on a part of the project that did not load",
-            "run `skillyard validate` to see every problem")]
+        own = list(dict.fromkeys(issue for part in sorted(tool_closure(specs, tool)) for issue in by_part.get(part, ())))
+        if own or tool not in linked:
+            found[tool] = own or [ConfigIssue(
+                specs.tools[tool].loc(key=True), f"tool {tool!r} depends on a part of the project that did not load",
+                "run `skillyard validate` to see every problem")]
     return found
 
 

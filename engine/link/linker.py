@@ -11,6 +11,7 @@ import dataclasses
 import importlib
 import re
 import sys
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -73,7 +74,9 @@ def load_project(root: str | Path = ".", *, tool_settings: "dict[str, ToolSettin
     if issues.issues:
         project.problems = ConfigError(issues.issues).issues
         declared = [*specs.tools, *sorted(specs.invalid["tools"] - set(specs.tools))]
-        project.broken = problems_by_tool(specs, project.problems, [name for name in declared if name not in project.tools])
+        project.broken = problems_by_tool(specs, project.problems, declared, set(project.tools))
+        for name in project.broken:  # linked, but with a problem in its parts: it does not run either
+            project.tools.pop(name, None)
     _publish_warnings(project, linker.warnings)
     return project
 
@@ -238,10 +241,11 @@ class _Linker:
                 temperature=spec.temperature,
                 max_tokens=spec.max_tokens,
                 repairs=spec.repairs,
+                where=partial(_template_place, entry),
             )
         if isinstance(spec, TemplateSkillSpec):
             ok = self._template(entry, "template", spec.template, declared) and ok
-            return TemplateSkill(entry.name, spec.template, spec.input, spec.output) if ok else None
+            return TemplateSkill(entry.name, spec.template, spec.input, spec.output, partial(_template_place, entry)) if ok else None
         if isinstance(spec, PythonSkillSpec):
             function = self._import(entry, spec.function)
             if function is None or not ok:
@@ -369,6 +373,12 @@ class _Linker:
             self.issues.add(entry.loc("parameters"), "tool parameters must be a JSON Schema with `type: object`", "model APIs pass arguments as one object; wrap them under properties:")
             return False
         return True
+
+
+def _template_place(entry: Entry[Any], field: str, line: int) -> str:
+    """`skills.yaml:12:9`: where line `line` of the skill's template `field` sits (asked on a render error)."""
+    where = entry.source.block_location(entry.path + (field,), line)
+    return f"{where.file}:{where.line}:{where.col}"
 
 
 def _variable_location(entry: Entry[Any], field: str, source: str, name: str) -> Location:

@@ -143,6 +143,8 @@ class WorkflowLink:
         ok = True
         if step.forEach is not None:
             ok = self._check_for_each(leaf) and ok
+            if flow.item is None:  # its forEach is reported (or reads a broken step): $item reads stay unchecked
+                flow.item = (SchemaReader(None), None)
         if step.when is not None:
             ok = self._check_when(leaf) and ok
         path = leaf.path + ("input",)

@@ -121,6 +121,9 @@ class Project:
     problems: list[ConfigIssue] = field(default_factory=list)
     broken: dict[str, list[ConfigIssue]] = field(default_factory=dict)
     isolates_broken_tools: bool = False  # how it was loaded; a reload loads the same way
+    # A store whose tool settings apply though runs are not recorded there (--no-store): read
+    # again on every reload. None: no such store (a recording engine reads its own).
+    settings_source: str | None = None
     redactor: Redactor = field(init=False, repr=False)
     _providers: dict[str, Provider] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import re
 import time
-from typing import Any
+from functools import partial
+from typing import Any, Callable
 
 import jinja2
 
@@ -35,11 +36,13 @@ class PromptSkill(Skill):
         temperature: float | None,
         max_tokens: int | None,
         repairs: int,
+        where: Callable[[str, int], Any] | None = None,
     ):
+        """`where(field, line)`: where a line of a template sits in the YAML (for render errors)."""
         super().__init__(name, input_schema, output_schema)
         self.model = model
-        self.system = LazyTemplate(system) if system else None
-        self.user = LazyTemplate(user)
+        self.system = LazyTemplate(system, partial(where, "system") if where else None, input_schema) if system else None
+        self.user = LazyTemplate(user, partial(where, "user") if where else None, input_schema)
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.repairs = repairs
@@ -56,11 +59,14 @@ class PromptSkill(Skill):
 
     def render(self, input: dict[str, Any]) -> tuple[ChatMessage, ...]:
         """The messages for `input`. Values are data: they are inserted, never evaluated."""
+        template = self.system
         try:
-            system = self.system.render(input) if self.system else ""
-            user = self.user.render(input)
+            system = template.render(input) if template else ""
+            template = self.user
+            user = template.render(input)
         except jinja2.TemplateError as exc:
-            raise StepFailure(ErrorCode.EXECUTION_ERROR, f"prompt of skill {self.name!r} failed to render: {exc}") from None
+            assert template is not None
+            raise StepFailure(ErrorCode.EXECUTION_ERROR, f"prompt of skill {self.name!r} failed to render: {template.explain(exc)}") from None
         if self.schema_instruction:
             system = f"{system}\n\n{self.schema_instruction}" if system else self.schema_instruction
         messages = [ChatMessage("system", system)] if system else []

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from functools import partial
+from typing import Any, Callable
 
 import jinja2
 
@@ -16,9 +17,11 @@ from ..runtime.contracts import Skill
 class TemplateSkill(Skill):
     kind = "template"
 
-    def __init__(self, name: str, template: str, input_schema: dict[str, Any], output_schema: dict[str, Any] | None):
+    def __init__(self, name: str, template: str, input_schema: dict[str, Any], output_schema: dict[str, Any] | None,
+                 where: Callable[[str, int], Any] | None = None):
+        """`where(field, line)`: where a line of the template sits in the YAML (for render errors)."""
         super().__init__(name, input_schema, output_schema)
-        self.template = LazyTemplate(template)
+        self.template = LazyTemplate(template, partial(where, "template") if where else None, input_schema)
 
     @property
     def produces(self) -> dict[str, Any]:
@@ -28,7 +31,7 @@ class TemplateSkill(Skill):
         try:
             text = self.template.render(input)
         except jinja2.TemplateError as exc:
-            raise StepFailure(ErrorCode.EXECUTION_ERROR, f"template {self.name!r} failed to render: {exc}") from None
+            raise StepFailure(ErrorCode.EXECUTION_ERROR, f"template skill {self.name!r} failed to render: {self.template.explain(exc)}") from None
         ctx.progress("template rendered", chars=len(text))
         if self.output_schema is None:
             return text
