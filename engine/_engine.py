@@ -313,7 +313,7 @@ def _learn_configured_keys(project: Project) -> None:
     (`server.api_keys`, SKILLYARD_API_KEYS): a provider error that echoes one, a model that
     repeats one, a log line that holds one shows `[REDACTED]` instead.
     """
-    keys: set[str] = set()
+    keys: set[str] = set(project.reference_secrets)  # every value a `${…}` reference read at load
     for spec in project.models.values():
         if spec.api_key:
             keys.add(_ENV_VAR.sub(lambda m: os.environ.get(m.group(1), ""), spec.api_key))

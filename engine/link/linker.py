@@ -161,6 +161,7 @@ class _Linker:
             policy=ToolPolicy(settings.router.allow, settings.router.deny),
             files=self.specs.files,
             workflows=len(self.workflows),
+            reference_secrets=frozenset(self.specs.resolver.secrets),
         )
 
     # ─── models ───────────────────────────────────────────────────────────────────────
@@ -325,7 +326,8 @@ class _Linker:
             return None
         description = registered.description(config, spec.description)
         return LinkedTool(entry.name, description, parameters, CompiledSchema(parameters), spec.enabled, timeout,
-                          spec.confirm, registered.create(config), where, config.model_dump(mode="json"))
+                          spec.confirm, registered.create(config), where,
+                          self.specs.resolver.as_written(config.model_dump(mode="json")))  # references, never their values
 
     def _batch_defaults(self, entry: Entry[ToolSpec], tool: LinkedTool) -> LinkedTool | None:
         """`batch.expect`, compiled now so a bad expectation is a load error at its line."""
@@ -352,6 +354,9 @@ class _Linker:
         if registered is None:
             usable = [t for t in known_tool_types() if not (in_step and t == "workflow")]
             self.issues.add(entry.loc("type"), f"unknown tool type {kind!r}", f"use one of: {', '.join(usable)}")
+            return None
+        raw, readable = self.specs.resolver.resolve(raw, lambda sub: entry.loc("config", *sub), self.issues, short_form=True)
+        if not readable:
             return None
         try:
             # `root` lets a type resolve project-relative things (e.g. python tools beside the YAML)

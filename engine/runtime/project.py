@@ -88,7 +88,7 @@ def _glob_regex(patterns: Iterable[str]) -> re.Pattern[str] | None:
     return re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in patterns))
 
 
-_ENV_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_ENV_VAR = re.compile(r"\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)\}")  # left by the load when set nowhere (references.py)
 
 
 def interpolate_env(value: str | None, what: str) -> str | None:
@@ -121,6 +121,7 @@ class Project:
     problems: list[ConfigIssue] = field(default_factory=list)
     broken: dict[str, list[ConfigIssue]] = field(default_factory=dict)
     isolates_broken_tools: bool = False  # how it was loaded; a reload loads the same way
+    reference_secrets: frozenset[str] = frozenset()  # values read from `${env:…}`/`${file:…}` at load
     redactor: Redactor = field(init=False, repr=False)
     _providers: dict[str, Provider] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)

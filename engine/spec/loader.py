@@ -32,6 +32,7 @@ from .models import (
     ToolSpec,
     WorkflowSpec,
 )
+from .references import Resolver
 from .yaml_source import SourceMap, YamlLoadError, YamlPath, format_path, load_yaml_file
 
 S = TypeVar("S")
@@ -67,6 +68,11 @@ class LoadedSpecs:
     invalid: dict[str, set[str]] = field(default_factory=lambda: {"tools": set(), "skills": set(), "workflows": set(), "models": set()})
     # Kinds with a file that could not be read or parsed: any name may be defined there.
     unreadable: set[str] = field(default_factory=set)
+    # `${env:…}` / `${file:…}` references of this load, and the secrets they read (references.py).
+    resolver: Resolver = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.resolver = Resolver(self.root)
 
     def reported(self, kind: str, name: str) -> bool:
         """True when a reference to `name` may not be called unknown: its definition is
@@ -129,7 +135,8 @@ def load_specs(root: Path, issues: IssueCollector) -> LoadedSpecs:
                         "rename or remove one of them",
                     )
                     continue
-                spec = _validate(adapter, raw, source, path, issues)
+                raw, readable = _resolve_entry(loaded.resolver, raw, source, path, issues)
+                spec = _validate(adapter, raw, source, path, issues) if readable else None
                 if spec is not None:
                     target[name] = Entry(name, spec, source, path)
                 else:
@@ -153,6 +160,18 @@ def _load(file: Path, root: Path, issues: IssueCollector, loaded: LoadedSpecs) -
     except YamlLoadError as exc:
         issues.issues.append(exc.issue)
         return None, None
+
+
+def _resolve_entry(resolver: Resolver, raw: Any, source: SourceMap, path: YamlPath, issues: IssueCollector) -> tuple[Any, bool]:
+    """A tool's, skill's or workflow's references read (`${env:…}`, `${file:…}`), but for a
+    type's `config`, which the linker reads with the short form too (stored tools have one)."""
+    if not isinstance(raw, dict):
+        return raw, True
+    fields = {key: value for key, value in raw.items() if key != "config"}
+    resolved, ok = resolver.resolve(fields, lambda sub: source.locate(path + sub), issues, short_form=False)
+    if "config" in raw:
+        resolved["config"] = raw["config"]
+    return resolved, ok
 
 
 def _display(file: Path, root: Path) -> str:
@@ -394,6 +413,9 @@ def _load_models(root: Path, loaded: LoadedSpecs, issues: IssueCollector) -> Non
         return
     adapter = TypeAdapter(ModelSpec)
     for name, raw in models.items():
+        # a variable set nowhere is left as written: the model reads it at first use, and names it then
+        raw, _ = loaded.resolver.resolve(raw, lambda sub, name=name: source.locate(("models", name) + sub), issues,
+                                         short_form=True, defer=lambda _path: True)
         spec = _validate(adapter, raw, source, ("models", name), issues)
         if spec is not None:
             loaded.models[name] = Entry(name, spec, source, ("models", name))
@@ -407,6 +429,11 @@ def _load_settings(root: Path, loaded: LoadedSpecs, issues: IssueCollector) -> N
         return
     data, source = _load(files[0], root, issues, loaded)
     if source is None or data is None:
+        return
+    # a service key's variable is read again when the service starts (it names it then)
+    data, readable = loaded.resolver.resolve(data, source.locate, issues, short_form=True,
+                                             defer=lambda path: path[:2] == ("server", "api_keys"))
+    if not readable:
         return
     spec = _validate(TypeAdapter(EngineSettings), data, source, (), issues)
     if spec is not None:
