@@ -53,6 +53,9 @@ class Engine:
         if store is not None:
             self.subscribe(store.listener, for_run=store.for_run)
         self.backend: Backend | None = None  # where calls execute (engine/backends); None: in this process
+        from .executors.mcp_client.registry import watch_tool_sources
+
+        watch_tool_sources(project.root, self._settings_changed_elsewhere)  # an MCP server's tools changed: relink
 
     @classmethod
     def from_dir(cls, path: str | Path = ".", *, store: bool | str | Path = False) -> "Engine":

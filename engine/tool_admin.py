@@ -43,6 +43,8 @@ class ToolAdmin:
         for name, tool in self.engine.project.tools.items():
             setting = stored.get(name)
             source = "store" if setting is not None and setting.is_instance else "yaml"
+            if tool.executor.kind == "mcp":
+                source = f"mcp:{tool.config.get('server')}"  # config/mcp.yaml
             overrides: dict[str, Any] = {}
             if setting is not None and not setting.is_instance:
                 if setting.enabled is not None:

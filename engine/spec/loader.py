@@ -32,6 +32,7 @@ from .models import (
     ToolSpec,
     WorkflowSpec,
 )
+from .mcp_config import McpServerSpec, load_mcp_servers, mcp_files
 from .references import Resolver
 from .yaml_source import SourceMap, YamlLoadError, YamlPath, format_path, load_yaml_file
 
@@ -70,6 +71,7 @@ class LoadedSpecs:
     unreadable: set[str] = field(default_factory=set)
     # `${env:…}` / `${file:…}` references of this load, and the secrets they read (references.py).
     resolver: Resolver = field(init=False)
+    mcp_servers: list[tuple[str, McpServerSpec, SourceMap]] = field(default_factory=list)  # config/mcp.yaml
 
     def __post_init__(self) -> None:
         self.resolver = Resolver(self.root)
@@ -149,6 +151,9 @@ def load_specs(root: Path, issues: IssueCollector) -> LoadedSpecs:
         )
     _load_models(root, loaded, issues)
     _load_settings(root, loaded, issues)
+    for file in mcp_files(root)[:1]:
+        loaded.files.append(_display(file, root))
+        loaded.mcp_servers = load_mcp_servers(file, _display(file, root), loaded.resolver, issues, report_pydantic_errors)
     return loaded
 
 
