@@ -295,7 +295,7 @@ _FIELD_HINTS = {
 
 def _field_names() -> list[str]:
     names: set[str] = set()
-    for model in (ToolSpec, PromptSkillSpec, PythonSkillSpec, TemplateSkillSpec, WorkflowSpec, StepSpec, ParallelSpec, RetrySpec, ModelSpec, EngineSettings, RouterSettings, LimitSettings, LoggingSettings):
+    for model in (ToolSpec, PromptSkillSpec, PythonSkillSpec, TemplateSkillSpec, WorkflowSpec, StepSpec, ParallelSpec, RetrySpec, ModelSpec, EngineSettings, RouterSettings, LimitSettings, LoggingSettings, McpServerSpec):
         names.update(model.model_fields)
     return sorted(names)
 
