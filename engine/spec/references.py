@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..errors import IssueCollector, Location
+from ..errors import IssueCollector, Location, SkillyardError
 
 YamlPath = tuple[Any, ...]
 
@@ -34,7 +34,7 @@ MAX_FILE_BYTES = 64 * 1024  # a secret, not a document
 _MISSING_HINT = "set it in the environment or in .env beside the project, or give a default: ${env:NAME:-default}"
 
 
-class MissingReference(Exception):
+class MissingReference(SkillyardError):
     """A reference that cannot be read: the message names the variable or file."""
 
     def __init__(self, message: str, hint: str):
