@@ -60,6 +60,9 @@ class Engine:
         if self.traces is not None:
             self.traces.attach(self.subscribe, self.runs)
         self.backend: Backend | None = None  # where calls execute (engine/backends); None: in this process
+        from .executors.mcp_client.registry import watch_tool_sources
+
+        watch_tool_sources(project.root, self._settings_changed_elsewhere)  # an MCP server's tools changed: relink
 
     @classmethod
     def from_dir(cls, path: str | Path = ".", *, store: bool | str | Path = False,
@@ -357,7 +360,7 @@ def _learn_configured_keys(project: Project) -> None:
     (`server.api_keys`, SKILLYARD_API_KEYS): a provider error that echoes one, a model that
     repeats one, a log line that holds one shows `[REDACTED]` instead.
     """
-    keys: set[str] = set()
+    keys: set[str] = set(project.reference_secrets)  # every value a `${…}` reference read at load
     for spec in project.models.values():
         if spec.api_key:
             keys.add(_ENV_VAR.sub(lambda m: os.environ.get(m.group(1), ""), spec.api_key))

@@ -17,6 +17,7 @@ that belongs to one part stays in its module (named on the right), below its pla
     ├── MappingError           a reference that cannot be resolved at run time
     ├── ConditionSyntaxError   a `when:` condition that cannot be read (also a ValueError)
     ├── YamlLoadError          a YAML file that cannot be read (carries its ConfigIssue)
+    ├── MissingReference       a `${env:…}`/`${file:…}` reference that cannot be read   spec/references.py
     ├── JudgeError             a batch judge failed or answered out of shape
     ├── StoreError             the run store cannot do what was asked              store/errors.py
     │   └── AmbiguousRunId     a run id prefix matches several runs                 store/queries.py

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from .errors import ConfigError, ErrorCode, ToolAdminError
 from .runtime.contracts import known_tool_types, tool_type
 from .spec.models import TOOL_NAME_RE
+from .spec.references import plain_secret_paths
 from .store.tool_settings import ToolSetting
 
 if TYPE_CHECKING:
@@ -42,6 +43,8 @@ class ToolAdmin:
         for name, tool in self.engine.project.tools.items():
             setting = stored.get(name)
             source = "store" if setting is not None and setting.is_instance else "yaml"
+            if tool.executor.kind == "mcp":
+                source = f"mcp:{tool.config.get('server')}"  # config/mcp.yaml
             overrides: dict[str, Any] = {}
             if setting is not None and not setting.is_instance:
                 if setting.enabled is not None:
@@ -79,6 +82,7 @@ class ToolAdmin:
             raise ToolAdminError(ErrorCode.INVALID_CONFIG, f"tool {name!r} runs a workflow and has no config to override")
         if config:
             self._check_code_type(self.engine.project.tools[name].executor.kind, name)
+            self._check_no_plain_secrets(name, config)
         after = ToolSetting(name, base.type, base.description, base.enabled if enabled is None else enabled, merged_config)
         self._apply(after, before)
         return self.view(name)
@@ -92,6 +96,7 @@ class ToolAdmin:
             usable = [t for t in known_tool_types() if t != "workflow"]
             raise ToolAdminError(ErrorCode.INVALID_CONFIG, f"unknown tool type {type!r}; use one of: {', '.join(usable)}")
         self._check_code_type(type, name)
+        self._check_no_plain_secrets(name, config)
         self._apply(ToolSetting(name, type, description, enabled, dict(config)), None)
         return self.view(name)
 
@@ -106,6 +111,17 @@ class ToolAdmin:
             "through the admin API is off. Declare it in tools.yaml, or set `server.allow_code_tools: true` in "
             "config/engine.yaml (then an admin key means code execution on this host)",
         )
+
+    def _check_no_plain_secrets(self, name: str, config: dict[str, Any]) -> None:
+        """A secret stored in the store would be in every backup of it: only a reference may be."""
+        paths = plain_secret_paths(config, self.engine.project.redactor.is_sensitive)
+        if paths:
+            raise ToolAdminError(
+                ErrorCode.INVALID_CONFIG,
+                f"tool {name!r}: {', '.join(f'config.{p}' for p in paths)} holds a plain value under a sensitive key; "
+                "store a reference instead, such as ${env:NAME} (or \"Bearer ${env:NAME}\") or ${file:/run/secrets/name}, "
+                "and set the secret in the environment, .env or the file",
+            )
 
     def delete(self, name: str) -> None:
         stored = self.settings().get(name)

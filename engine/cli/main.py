@@ -209,6 +209,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .serve import add_serve_parsers
 
     add_serve_parsers(commands)
+    from .mcp_cmd import add_mcp_list_parser
+
+    add_mcp_list_parser(commands.choices["mcp"], report_config)  # `skillyard mcp list`; `skillyard mcp` serves
     from .worker import add_worker_parser
 
     add_worker_parser(commands)

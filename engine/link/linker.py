@@ -66,7 +66,7 @@ def load_project(root: str | Path = ".", *, tool_settings: "dict[str, ToolSettin
         from .overlay import apply_tool_settings
 
         apply_tool_settings(specs, tool_settings, issues)
-    linker = _Linker(specs, issues)
+    linker = _Linker(specs, issues, connect_tool_sources=True)
     project = linker.link()
     project.isolates_broken_tools = isolate_broken_tools
     if issues.issues and (not isolate_broken_tools or project_wide(issues.issues)):
@@ -77,6 +77,9 @@ def load_project(root: str | Path = ".", *, tool_settings: "dict[str, ToolSettin
         project.broken = problems_by_tool(specs, project.problems, declared, set(project.tools))
         for name in project.broken:  # linked, but with a problem in its parts: it does not run either
             project.tools.pop(name, None)
+    if linker.mcp is not None:  # a server that cannot run breaks only its own tools
+        project.problems = [*project.problems, *linker.mcp.problems]
+        project.broken.update(linker.mcp.broken)
     _publish_warnings(project, linker.warnings)
     return project
 
@@ -114,8 +117,11 @@ def _not_imported(target: str) -> Callable[..., Any]:
 
 
 class _Linker:
-    def __init__(self, specs: LoadedSpecs, issues: IssueCollector, *, import_python: bool = True):
+    def __init__(self, specs: LoadedSpecs, issues: IssueCollector, *, import_python: bool = True,
+                 connect_tool_sources: bool = False):
         self.specs = specs
+        self.connect_tool_sources = connect_tool_sources  # start/connect config/mcp.yaml's servers (not for validate)
+        self.mcp: Any = None  # what they added (executors/mcp_client/link.py McpLink)
         self.issues = issues
         self.import_python = import_python
         self.not_imported: list[str] = []  # with import_python=False: what was skipped, and where
@@ -153,6 +159,8 @@ class _Linker:
                 tool = self._batch_defaults(entry, tool)
             if tool is not None:
                 tools[entry.name] = tool
+        if self.connect_tool_sources:
+            tools.update(self._tool_sources(set(tools) | set(self.specs.tools)))
         settings = self.specs.settings
         return Project(
             root=self.specs.root,
@@ -164,6 +172,7 @@ class _Linker:
             policy=ToolPolicy(settings.router.allow, settings.router.deny),
             files=self.specs.files,
             workflows=len(self.workflows),
+            reference_secrets=frozenset(self.specs.resolver.secrets),
         )
 
     # ─── models ───────────────────────────────────────────────────────────────────────
@@ -329,7 +338,19 @@ class _Linker:
             return None
         description = registered.description(config, spec.description)
         return LinkedTool(entry.name, description, parameters, CompiledSchema(parameters), spec.enabled, timeout,
-                          spec.confirm, registered.create(config), where, config.model_dump(mode="json"))
+                          spec.confirm, registered.create(config), where,
+                          self.specs.resolver.as_written(config.model_dump(mode="json")))  # references, never their values
+
+    def _tool_sources(self, taken: set[str]) -> dict[str, LinkedTool]:
+        """The tools of config/mcp.yaml's servers (connected once per process, kept across reloads)."""
+        from ..executors.mcp_client import registry
+
+        if not self.specs.mcp_servers and not registry.connections(self.specs.root):
+            return {}
+        from ..executors.mcp_client.link import link_mcp_servers
+
+        self.mcp = link_mcp_servers(self.specs.root, self.specs.mcp_servers, taken, self.specs.settings.limits.tool_timeout)
+        return dict(self.mcp.tools)
 
     def _batch_defaults(self, entry: Entry[ToolSpec], tool: LinkedTool) -> LinkedTool | None:
         """`batch.expect`, compiled now so a bad expectation is a load error at its line."""
@@ -356,6 +377,9 @@ class _Linker:
         if registered is None:
             usable = [t for t in known_tool_types() if not (in_step and t == "workflow")]
             self.issues.add(entry.loc("type"), f"unknown tool type {kind!r}", f"use one of: {', '.join(usable)}")
+            return None
+        raw, readable = self.specs.resolver.resolve(raw, lambda sub: entry.loc("config", *sub), self.issues, short_form=True)
+        if not readable:
             return None
         try:
             # `root` lets a type resolve project-relative things (e.g. python tools beside the YAML)

@@ -38,6 +38,7 @@ EventType = Literal[
     "tool_call_result",
     "tool_call_error",
     "confirmation_required",
+    "input_required",  # an MCP server asks for input during a call (answered like an approval)
     "final_answer_delta",
     "agent_error",
     "agent_done",

@@ -88,7 +88,7 @@ def _glob_regex(patterns: Iterable[str]) -> re.Pattern[str] | None:
     return re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in patterns))
 
 
-_ENV_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_ENV_VAR = re.compile(r"\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)\}")  # left by the load when set nowhere (references.py)
 
 
 def interpolate_env(value: str | None, what: str) -> str | None:
@@ -124,6 +124,7 @@ class Project:
     # A store whose tool settings apply though runs are not recorded there (--no-store): read
     # again on every reload. None: no such store (a recording engine reads its own).
     settings_source: str | None = None
+    reference_secrets: frozenset[str] = frozenset()  # values read from `${env:…}`/`${file:…}` at load
     redactor: Redactor = field(init=False, repr=False)
     _providers: dict[str, Provider] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)

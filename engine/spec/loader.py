@@ -32,6 +32,8 @@ from .models import (
     ToolSpec,
     WorkflowSpec,
 )
+from .mcp_config import McpServerSpec, load_mcp_servers, mcp_files
+from .references import Resolver
 from .yaml_source import SourceMap, YamlLoadError, YamlPath, format_path, load_yaml_file
 
 S = TypeVar("S")
@@ -67,6 +69,12 @@ class LoadedSpecs:
     invalid: dict[str, set[str]] = field(default_factory=lambda: {"tools": set(), "skills": set(), "workflows": set(), "models": set()})
     # Kinds with a file that could not be read or parsed: any name may be defined there.
     unreadable: set[str] = field(default_factory=set)
+    # `${env:…}` / `${file:…}` references of this load, and the secrets they read (references.py).
+    resolver: Resolver = field(init=False)
+    mcp_servers: list[tuple[str, McpServerSpec, SourceMap]] = field(default_factory=list)  # config/mcp.yaml
+
+    def __post_init__(self) -> None:
+        self.resolver = Resolver(self.root)
 
     def reported(self, kind: str, name: str) -> bool:
         """True when a reference to `name` may not be called unknown: its definition is
@@ -129,7 +137,8 @@ def load_specs(root: Path, issues: IssueCollector) -> LoadedSpecs:
                         "rename or remove one of them",
                     )
                     continue
-                spec = _validate(adapter, raw, source, path, issues)
+                raw, readable = _resolve_entry(loaded.resolver, raw, source, path, issues)
+                spec = _validate(adapter, raw, source, path, issues) if readable else None
                 if spec is not None:
                     target[name] = Entry(name, spec, source, path)
                 else:
@@ -142,6 +151,9 @@ def load_specs(root: Path, issues: IssueCollector) -> LoadedSpecs:
         )
     _load_models(root, loaded, issues)
     _load_settings(root, loaded, issues)
+    for file in mcp_files(root)[:1]:
+        loaded.files.append(_display(file, root))
+        loaded.mcp_servers = load_mcp_servers(file, _display(file, root), loaded.resolver, issues, report_pydantic_errors)
     return loaded
 
 
@@ -153,6 +165,18 @@ def _load(file: Path, root: Path, issues: IssueCollector, loaded: LoadedSpecs) -
     except YamlLoadError as exc:
         issues.issues.append(exc.issue)
         return None, None
+
+
+def _resolve_entry(resolver: Resolver, raw: Any, source: SourceMap, path: YamlPath, issues: IssueCollector) -> tuple[Any, bool]:
+    """A tool's, skill's or workflow's references read (`${env:…}`, `${file:…}`), but for a
+    type's `config`, which the linker reads with the short form too (stored tools have one)."""
+    if not isinstance(raw, dict):
+        return raw, True
+    fields = {key: value for key, value in raw.items() if key != "config"}
+    resolved, ok = resolver.resolve(fields, lambda sub: source.locate(path + sub), issues, short_form=False)
+    if "config" in raw:
+        resolved["config"] = raw["config"]
+    return resolved, ok
 
 
 def _display(file: Path, root: Path) -> str:
@@ -271,7 +295,7 @@ _FIELD_HINTS = {
 
 def _field_names() -> list[str]:
     names: set[str] = set()
-    for model in (ToolSpec, PromptSkillSpec, PythonSkillSpec, TemplateSkillSpec, WorkflowSpec, StepSpec, ParallelSpec, RetrySpec, ModelSpec, EngineSettings, RouterSettings, LimitSettings, LoggingSettings):
+    for model in (ToolSpec, PromptSkillSpec, PythonSkillSpec, TemplateSkillSpec, WorkflowSpec, StepSpec, ParallelSpec, RetrySpec, ModelSpec, EngineSettings, RouterSettings, LimitSettings, LoggingSettings, McpServerSpec):
         names.update(model.model_fields)
     return sorted(names)
 
@@ -394,6 +418,9 @@ def _load_models(root: Path, loaded: LoadedSpecs, issues: IssueCollector) -> Non
         return
     adapter = TypeAdapter(ModelSpec)
     for name, raw in models.items():
+        # a variable set nowhere is left as written: the model reads it at first use, and names it then
+        raw, _ = loaded.resolver.resolve(raw, lambda sub, name=name: source.locate(("models", name) + sub), issues,
+                                         short_form=True, defer=lambda _path: True)
         spec = _validate(adapter, raw, source, ("models", name), issues)
         if spec is not None:
             loaded.models[name] = Entry(name, spec, source, ("models", name))
@@ -407,6 +434,11 @@ def _load_settings(root: Path, loaded: LoadedSpecs, issues: IssueCollector) -> N
         return
     data, source = _load(files[0], root, issues, loaded)
     if source is None or data is None:
+        return
+    # a service key's variable is read again when the service starts (it names it then)
+    data, readable = loaded.resolver.resolve(data, source.locate, issues, short_form=True,
+                                             defer=lambda path: path[:2] == ("server", "api_keys"))
+    if not readable:
         return
     spec = _validate(TypeAdapter(EngineSettings), data, source, (), issues)
     if spec is not None:

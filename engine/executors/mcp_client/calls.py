@@ -1,0 +1,127 @@
+"""A call to an MCP server's tool, and what the server asks while it runs.
+
+The call runs on the background loop; what reaches the run (progress, log messages, the
+question of an elicitation) is handed to the caller's loop, where the Run lives. A server's
+requests during a call (elicitation, sampling, log messages) name no call, so they belong to
+the one call in flight on that connection; with none (or several) nobody can be asked: an
+elicitation is declined, a log message goes to the engine's log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+import mcp_types as types
+
+from ...logging import logger
+from ...runtime.context import RunContext
+from ...spec.mcp_config import McpServerSpec
+
+
+@dataclass(frozen=True)
+class _InFlight:
+    run: RunContext
+    loop: asyncio.AbstractEventLoop
+
+
+@dataclass(frozen=True)
+class Asking:
+    """What an approver is shown of a server asking for input (fits runtime.run.ToolToApprove)."""
+
+    name: str
+    description: str
+
+
+class CallRouting:
+    """The calls in flight on one connection, and the session-wide callbacks that reach them."""
+
+    def __init__(self, server: str, spec: McpServerSpec):
+        self.server = server
+        self.spec = spec
+        self.session: Any = None
+        self._calls: dict[int, _InFlight] = {}
+        self._next = 0
+
+    def _only_call(self) -> _InFlight | None:
+        return next(iter(self._calls.values())) if len(self._calls) == 1 else None
+
+    async def call(self, session: Any, tool: str, args: dict[str, Any], run: RunContext, loop: asyncio.AbstractEventLoop,
+                   timeout: float | None) -> Any:
+        """On the background loop: `tools/call` with progress forwarded; cancelled → notifications/cancelled (the SDK)."""
+        key = self._next = self._next + 1
+        self._calls[key] = _InFlight(run, loop)
+
+        async def progress(done: float, total: float | None, message: str | None) -> None:
+            data = {"progress": done, **({"total": total} if total is not None else {})}
+            text = message or (f"{done:g}/{total:g}" if total else f"{done:g}")
+            loop.call_soon_threadsafe(lambda: run.tool_progress("progress", text, **data))
+
+        try:
+            return await session.call_tool(tool, args, read_timeout_seconds=timeout, progress_callback=progress)
+        finally:
+            del self._calls[key]
+
+    async def log(self, params: types.LoggingMessageNotificationParams) -> None:
+        text = params.data if isinstance(params.data, str) else repr(params.data)
+        target = self._only_call()
+        if target is None:
+            logger.info("MCP server log message", server=self.server, level=params.level, message=text[:4000])
+            return
+        extra = {"level": params.level, **({"logger": params.logger} if params.logger else {})}
+        target.loop.call_soon_threadsafe(lambda: target.run.tool_progress("log", text[:4000], **extra))
+
+    async def elicit(self, context: Any, params: Any) -> types.ElicitResult | types.ErrorData:
+        target = self._only_call()
+        schema = getattr(params, "requested_schema", None)
+        if target is None or schema is None:  # nobody to ask (or a URL elicitation, which needs a browser)
+            return types.ElicitResult(action="decline")
+        question = {"server": self.server, "message": params.message, "requested_schema": _plain(schema)}
+        asked = asyncio.run_coroutine_threadsafe(ask_for_input(target.run, question), target.loop)
+        approved = await asyncio.wrap_future(asked)
+        if not approved:
+            return types.ElicitResult(action="decline")
+        return types.ElicitResult(action="accept", content=schema_defaults(question["requested_schema"]))
+
+    async def sample(self, context: Any, params: Any) -> Any:
+        """Sampling: declined unless the server's `sampling:` names a model (answered by it)."""
+        target = self._only_call()
+        if self.spec.sampling is None or target is None:
+            return types.ErrorData(code=types.INVALID_REQUEST, message="sampling is not enabled for this server")
+        asked = asyncio.run_coroutine_threadsafe(sample_with_model(target.run, self.spec.sampling, params), target.loop)
+        return await asyncio.wrap_future(asked)
+
+
+async def ask_for_input(run: RunContext, question: dict[str, Any]) -> bool:
+    """An `input_required` event, answered like an approval (terminal, --yes, the approvals endpoint)."""
+    run.events.emit("input_required", question, tool_call_id=run.tool_call_id)
+    asking = Asking(run.tool, f"MCP server {question['server']!r} asks: {question['message']}")
+    return await run.events.ask_approval(asking, question, run.tool_call_id)
+
+
+async def sample_with_model(run: RunContext, model: str, params: Any) -> Any:
+    """A sampling request answered by one of the project's models (its text messages in, text out)."""
+    from ...providers.base import ChatMessage, ModelRequest
+
+    provider, spec = run.project.provider(model)
+    messages = [ChatMessage(role="assistant" if m.role == "assistant" else "user", content=getattr(m.content, "text", "") or "")
+                for m in params.messages]
+    if params.system_prompt:
+        messages.insert(0, ChatMessage(role="system", content=params.system_prompt))
+    response = await provider.request(ModelRequest(messages=tuple(messages), model=spec.model, max_tokens=params.max_tokens))
+    return types.CreateMessageResult(role="assistant", content=types.TextContent(type="text", text=response.text),
+                                     model=spec.model or model)
+
+
+def schema_defaults(schema: dict[str, Any]) -> dict[str, Any]:
+    """The requested schema's defaults for its properties (what `--yes` or a plain approval accepts)."""
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    if not isinstance(properties, dict):
+        return {}
+    return {name: sub["default"] for name, sub in properties.items() if isinstance(sub, dict) and "default" in sub}
+
+
+def _plain(schema: Any) -> dict[str, Any]:
+    dump = getattr(schema, "model_dump", None)
+    return dump(mode="json", by_alias=True, exclude_none=True) if callable(dump) else dict(schema)

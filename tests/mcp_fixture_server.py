@@ -1,0 +1,113 @@
+"""An MCP server written with the `mcp` SDK (MCPServer, once FastMCP), run as a subprocess by
+tests/test_mcp_client.py: progress, log messages, cancellation, images, isError, a crash
+mid-call, list_changed, elicitation, and what environment it was given.
+
+(No tests here; run as `python tests/mcp_fixture_server.py`, stdio, or with `http PORT`.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+import mcp_types as types
+from pydantic import BaseModel
+
+from mcp.server.mcpserver import Context, MCPServer
+
+server = MCPServer("fixture")
+MARKER = os.environ.get("FIXTURE_MARKER", "")
+
+
+@server.tool()
+def echo(text: str) -> str:
+    """Say the text back."""
+    return text
+
+
+@server.tool()
+async def slow(steps: int, ctx: Context) -> str:
+    """Count to `steps`, reporting progress and logging each step."""
+    for step in range(1, steps + 1):
+        await ctx.report_progress(step, steps, f"step {step} of {steps}")
+        await ctx.info(f"working on step {step}")
+        await asyncio.sleep(0.05)
+    return f"counted to {steps}"
+
+
+@server.tool()
+async def wait_forever() -> str:
+    """Never answers; notes its own cancellation in FIXTURE_MARKER."""
+    try:
+        await asyncio.sleep(3600)
+    except asyncio.CancelledError:
+        if MARKER:
+            Path(MARKER).write_text("cancelled")
+        raise
+    return "unreachable"
+
+
+@server.tool()
+def picture() -> list[types.TextContent | types.ImageContent]:
+    """A caption and a 1x1 PNG."""
+    png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+    return [types.TextContent(type="text", text="a dot"), types.ImageContent(type="image", data=png, mime_type="image/png")]
+
+
+class Sum(BaseModel):
+    total: int
+
+
+@server.tool()
+def add(a: int, b: int) -> Sum:
+    """Add two numbers (structured output)."""
+    return Sum(total=a + b)
+
+
+@server.tool()
+def fail() -> str:
+    """Always fails with a message."""
+    raise ValueError("the fixture failed on purpose")
+
+
+@server.tool()
+def crash() -> str:
+    """Kills the server mid-call."""
+    os._exit(3)
+
+
+@server.tool()
+async def grow(ctx: Context) -> str:
+    """Adds a tool named `late` and says so (tools/list_changed)."""
+    server.add_tool(lambda: "late tool here", name="late", description="Added while running.")
+    await ctx.session.send_tool_list_changed()
+    return "grown"
+
+
+class Color(BaseModel):
+    color: str = "blue"
+    shade: int = 3
+
+
+@server.tool()
+async def ask(ctx: Context) -> str:
+    """Asks the user for a colour (elicitation)."""
+    answer = await ctx.elicit("Which colour?", Color)
+    return f"{answer.action}: {answer.data.color if answer.action == 'accept' else '-'}"
+
+
+@server.tool()
+def env_probe() -> dict:
+    """What of the environment this process was given."""
+    print("fixture stderr line with token " + os.environ.get("FIXTURE_TOKEN", "none"), file=sys.stderr, flush=True)
+    return {"planted": os.environ.get("PLANTED_PARENT_SECRET", "absent"), "token": os.environ.get("FIXTURE_TOKEN", "absent")}
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 2 and sys.argv[1] == "http":
+        server.settings.port = int(sys.argv[2])
+        server.run("streamable-http")
+    else:
+        server.run()
