@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
-from ..errors import IssueCollector
+from ..errors import ConfigIssue, IssueCollector
 from ..spec.loader import Entry, LoadedSpecs, report_pydantic_errors
 from ..spec.models import ToolSpec
 from ..spec.yaml_source import SourceMap
@@ -56,6 +56,13 @@ def _override(specs: LoadedSpecs, entry: Entry[ToolSpec], setting: ToolSetting, 
     if checked is not None:
         fields = {key: getattr(checked, key) for key in update}
         specs.tools[entry.name] = Entry(entry.name, entry.spec.model_copy(update=fields), entry.source, entry.path)
+
+
+def tool_field_issues(name: str, raw: dict[str, object]) -> list[ConfigIssue]:
+    """What is wrong with `raw` as tool `name`'s tools.yaml entry, each at its field (nothing linked yet)."""
+    issues = IssueCollector()
+    _validated(name, raw, issues)
+    return issues.issues
 
 
 def _validated(name: str, raw: dict[str, object], issues: IssueCollector) -> ToolSpec | None:
