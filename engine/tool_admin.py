@@ -66,6 +66,7 @@ class ToolAdmin:
                     "overrides": {**overrides, **_override_fields(setting)},
                     "parameters": tool.parameters,
                     "confirm": tool.confirm,
+                    "declared": {"description": tool.declared_description, "parameters": tool.declared_parameters},
                     **_times(setting),
                 }
             )
@@ -186,7 +187,7 @@ class ToolAdmin:
         config = fields.get("config")
         if config is not None and (yaml_tool is None or config != yaml_tool.config):
             self._check_code_type(kind, name)
-        raw = {"description": yaml_tool.description if yaml_tool else f"{kind} tool {name}", **fields,
+        raw = {"description": yaml_tool.declared_description if yaml_tool else f"{kind} tool {name}", **fields,
                **({"type": kind} if kind != "workflow" else {})}
         issues = tool_field_issues(name, raw)
         if issues:

@@ -152,7 +152,9 @@ class _Linker:
             if tool is not None and entry.spec.batch is not None and entry.spec.batch.expect is not None:
                 tool = self._batch_defaults(entry, tool)
             if tool is not None:
-                tools[entry.name] = dataclasses.replace(tool, title=entry.spec.title, order=entry.spec.order)
+                tools[entry.name] = dataclasses.replace(tool, title=entry.spec.title, order=entry.spec.order,
+                                                        declared_description=entry.spec.description,
+                                                        declared_parameters=entry.spec.parameters)
         tools = dict(sorted(tools.items(), key=lambda item: (item[1].order, item[0])))  # every list follows it
         settings = self.specs.settings
         return Project(

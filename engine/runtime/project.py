@@ -38,6 +38,10 @@ class LinkedTool:
     batch_expect: tuple[Any, ...] = ()  # compiled `batch.expect` defaults (engine.batch.expect.Check)
     title: str | None = None  # display name for people; the model sees `name`
     order: int = 0  # sort position in lists, then the name
+    # as declared (YAML or store), for an editor: `description` may have the type's notes added,
+    # `parameters` may be the type's own schema (None here)
+    declared_description: str = ""
+    declared_parameters: dict[str, Any] | None = None
     # Set by the Project from its redaction settings: True when closed schemas prove that the
     # (valid) arguments / the result data hold no sensitive key, so events skip the walk.
     arguments_clean: bool = field(default=False, init=False, compare=False)
