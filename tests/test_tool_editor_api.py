@@ -221,3 +221,34 @@ def test_a_store_of_schema_11_gains_the_new_columns(tmp_path: Path) -> None:
     assert (old.type, old.description, old.enabled, old.config) == ("fetch", "Old one", True, {"timeout": 5})
     assert (old.title, old.order, old.parameters, old.confirm, old.config_whole) == (None, None, None, None, False)
     assert (old.created_at, old.updated_at) == (1000, 2000)
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.slow)])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/runs.db"
+    url = str(request.getfixturevalue("pg_url"))
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as db:  # one database per module: empty its settings
+        if db.execute("SELECT to_regclass('tool_settings')").fetchone()[0] is not None:
+            db.execute("TRUNCATE tool_settings")
+    return url
+
+
+def test_every_field_of_a_stored_tool_reads_back_on_both_backends(store_url: str) -> None:
+    from engine.store.tool_settings import ToolSetting
+
+    setting = ToolSetting("t", "fetch", "Docs.", False, {"timeout": 5}, "Docs reader", -3, TEXT_PARAMETERS, True, False)
+    override = ToolSetting("y", None, None, None, {}, None, None, None, False, True)
+    store = open_store(store_url)
+    try:
+        store.write_tool_setting(setting)
+        store.write_tool_setting(override)
+        first = store.tool_settings()["t"]
+        store.write_tool_setting(setting)  # again: created_at stays, updated_at moves on
+        again = store.tool_settings()
+    finally:
+        store.close()
+    assert again == {"t": setting, "y": override}
+    assert again["t"].created_at == first.created_at and again["t"].updated_at >= first.updated_at
