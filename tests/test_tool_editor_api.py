@@ -26,13 +26,13 @@ tools:
   shout:
     description: Upper-case a text.
     type: python
-    config: {function: "helpers:shout"}
+    config: {function: "editor_api_helpers:shout"}
   late:
     description: Listed last.
     title: Late one
     order: 5
     type: python
-    config: {function: "helpers:shout"}
+    config: {function: "editor_api_helpers:shout"}
 """
 HELPERS = """
 def shout(text: str) -> str:
@@ -50,7 +50,7 @@ TEXT_PARAMETERS = {"type": "object", "properties": {"text": {"type": "string"}},
 
 def write_project(root: Path, *, allow_code: bool = True) -> Path:
     (root / "tools.yaml").write_text(TOOLS)
-    (root / "helpers.py").write_text(HELPERS)
+    (root / "editor_api_helpers.py").write_text(HELPERS)
     (root / "config").mkdir(exist_ok=True)
     (root / "config" / "engine.yaml").write_text(f"server:\n  allow_code_tools: {str(allow_code).lower()}\n")
     return root
@@ -82,14 +82,14 @@ def test_the_round_trip_create_call_edit_call_reset(tmp_path: Path) -> None:
     async def body(client: httpx.AsyncClient) -> None:
         created = await client.post("/v1/admin/tools", json={
             "name": "echo", "type": "python", "description": "Say it twice.", "title": "Echo", "order": 1,
-            "config": {"function": "helpers:twice"}, "parameters": TEXT_PARAMETERS})
+            "config": {"function": "editor_api_helpers:twice"}, "parameters": TEXT_PARAMETERS})
         assert created.status_code == 201, created.text
         assert created.json()["title"] == "Echo" and created.json()["created_at"] > 0
         assert await call(client, "echo", {"text": "ab"}) == "abab"
         # edit: PUT replaces the stored tool whole
         edited = await client.put("/v1/admin/tools/echo", json={
             "type": "python", "description": "Whisper it.", "title": "Quiet echo", "order": 1,
-            "config": {"function": "helpers:whisper"}, "parameters": TEXT_PARAMETERS, "confirm": False, "enabled": True})
+            "config": {"function": "editor_api_helpers:whisper"}, "parameters": TEXT_PARAMETERS, "confirm": False, "enabled": True})
         assert edited.status_code == 200, edited.text
         view = edited.json()
         assert (view["title"], view["description"], view["source"]) == ("Quiet echo", "Whisper it.", "store")
@@ -97,7 +97,7 @@ def test_the_round_trip_create_call_edit_call_reset(tmp_path: Path) -> None:
         assert await call(client, "echo", {"text": "AbC"}) == "abc"
         # a YAML tool overridden, then reset to its YAML
         put = await client.put("/v1/admin/tools/shout", json={
-            "title": "Shout (quiet)", "order": 0, "config": {"function": "helpers:whisper"}})
+            "title": "Shout (quiet)", "order": 0, "config": {"function": "editor_api_helpers:whisper"}})
         assert put.status_code == 200, put.text
         assert put.json()["overrides"]["title"] == "Shout (quiet)"
         assert await call(client, "shout", {"text": "AbC"}) == "abc"
@@ -116,7 +116,7 @@ def test_the_round_trip_create_call_edit_call_reset(tmp_path: Path) -> None:
 def test_lists_follow_order_then_name_and_show_title_and_times(tmp_path: Path) -> None:
     async def body(client: httpx.AsyncClient) -> tuple[list[Any], list[Any], list[Any]]:
         await client.post("/v1/admin/tools", json={"name": "aardvark", "type": "python", "description": "First by name.",
-                                                   "config": {"function": "helpers:shout"}, "order": 9})
+                                                   "config": {"function": "editor_api_helpers:shout"}, "order": 9})
         listed = (await client.get("/v1/admin/tools")).json()
         mcp = (await client.get("/v1/tools?format=mcp")).json()
         openai = (await client.get("/v1/tools?format=openai")).json()
@@ -136,9 +136,9 @@ def test_put_is_checked_as_tools_yaml_is_with_errors_by_field(tmp_path: Path) ->
     async def body(client: httpx.AsyncClient) -> list[dict[str, Any]]:
         answers = []
         for fields in (
-            {"type": "python", "description": "x", "order": "first", "config": {"function": "helpers:shout"}},
-            {"type": "python", "description": "x", "config": {"function": "helpers:nope"}},
-            {"type": "python", "description": "x", "config": {"function": "helpers:shout"}, "parameters": {"type": "string"}},
+            {"type": "python", "description": "x", "order": "first", "config": {"function": "editor_api_helpers:shout"}},
+            {"type": "python", "description": "x", "config": {"function": "editor_api_helpers:nope"}},
+            {"type": "python", "description": "x", "config": {"function": "editor_api_helpers:shout"}, "parameters": {"type": "string"}},
             {"type": "fetch", "description": "x"},
         ):
             answer = await client.put("/v1/admin/tools/shout", json=fields)
@@ -159,7 +159,7 @@ def test_put_is_checked_as_tools_yaml_is_with_errors_by_field(tmp_path: Path) ->
 
 def test_a_draft_is_tested_without_being_stored(tmp_path: Path) -> None:
     async def body(client: httpx.AsyncClient) -> None:
-        draft = {"name": "draft1", "tool": {"type": "python", "description": "Draft.", "config": {"function": "helpers:twice"},
+        draft = {"name": "draft1", "tool": {"type": "python", "description": "Draft.", "config": {"function": "editor_api_helpers:twice"},
                                             "confirm": True, "enabled": False},
                  "arguments": {"text": "x", "times": 3}}
         answer = await client.post("/v1/admin/tools/test", json=draft)
@@ -167,12 +167,12 @@ def test_a_draft_is_tested_without_being_stored(tmp_path: Path) -> None:
         assert answer.json()["ok"] and answer.json()["data"] == "xxx"
         assert (await client.get("/v1/admin/tools/draft1")).status_code == 404  # not stored
         # a draft of an existing YAML tool: the running one is untouched
-        answer = await client.post("/v1/admin/tools/test", json={"name": "shout", "tool": {"config": {"function": "helpers:whisper"}},
+        answer = await client.post("/v1/admin/tools/test", json={"name": "shout", "tool": {"config": {"function": "editor_api_helpers:whisper"}},
                                                                  "arguments": {"text": "AB"}})
         assert answer.json()["data"] == "ab"
         assert await call(client, "shout", {"text": "ab"}) == "AB"
         bad = await client.post("/v1/admin/tools/test", json={"name": "d", "tool": {"type": "python", "description": "x",
-                                                              "config": {"function": "helpers:nope"}}})
+                                                              "config": {"function": "editor_api_helpers:nope"}}})
         assert bad.status_code == 422 and "config.function" in bad.json()["error"]["details"]["fields"]
         failing = await client.post("/v1/admin/tools/test", json={**draft, "arguments": {"times": 2}})
         assert failing.status_code == 200 and failing.json()["ok"] is False  # the call's own refusal, reported

@@ -20,7 +20,7 @@ tools:
     description: Look a word up.
     title: Dictionary
     type: python
-    config: {function: "helpers:lookup"}
+    config: {function: "import_helpers:lookup"}
     parameters:
       type: object
       properties:
@@ -39,7 +39,7 @@ def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, 
 def project(root: Path) -> Path:
     root.mkdir(exist_ok=True)
     (root / "tools.yaml").write_text(TOOLS)
-    (root / "helpers.py").write_text(HELPERS)
+    (root / "import_helpers.py").write_text(HELPERS)
     return root
 
 
@@ -50,12 +50,12 @@ def test_the_inverse_of_tools_json_format(format: str, tmp_path: Path, capsys: p
     assert code == 0
     exported = tmp_path / f"{format}.json"
     exported.write_text(out)
-    code, out, err = run(["tools", "import", str(exported), "--type", "python", "--config", '{"function": "helpers:other"}'], capsys)
+    code, out, err = run(["tools", "import", str(exported), "--type", "python", "--config", '{"function": "import_helpers:other"}'], capsys)
     assert code == 0, err
     entry = yaml.safe_load(out)["tools"]["lookup"]
     original = yaml.safe_load(TOOLS)["tools"]["lookup"]
     assert entry["description"] == original["description"] and entry["parameters"] == original["parameters"]
-    assert (entry["type"], entry["config"]) == ("python", {"function": "helpers:other"})
+    assert (entry["type"], entry["config"]) == ("python", {"function": "import_helpers:other"})
     assert entry.get("title") == ("Dictionary" if format == "mcp" else None)  # only MCP carries a title
 
 
@@ -65,7 +65,7 @@ def test_write_appends_to_tools_yaml_keeping_its_text(tmp_path: Path, capsys: py
         {"name": "echo", "description": "Echo it.", "inputSchema": {"type": "object", "properties": {"x": {"type": "string"}}}}]}}
     source = tmp_path / "list.json"
     source.write_text(json.dumps(answer))
-    code, out, err = run(["tools", "import", str(source), "--type", "python", "--config", '{"function": "helpers:other"}',
+    code, out, err = run(["tools", "import", str(source), "--type", "python", "--config", '{"function": "import_helpers:other"}',
                           "--write", "--dir", str(root)], capsys)
     assert code == 0, err
     text = (root / "tools.yaml").read_text()

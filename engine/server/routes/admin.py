@@ -113,6 +113,36 @@ def router(service: Service) -> APIRouter:
                              parameters=body.parameters, confirm=body.confirm)
         return jsonable({**project_view(body.name), **(entry or {})})
 
+    editor_routes(api, admin, change, project_view)
+
+    @api.delete("/v1/admin/tools/{name}", summary="Delete a tool created through the API",
+                status_code=204, responses=error_responses(404, 409))
+    async def admin_delete(name: str = PathParam(max_length=200), principal: Principal = Depends(current_principal)) -> Response:
+        await change(admin.delete, name)
+        return Response(status_code=204)
+
+    @api.post("/v1/admin/reload", summary="Load the project files again and swap them in", responses=error_responses(422))
+    async def admin_reload(principal: Principal = Depends(current_principal)) -> dict[str, Any]:
+        try:
+            async with lock:
+                project = await asyncio.to_thread(engine.reload)
+        except ConfigError as exc:
+            # 422, not a call's 503: the files the admin asked to load are at fault, not a running tool
+            raise ApiError(ErrorCode.CONFIG_ERROR, f"{len(exc.issues)} problem(s); the running project is unchanged",
+                           status=422, issues=[str(issue) for issue in exc.issues]) from None
+        return {"ok": True, "summary": project.summary(), **problems_view(project)}
+
+    @api.get("/v1/admin/problems", summary="What is wrong with the project: broken tools (still served: the others) "
+             "with their problems, every problem, and load warnings")
+    async def admin_problems(principal: Principal = Depends(current_principal)) -> dict[str, Any]:
+        return problems_view(engine.project)
+
+    return api
+
+
+def editor_routes(api: APIRouter, admin: ToolAdmin, change: Callable[..., Any], project_view: Callable[[str], dict[str, Any]]) -> None:
+    """What the page's tool editor needs: replace a tool whole, reset it to its YAML, test a draft, the types."""
+
     @api.put("/v1/admin/tools/{name}", summary="Replace a tool whole (a stored tool, or a YAML tool's override)",
              description="Fields: description, title, order, parameters, type, config, confirm, enabled — checked as "
              "tools.yaml is; a refusal is 422 `invalid_config` with `details.fields` (`{\"config.url\": [problems]}`). "
@@ -145,30 +175,6 @@ def router(service: Service) -> APIRouter:
     @api.get("/v1/admin/tool-types", summary="The tool types an admin may create, with each one's config schema")
     async def admin_tool_types(principal: Principal = Depends(current_principal)) -> list[dict[str, Any]]:
         return jsonable(admin.types())
-
-    @api.delete("/v1/admin/tools/{name}", summary="Delete a tool created through the API",
-                status_code=204, responses=error_responses(404, 409))
-    async def admin_delete(name: str = PathParam(max_length=200), principal: Principal = Depends(current_principal)) -> Response:
-        await change(admin.delete, name)
-        return Response(status_code=204)
-
-    @api.post("/v1/admin/reload", summary="Load the project files again and swap them in", responses=error_responses(422))
-    async def admin_reload(principal: Principal = Depends(current_principal)) -> dict[str, Any]:
-        try:
-            async with lock:
-                project = await asyncio.to_thread(engine.reload)
-        except ConfigError as exc:
-            # 422, not a call's 503: the files the admin asked to load are at fault, not a running tool
-            raise ApiError(ErrorCode.CONFIG_ERROR, f"{len(exc.issues)} problem(s); the running project is unchanged",
-                           status=422, issues=[str(issue) for issue in exc.issues]) from None
-        return {"ok": True, "summary": project.summary(), **problems_view(project)}
-
-    @api.get("/v1/admin/problems", summary="What is wrong with the project: broken tools (still served: the others) "
-             "with their problems, every problem, and load warnings")
-    async def admin_problems(principal: Principal = Depends(current_principal)) -> dict[str, Any]:
-        return problems_view(engine.project)
-
-    return api
 
 
 def problems_view(project: Any) -> dict[str, Any]:
