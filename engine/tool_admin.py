@@ -89,7 +89,7 @@ class ToolAdmin:
             raise ToolAdminError(ErrorCode.INVALID_CONFIG, f"tool {name!r} runs a workflow and has no config to override")
         if config:
             self._check_code_type(self.engine.project.tools[name].executor.kind, name)
-        after = ToolSetting(name, base.type, base.description, base.enabled if enabled is None else enabled, merged_config)
+        after = dataclasses.replace(base, enabled=base.enabled if enabled is None else enabled, config=merged_config)
         self._apply(after, before)
         return self.view(name)
 

@@ -101,6 +101,10 @@ def test_the_round_trip_create_call_edit_call_reset(tmp_path: Path) -> None:
         assert put.status_code == 200, put.text
         assert put.json()["overrides"]["title"] == "Shout (quiet)"
         assert await call(client, "shout", {"text": "AbC"}) == "abc"
+        patched = await client.patch("/v1/admin/tools/shout", json={"enabled": False})  # PATCH keeps what PUT set
+        assert (patched.json()["title"], patched.json()["enabled"]) == ("Shout (quiet)", False)
+        await client.patch("/v1/admin/tools/shout", json={"enabled": True})
+        assert await call(client, "shout", {"text": "AbC"}) == "abc"
         reset = await client.delete("/v1/admin/tools/shout/override")
         assert reset.status_code == 200, reset.text
         assert reset.json()["title"] is None and reset.json()["overrides"] == {} and reset.json()["created_at"] is None
