@@ -319,7 +319,8 @@ class ToolAdminError(SkillyardError):
     """A tool-settings change was refused. `code`: an ErrorCode member (unknown_tool, read_only,
     code_tools_disabled, invalid_config, exists, no_store), whose status the admin API answers."""
 
-    def __init__(self, code: str, message: str):
+    def __init__(self, code: str, message: str, fields: dict[str, list[str]] | None = None):
         super().__init__(message)
         self.code = code
         self.message = message
+        self.fields = fields or {}  # the problems by field ("config.url"; "" for the tool as a whole)

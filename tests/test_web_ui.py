@@ -59,7 +59,7 @@ def page(browser: Any, server: ServerProcess) -> Iterator[Any]:
 def test_fill_the_form_run_a_tool_and_watch_the_timeline(page: Any) -> None:
     assert page.inner_text("#role-badge") == "local (no keys)"
     names = page.eval_on_selector_all("#tool-list li", "items => items.map(li => li.dataset.tool)")
-    assert names == ["echo", "guarded", "slow", "retired", "secretTool"]  # an admin sees every tool
+    assert names == ["echo", "guarded", "retired", "secretTool", "slow"]  # an admin sees every tool (by order, then name)
     page.click("#tool-list li[data-tool=echo]")
     page.fill("[name=name]", "Ada Lovelace")
     page.fill("[name=count]", "3")

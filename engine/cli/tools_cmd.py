@@ -12,10 +12,11 @@ from ..errors import ConfigError, ToolAdminError, UsageError
 from ..store import StoreError, store_url
 from ..store.urls import store_exists
 from ..tool_admin import ToolAdmin
+from .tools_import import add_import_parser
 
 
 def add_tools_parser(commands: Any, on_config_error: Any) -> None:
-    tools = commands.add_parser("tools", help="list tools; add, remove, enable, disable or set them")
+    tools = commands.add_parser("tools", help="list tools; add, remove, enable, disable or set them; import definitions")
     tools.add_argument("--dir", default=".", help="project directory")
     tools.add_argument("--json", action="store_true", help="print JSON")
     tools.add_argument("--format", choices=("openai", "anthropic", "mcp"), help="with --json: tool schemas for a model API")
@@ -41,6 +42,7 @@ def add_tools_parser(commands: Any, on_config_error: Any) -> None:
     for parser in (add, remove, enable, disable, set_):
         parser.add_argument("--dir", default=".", help="project directory")
         parser.set_defaults(handler=lambda ns: cmd_change(ns, on_config_error))
+    add_import_parser(actions)
 
 
 def _open(ns: argparse.Namespace, *, create_store: bool) -> Engine:
@@ -76,7 +78,8 @@ def cmd_list(ns: argparse.Namespace, on_config_error: Any) -> int:
             if not project.policy.permits(view["name"]):
                 state += ", denied by router policy"
             origin = view["source"] + (f", stored overrides: {json.dumps(view['overrides'])}" if view["overrides"] else "")
-            print(f"{view['name']}  [{view['type']}, {state}; from {origin}]")
+            title = f" — {view['title']}" if view.get("title") else ""
+            print(f"{view['name']}{title}  [{view['type']}, {state}; from {origin}]")
             print(f"    {view['description']}")
             _print_parameters(view["parameters"])
         return 0

@@ -158,9 +158,12 @@ class _Linker:
             if tool is not None and entry.spec.batch is not None and entry.spec.batch.expect is not None:
                 tool = self._batch_defaults(entry, tool)
             if tool is not None:
-                tools[entry.name] = tool
+                tools[entry.name] = dataclasses.replace(tool, title=entry.spec.title, order=entry.spec.order,
+                                                        declared_description=entry.spec.description,
+                                                        declared_parameters=entry.spec.parameters)
         if self.connect_tool_sources:
             tools.update(self._tool_sources(set(tools) | set(self.specs.tools)))
+        tools = dict(sorted(tools.items(), key=lambda item: (item[1].order, item[0])))  # every list follows it
         settings = self.specs.settings
         return Project(
             root=self.specs.root,

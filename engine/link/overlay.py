@@ -1,16 +1,18 @@
 """Layer the store's tool settings over the YAML specs, before linking.
 
-Overrides change `enabled` and merge `config` keys of a YAML tool; instances add whole tools
-of a registered type. Everything is then linked exactly like YAML, so a bad stored config is
-a ConfigError naming the tool, never a half-linked project.
+Overrides change `enabled`, merge `config` keys (or replace the config whole, after an
+admin's PUT) and set the other fields an admin may change (description, title, order,
+parameters, confirm) of a YAML tool; instances add whole tools of a registered type.
+Everything is validated and linked exactly like YAML, so a bad stored config is a
+ConfigError naming the tool and the field, never a half-linked project.
 """
 
 from __future__ import annotations
 
 from pydantic import ValidationError
 
-from ..errors import IssueCollector, Location
-from ..spec.loader import Entry, LoadedSpecs
+from ..errors import ConfigIssue, IssueCollector
+from ..spec.loader import Entry, LoadedSpecs, report_pydantic_errors
 from ..spec.models import ToolSpec
 from ..spec.yaml_source import SourceMap
 from ..store.tool_settings import ToolSetting
@@ -31,23 +33,42 @@ def apply_tool_settings(specs: LoadedSpecs, settings: dict[str, ToolSetting], is
                     f"remove one of them (`skillyard tools remove {name}` removes the stored one)",
                 )
                 continue
-            try:
-                spec = ToolSpec(
-                    description=setting.description or f"{setting.type} tool {name}",
-                    type=setting.type,
-                    config=setting.config,
-                    enabled=True if setting.enabled is None else setting.enabled,
-                )
-            except ValidationError as exc:
-                issues.add(Location(store_source(name).file), f"stored tool {name!r} is invalid: {exc.errors()[0]['msg']}", "fix it with `skillyard tools set`")
-                continue
-            specs.tools[name] = Entry(name, spec, store_source(name), ("tools", name))
+            raw = {"description": f"{setting.type} tool {name}", **setting.spec_fields(), "type": setting.type,
+                   "config": setting.config, "enabled": True if setting.enabled is None else setting.enabled}
+            spec = _validated(name, raw, issues)
+            if spec is not None:
+                specs.tools[name] = Entry(name, spec, store_source(name), ("tools", name))
         elif entry is not None:
-            update: dict[str, object] = {}
-            if setting.enabled is not None:
-                update["enabled"] = setting.enabled
-            if setting.config:
-                update["config"] = {**entry.spec.config, **setting.config}
-            if update:
-                specs.tools[name] = Entry(name, entry.spec.model_copy(update=update), entry.source, entry.path)
+            _override(specs, entry, setting, issues)
         # An override of a tool no longer in the YAML is kept but has nothing to apply to.
+
+
+def _override(specs: LoadedSpecs, entry: Entry[ToolSpec], setting: ToolSetting, issues: IssueCollector) -> None:
+    """The YAML tool with the stored fields over it, validated as the YAML was; errors name the stored row."""
+    update: dict[str, object] = setting.spec_fields()
+    if setting.enabled is not None:
+        update["enabled"] = setting.enabled
+    if setting.config or setting.config_whole:
+        update["config"] = dict(setting.config) if setting.config_whole else {**entry.spec.config, **setting.config}
+    if not update:
+        return
+    checked = _validated(entry.name, {"description": entry.spec.description, **update}, issues)
+    if checked is not None:
+        fields = {key: getattr(checked, key) for key in update}
+        specs.tools[entry.name] = Entry(entry.name, entry.spec.model_copy(update=fields), entry.source, entry.path)
+
+
+def tool_field_issues(name: str, raw: dict[str, object]) -> list[ConfigIssue]:
+    """What is wrong with `raw` as tool `name`'s tools.yaml entry, each at its field (nothing linked yet)."""
+    issues = IssueCollector()
+    _validated(name, raw, issues)
+    return issues.issues
+
+
+def _validated(name: str, raw: dict[str, object], issues: IssueCollector) -> ToolSpec | None:
+    """`raw` as a ToolSpec, by the model tools.yaml is read with; each error at its field."""
+    try:
+        return ToolSpec.model_validate(raw)
+    except ValidationError as exc:
+        report_pydantic_errors(exc.errors(), store_source(name), ("tools", name), raw, issues)
+        return None

@@ -36,6 +36,12 @@ class LinkedTool:
     source: str  # file:line where it is declared
     config: dict[str, Any] = field(default_factory=dict)  # the tool type's validated config
     batch_expect: tuple[Any, ...] = ()  # compiled `batch.expect` defaults (engine.batch.expect.Check)
+    title: str | None = None  # display name for people; the model sees `name`
+    order: int = 0  # sort position in lists, then the name
+    # as declared (YAML or store), for an editor: `description` may have the type's notes added,
+    # `parameters` may be the type's own schema (None here)
+    declared_description: str = ""
+    declared_parameters: dict[str, Any] | None = None
     # Set by the Project from its redaction settings: True when closed schemas prove that the
     # (valid) arguments / the result data hold no sensitive key, so events skip the walk.
     arguments_clean: bool = field(default=False, init=False, compare=False)
@@ -54,8 +60,9 @@ class LinkedTool:
             }
         if format == "anthropic":
             return {"name": self.name, "description": self.description, "input_schema": self.parameters}
-        if format == "mcp":
-            return {"name": self.name, "description": self.description, "inputSchema": self.parameters}
+        if format == "mcp":  # MCP's Tool has an optional display `title`
+            titled = {"title": self.title} if self.title else {}
+            return {"name": self.name, **titled, "description": self.description, "inputSchema": self.parameters}
         raise ValueError(f"unknown tool schema format {format!r}; use openai, anthropic or mcp")
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BeforeValidator, Discriminator, Field, StrictBool, Tag
+from pydantic import BeforeValidator, Discriminator, Field, StrictBool, StrictInt, Tag
 
 from .common import Duration, JsonSchema, _Spec, parse_duration  # noqa: F401 (re-exported)
 from .settings import (  # noqa: F401 (re-exported: engine.yaml's models used to live here)
@@ -39,6 +39,10 @@ class ToolSpec(_Spec):
     """A capability a model may call."""
 
     description: str = Field(min_length=1, description="What the tool does, for the model.")
+    title: str | None = Field(
+        default=None, min_length=1, max_length=200, description="Display name for people (the model sees the name)."
+    )
+    order: StrictInt = Field(default=0, description="Sort position in lists (then by name).")
     parameters: JsonSchema | None = Field(
         default=None, description="JSON Schema of the arguments. Tool types may supply their own."
     )

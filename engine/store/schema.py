@@ -200,6 +200,15 @@ MIGRATIONS: list[str] = [
                json_quote(json_extract(p.value, '$[6]'))
         FROM runs AS r, json_each(r.packed_events) AS p WHERE r.packed_events IS NOT NULL
     """,
+    # 12: tools edited on the page (issue 32 §3): a display title, a sort position ("order" is
+    # SQL's), the parameters' JSON Schema, confirm, and whether `config` replaces the YAML's whole
+    """
+    ALTER TABLE tool_settings ADD COLUMN title TEXT;
+    ALTER TABLE tool_settings ADD COLUMN position INTEGER;
+    ALTER TABLE tool_settings ADD COLUMN parameters TEXT;
+    ALTER TABLE tool_settings ADD COLUMN confirm INTEGER;
+    ALTER TABLE tool_settings ADD COLUMN config_whole INTEGER NOT NULL DEFAULT 0
+    """,
 ]
 
 

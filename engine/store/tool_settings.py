@@ -27,30 +27,57 @@ class ToolSetting:
     description: str | None = None
     enabled: bool | None = None  # None: keep the YAML value
     config: dict[str, Any] = field(default_factory=dict)
+    title: str | None = None  # None (here and below): keep the YAML value, or the default
+    order: int | None = None
+    parameters: dict[str, Any] | None = None
+    confirm: bool | None = None
+    # True: `config` is the tool's whole config (an admin's PUT), not keys merged over the YAML's
+    config_whole: bool = False
+    # ms since the epoch, as stored: set by the store, not by a writer (and not part of equality)
+    created_at: int | None = field(default=None, compare=False)
+    updated_at: int | None = field(default=None, compare=False)
 
     @property
     def is_instance(self) -> bool:
         return self.type is not None
 
+    def spec_fields(self) -> dict[str, Any]:
+        """The ToolSpec fields this setting sets besides `enabled` and `config`."""
+        fields = {"description": self.description, "title": self.title, "order": self.order,
+                  "parameters": self.parameters, "confirm": self.confirm}
+        return {key: value for key, value in fields.items() if value is not None}
 
-SELECT_SETTINGS = "SELECT name, type, description, enabled, config FROM tool_settings ORDER BY name"
+
+_COLUMNS = "name, type, description, enabled, config, title, position, parameters, confirm, config_whole"
+SELECT_SETTINGS = f"SELECT {_COLUMNS}, created_at, updated_at FROM tool_settings ORDER BY name"
 UPSERT_SETTING = (
-    "INSERT INTO tool_settings (name, type, description, enabled, config, created_at, updated_at) VALUES (?,?,?,?,?,?,?) "
+    f"INSERT INTO tool_settings ({_COLUMNS}, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?) "
     "ON CONFLICT(name) DO UPDATE SET type=excluded.type, description=excluded.description, "
-    "enabled=excluded.enabled, config=excluded.config, updated_at=excluded.updated_at"
+    "enabled=excluded.enabled, config=excluded.config, title=excluded.title, position=excluded.position, "
+    "parameters=excluded.parameters, confirm=excluded.confirm, config_whole=excluded.config_whole, "
+    "updated_at=excluded.updated_at"
 )
 DELETE_SETTING = "DELETE FROM tool_settings WHERE name = ?"
 
 
+def _flag(value: Any) -> bool | None:
+    return None if value is None else bool(value)
+
+
 def setting_from_row(row: Sequence[Any]) -> ToolSetting:
-    name, type, description, enabled, config = row
-    return ToolSetting(name, type, description, None if enabled is None else bool(enabled), json.loads(config or "{}"))
+    name, type, description, enabled, config, title, position, parameters, confirm, whole, created, updated = row
+    return ToolSetting(name, type, description, _flag(enabled), json.loads(config or "{}"), title, position,
+                       None if parameters is None else json.loads(parameters), _flag(confirm), bool(whole),
+                       created, updated)
 
 
 def setting_params(setting: ToolSetting) -> tuple[Any, ...]:
     now = int(time.time() * 1000)
-    enabled = None if setting.enabled is None else int(setting.enabled)
-    return (setting.name, setting.type, setting.description, enabled, json.dumps(setting.config, ensure_ascii=False), now, now)
+    flag = lambda value: None if value is None else int(value)  # noqa: E731
+    parameters = None if setting.parameters is None else json.dumps(setting.parameters, ensure_ascii=False)
+    return (setting.name, setting.type, setting.description, flag(setting.enabled),
+            json.dumps(setting.config, ensure_ascii=False), setting.title, setting.order, parameters,
+            flag(setting.confirm), int(setting.config_whole), now, now)
 
 
 class SettingsWatch(Protocol):

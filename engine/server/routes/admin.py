@@ -1,4 +1,5 @@
-"""Admin: every tool and where its settings come from; enable, override, create, delete; reload.
+"""Admin: every tool and where its settings come from; enable, override, create, replace (PUT),
+reset to YAML, test a draft, delete; the tool types; reload.
 
 The `Access` middleware lets only admin keys reach `/v1/admin/*`. Tool types that run code
 are refused unless the project sets `server.allow_code_tools` (see `engine.tool_admin`).
@@ -33,6 +34,34 @@ class ToolCreate(BaseModel):
     description: str = Field(min_length=1, max_length=10_000)
     config: dict[str, Any] = Field(default_factory=dict)
     enabled: bool = True
+    title: Any = None  # these are checked as tools.yaml's are (invalid_config, by field)
+    order: Any = None
+    parameters: Any = None
+    confirm: Any = None
+
+
+class ToolFields(BaseModel):
+    """A whole tool as tools.yaml writes it. Loosely typed on purpose: the values are checked by
+    the model tools.yaml is read with, so a mistake is `invalid_config` with `details.fields`."""
+
+    model_config = ConfigDict(extra="forbid")
+    description: Any = None
+    title: Any = None
+    order: Any = None
+    parameters: Any = None
+    type: Any = None
+    config: Any = None
+    confirm: Any = None
+    enabled: Any = None
+
+
+class ToolDraft(BaseModel):
+    """A draft to link and call once: its name, its fields, and sample arguments."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(max_length=200)
+    tool: ToolFields
+    arguments: dict[str, Any] = Field(default_factory=dict)
 
 
 def router(service: Service) -> APIRouter:
@@ -80,8 +109,11 @@ def router(service: Service) -> APIRouter:
               status_code=201, responses=error_responses(409, 422))
     async def admin_create(body: ToolCreate, principal: Principal = Depends(current_principal)) -> dict[str, Any]:
         entry = await change(admin.create, body.name, type=body.type, description=body.description,
-                             config=body.config, enabled=body.enabled)
+                             config=body.config, enabled=body.enabled, title=body.title, order=body.order,
+                             parameters=body.parameters, confirm=body.confirm)
         return jsonable({**project_view(body.name), **(entry or {})})
+
+    editor_routes(api, admin, change, project_view)
 
     @api.delete("/v1/admin/tools/{name}", summary="Delete a tool created through the API",
                 status_code=204, responses=error_responses(404, 409))
@@ -108,6 +140,43 @@ def router(service: Service) -> APIRouter:
     return api
 
 
+def editor_routes(api: APIRouter, admin: ToolAdmin, change: Callable[..., Any], project_view: Callable[[str], dict[str, Any]]) -> None:
+    """What the page's tool editor needs: replace a tool whole, reset it to its YAML, test a draft, the types."""
+
+    @api.put("/v1/admin/tools/{name}", summary="Replace a tool whole (a stored tool, or a YAML tool's override)",
+             description="Fields: description, title, order, parameters, type, config, confirm, enabled — checked as "
+             "tools.yaml is; a refusal is 422 `invalid_config` with `details.fields` (`{\"config.url\": [problems]}`). "
+             "For a YAML tool the stored override is replaced; fields left out keep their YAML value and `type` "
+             "cannot change. `DELETE /v1/admin/tools/{name}/override` resets it to the YAML.",
+             responses=error_responses(404, 409, 422))
+    async def admin_put(body: ToolFields, name: str = PathParam(max_length=200),
+                        principal: Principal = Depends(current_principal)) -> dict[str, Any]:
+        entry = await change(admin.replace, name, body.model_dump(exclude_none=True))
+        return jsonable({**project_view(name), **(entry or {})})
+
+    @api.delete("/v1/admin/tools/{name}/override", summary="Reset a YAML tool to its YAML (drop the stored override)",
+                responses=error_responses(404, 409))
+    async def admin_reset(name: str = PathParam(max_length=200), principal: Principal = Depends(current_principal)) -> dict[str, Any]:
+        entry = await change(admin.reset, name)
+        return jsonable({**project_view(name), **(entry or {})})
+
+    @api.post("/v1/admin/tools/test", summary="Link a draft tool and call it once, without storing it",
+              description="`{\"name\", \"tool\": {fields as for PUT}, \"arguments\": {…}}` → the call's ToolResult "
+              "(200 whether the call succeeded or not). A draft that does not link is 422 `invalid_config` with "
+              "`details.fields`; code-running types need `server.allow_code_tools` as for a save.",
+              responses=error_responses(403, 422))
+    async def admin_test(body: ToolDraft, principal: Principal = Depends(current_principal)) -> dict[str, Any]:
+        try:
+            result = await admin.run_draft(body.name, body.tool.model_dump(exclude_none=True), body.arguments)
+        except ToolAdminError as exc:
+            raise _api_error(exc) from None
+        return jsonable(result.to_dict())
+
+    @api.get("/v1/admin/tool-types", summary="The tool types an admin may create, with each one's config schema")
+    async def admin_tool_types(principal: Principal = Depends(current_principal)) -> list[dict[str, Any]]:
+        return jsonable(admin.types())
+
+
 def problems_view(project: Any) -> dict[str, Any]:
     """Broken tools with their problems, every problem and every warning, as `file:line:col: …` text."""
     return {
@@ -121,4 +190,9 @@ def _admin_call(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     try:
         return function(*args, **kwargs)
     except ToolAdminError as exc:
-        raise ApiError(ErrorCode(exc.code), exc.message) from None
+        raise _api_error(exc) from None
+
+
+def _api_error(exc: ToolAdminError) -> ApiError:
+    """The refusal, with its problems by field when it has them (`details.fields`)."""
+    return ApiError(ErrorCode(exc.code), exc.message, **({"fields": exc.fields} if exc.fields else {}))

@@ -8,6 +8,7 @@ import { $, el, ms, notice, usageText, valueView, wordBreaks } from "./dom.js";
 import { hideBatch, loadBatches, showBatch } from "./batches.js";
 import { loadBroken, markBroken, reloadProject, showBrokenBox } from "./broken.js";
 import { FormError, buildForm } from "./forms.js";
+import { closeEditor, openEditor, setupEditor } from "./editor.js";
 import { markdownBox, renderMarkdown } from "./markdown.js";
 import { Timeline } from "./timeline.js";
 
@@ -18,6 +19,7 @@ const state = { role: null, tools: [], adminTools: null, broken: {}, selected: n
 
 async function loadTools() {
   $("#reload-project").hidden = state.role !== "admin";
+  $("#new-tool").hidden = state.role !== "admin";
   const broken = loadBroken();
   try {
     state.tools = await api("GET", "/v1/tools?format=mcp");
@@ -48,7 +50,7 @@ function refreshSelected() {
 
 function toolRows() {
   const rows = state.adminTools
-    ? state.adminTools.map((t) => ({ name: t.name, description: t.description, inputSchema: t.parameters, enabled: t.enabled, source: t.source, type: t.type, confirm: t.confirm }))
+    ? state.adminTools.map((t) => ({ name: t.name, title: t.title, description: t.description, inputSchema: t.parameters, enabled: t.enabled, source: t.source, type: t.type, confirm: t.confirm }))
     : state.tools.map((t) => ({ ...t, enabled: true }));
   return markBroken(rows, state.broken);
 }
@@ -79,7 +81,8 @@ function renderToolList() {
   for (const tool of rows) {
     const classes = [tool.enabled ? "" : "disabled", state.selected === tool.name ? "selected" : "", tool.broken ? "broken" : ""];
     const item = el("li", { class: classes.filter(Boolean).join(" "), dataset: tool.broken ? { tool: tool.name, broken: tool.serving ? "serving" : "down" } : { tool: tool.name } },
-      el("div", {}, el("div", { class: "name", title: tool.name }, wordBreaks(tool.name)),
+      el("div", {}, el("div", { class: "name", title: tool.name }, wordBreaks(tool.title || tool.name)),
+        tool.title ? el("div", { class: "meta tool-name", text: tool.name }) : null,
         tool.broken ? el("div", { class: "broken-tag", text: `broken · ${tool.problems.length} problem${tool.problems.length === 1 ? "" : "s"}${tool.serving ? " · runs its last good version" : ""}` }) : null,
         el("div", { class: "meta", text: [tool.type, tool.source, tool.confirm ? "asks approval" : null].filter(Boolean).join(" · ") })));
     item.addEventListener("click", () => selectTool(tool));
@@ -95,7 +98,11 @@ function selectTool(tool) {
   for (const li of document.querySelectorAll("#tool-list li")) li.classList.toggle("selected", li.dataset.tool === tool.name);
   $("#tool-empty").hidden = true;
   $("#tool-detail").hidden = false;
-  $("#tool-title").replaceChildren(wordBreaks(tool.name));
+  closeEditor();
+  $("#tool-title").replaceChildren(wordBreaks(tool.title || tool.name));
+  $("#tool-name-line").textContent = tool.name;
+  $("#tool-name-line").hidden = !tool.title;
+  $("#edit-tool").hidden = !state.adminTools;
   $("#tool-description").textContent = tool.description || "";
   state.form = buildForm($("#tool-fields"), tool.inputSchema || { type: "object" });
   setRaw(false);
@@ -500,11 +507,26 @@ function wire() {
     loadBatches();
     if (open) showBatch(decodeURIComponent(open[1]));
   });
+  setupEditor({ changed: afterEdit, closed: () => { const tool = toolRows().find((t) => t.name === state.selected); if (tool) selectTool(tool); else $("#tool-empty").hidden = false; } });
+  $("#new-tool").addEventListener("click", () => openEditor(null));
+  $("#edit-tool").addEventListener("click", () => openEditor((state.adminTools || []).find((t) => t.name === state.selected) || null));
   $("#reload-project").addEventListener("click", async () => {
     await reloadProject();
     await loadTools();
   });
   window.addEventListener("hashchange", onRoute);
+}
+
+/** After the editor saved, deleted or reset a tool: the list again, and that tool open (if it is still there). */
+async function afterEdit(name) {
+  await loadTools();
+  const tool = name && toolRows().find((t) => t.name === name);
+  if (tool) selectTool(tool);
+  else {
+    state.selected = null;
+    $("#tool-detail").hidden = true;
+    $("#tool-empty").hidden = false;
+  }
 }
 
 async function start() {

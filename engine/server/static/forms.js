@@ -92,9 +92,9 @@ function control(id, name, schema, type, required) {
 }
 
 /** One labelled field: {name, node, read(), write(value), fail(message), clear()}. */
-export function fieldFor(name, schema, required) {
+export function fieldFor(name, schema, required, prefix = "arg") {
   schema = schema || {};
-  const id = `arg-${name}`;
+  const id = `${prefix}-${name}`;
   const type = typeOf(schema);
   const c = control(id, name, schema, type, required);
   const mark = required ? el("span", { class: "req", text: " *", title: "required" }) : null;
@@ -132,12 +132,13 @@ export function fieldFor(name, schema, required) {
   return field;
 }
 
-/** Fills `container` with the fields of an object schema; returns {read, write}. */
-export function buildForm(container, schema) {
+/** Fills `container` with the fields of an object schema; returns {read, write}. `prefix`: of the
+ * fields' ids (`arg-<name>`), for a second form on the page (the tool editor's). */
+export function buildForm(container, schema, prefix = "arg") {
   container.replaceChildren();
   const properties = (schema && schema.properties) || {};
   const required = new Set((schema && schema.required) || []);
-  const fields = Object.entries(properties).map(([name, sub]) => fieldFor(name, sub, required.has(name)));
+  const fields = Object.entries(properties).map(([name, sub]) => fieldFor(name, sub, required.has(name), prefix));
   for (const field of fields) container.append(field.node);
   if (!fields.length) container.append(el("div", { class: "muted", text: "This tool takes no arguments." }));
   const byName = new Map(fields.map((f) => [f.name, f]));
