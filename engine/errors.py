@@ -153,6 +153,9 @@ class ErrorCode(StrEnum):
     INVALID_CONFIG = "invalid_config", 422
     EXISTS = "exists", 409
     NO_STORE = "no_store", 409
+    # ─── sessions (engine.sessions, POST /v1/agent's session_id) ───────────────────────────────
+    SESSION_BUSY = "session_busy", 409
+    UNKNOWN_SESSION = "unknown_session", 404
 
     @classmethod
     def of(cls, code: str) -> "ErrorCode | None":
@@ -225,6 +228,15 @@ class ConfigError(SkillyardError):
 
 class UsageError(SkillyardError):
     """A front door (CLI, Python API) was used in a way that cannot work."""
+
+
+class SessionError(UsageError):
+    """A session cannot take this turn: `code` is session_busy (another turn of it runs) or
+    unknown_session (no such session, or another caller's)."""
+
+    def __init__(self, code: str, session_id: str, message: str):
+        super().__init__(message)
+        self.code, self.session_id, self.message = code, session_id, message
 
 
 class AgentSetupError(UsageError):

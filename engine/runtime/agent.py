@@ -27,11 +27,13 @@ from .ids import new_id
 from .result import ToolResult
 from .router import route_in_run
 from .run import end_status, stop_code
+from .turns import chat_format, parse_messages, session_turn, trim_history
 
 if TYPE_CHECKING:
     from .events import QueuedListener
     from .project import Project
     from .run import Approver, Run, RunKind
+    from .turns import SessionBook
 
 StopReason = Literal["answer", "max_steps", "timeout", "token_budget", "repeated_call", "error", "cancelled"]
 CORRECTABLE = frozenset({"unknown_tool", "invalid_arguments"})
@@ -52,14 +54,16 @@ class AgentLimits:
     max_repeated_calls: int = 3  # the same tool with the same arguments this many times in a row
     max_corrections: int = 3  # unknown-tool / invalid-argument results per tool before giving up
     max_result_chars: int = 20_000  # a tool result longer than this is cut (with a note) before the model reads it
+    max_history_tokens: int | None = None  # the oldest whole turns are dropped while the history would pass it
 
     def __post_init__(self) -> None:
         if self.max_steps < 1 or self.max_parallel_tool_calls < 1 or self.max_repeated_calls < 2:
             raise ValueError("max_steps and max_parallel_tool_calls must be ≥ 1, max_repeated_calls ≥ 2")
         if self.max_corrections < 1 or self.max_result_chars < 1:
             raise ValueError("max_corrections and max_result_chars must be ≥ 1")
-        if self.token_budget is not None and self.token_budget < 1:
-            raise ValueError("token_budget must be ≥ 1")
+        for name in ("token_budget", "max_history_tokens"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise ValueError(f"{name} must be ≥ 1")
         for name in ("tool_timeout", "total_timeout"):
             value = getattr(self, name)
             if value is not None and not value > 0:
@@ -92,16 +96,20 @@ class AgentResult:
     usage: Usage = field(default_factory=Usage)
     steps: int = 0
     error: str | None = None
+    session_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form: `messages` in the OpenAI chat format (what `run` takes back)."""
         return {
             "run_id": self.run_id,
+            **({"session_id": self.session_id} if self.session_id is not None else {}),
             "stop_reason": self.stop_reason,
             "answer": self.answer,
             "steps": self.steps,
             "usage": self.usage.as_dict(),
             "tool_results": [r.to_dict() for r in self.tool_results],
             "error": self.error,
+            "messages": chat_format(self.messages),
         }
 
 
@@ -112,19 +120,7 @@ class _Stop(Exception):
         self.message = message
 
 
-def as_messages(messages: str | list[Any]) -> list[ChatMessage]:
-    """A prompt string, or a list of ChatMessage / {"role", "content"} dicts."""
-    if isinstance(messages, str):
-        return [ChatMessage("user", messages)]
-    out = []
-    for index, message in enumerate(messages):
-        if isinstance(message, ChatMessage):
-            out.append(message)
-        elif isinstance(message, dict) and message.get("role") in ("system", "user", "assistant") and isinstance(message.get("content"), str):
-            out.append(ChatMessage(message["role"], message["content"]))
-        else:
-            raise ValueError(f"messages[{index}] must be a ChatMessage or {{'role': 'user'|'assistant'|'system', 'content': str}}")
-    return out
+as_messages = parse_messages  # a prompt, or ChatMessages / OpenAI chat-format dicts, checked (runtime/turns.py)
 
 
 class RunOpener(Protocol):
@@ -138,6 +134,9 @@ class RunOpener(Protocol):
                  ) -> "tuple[Run, list[QueuedListener]]": ...
 
     def end_run(self, run: "Run", status: Any, result: Any = None, error: dict[str, Any] | None = None) -> None: ...
+
+    @property
+    def sessions(self) -> "SessionBook": ...
 
 
 class Agent:
@@ -163,15 +162,30 @@ class Agent:
 
     async def run(
         self, messages: str | list[Any], *, on_event: Listener | None = None, run_id: str | None = None,
-        principal: str | None = None,
+        principal: str | None = None, session: str | None = None,
     ) -> AgentResult:
-        """Run the loop to a stop. On cancellation the partial result is in `last_result`."""
+        """Run the loop to a stop. On cancellation the partial result is in `last_result`.
+
+        `session`: continue that session (created on first use): its history goes first, and
+        the turn is kept when the run stops (runtime/turns.py). SessionError when another turn
+        of it is running (`session_busy`)."""
+        run_id = run_id or new_id("run")
+        if session is not None:
+            async def turn(sent: list[ChatMessage]) -> AgentResult:
+                return await self._run(sent, on_event, run_id, principal, session)
+
+            return await session_turn(turn, self.runs.sessions, self.runs.project.redactor, session, messages,
+                                      run_id, principal)
+        return await self._run(as_messages(messages), on_event, run_id, principal, None)
+
+    async def _run(self, messages: str | list[Any], on_event: Listener | None, run_id: str, principal: str | None,
+                   session: str | None) -> AgentResult:
         parsed = as_messages(messages)  # a bad message raises here, before any run opens
-        run, queued = self.runs.open_run(run_id or new_id("run"), on_event, kind="agent", name=self.model,
+        run, queued = self.runs.open_run(run_id, on_event, kind="agent", name=self.model,
                                          principal=principal, approver=self.approve)
         token = enter_run(run.scrubber)  # log lines written during the run hide its secrets too
         try:
-            return await _Loop(self, run, parsed).run()
+            return await _Loop(self, run, parsed, session).run()
         except Exception as exc:  # a bug: the run ended in error (the loop stops for every expected reason)
             run.crash(exc)
             raise
@@ -207,13 +221,16 @@ class _Loop:
 
     route = staticmethod(route_in_run)
 
-    def __init__(self, agent: Agent, events: "Run", messages: list[ChatMessage]):
+    def __init__(self, agent: Agent, events: "Run", messages: list[ChatMessage], session: str | None = None):
         self.agent = agent
         self.limits = agent.limits
         self.events = events
         self.project = agent.runs.project  # pinned for the whole run
-        self.messages = ([ChatMessage("system", agent.system)] if agent.system else []) + messages
-        self.result = AgentResult(events.run_id, "answer", "", self.messages)
+        self.given = messages  # the transcript as it came (AgentResult.messages starts with it whole)
+        kept, self.trimmed = self._trimmed(messages)
+        self.messages = ([ChatMessage("system", agent.system)] if agent.system else []) + kept  # what the model reads
+        self.produced_from = len(self.messages)
+        self.result = AgentResult(events.run_id, "answer", "", list(messages), session_id=session)
         self.corrections: dict[str, int] = {}
         self.recent_calls: list[str] = []
         self.tool_specs = tuple(  # the provider-neutral form of ModelRequest.tools
@@ -222,14 +239,26 @@ class _Loop:
         )
         self.allowed = {s["name"] for s in self.tool_specs}
 
+    def _trimmed(self, messages: list[ChatMessage]) -> tuple[list[ChatMessage], tuple[int, int]]:
+        """The history within agent.max_history_tokens, and (turns, tokens) dropped (the system prompt counts)."""
+        system = [ChatMessage("system", self.agent.system)] if self.agent.system else []
+        kept, turns, tokens = trim_history(system + messages, self.limits.max_history_tokens)
+        return kept[len(system):], (turns, tokens)
+
     async def run(self) -> AgentResult:
         started = time.perf_counter()
-        self.events.emit("agent_start", {
+        start = {
             "model": self.agent.model,
             "tools": sorted(self.allowed),
             "limits": {k: v for k, v in self.limits.__dict__.items()},
             "input": [{"role": m.role, "content": m.content} for m in self.messages],
-        })
+        }
+        if self.result.session_id is not None:
+            start["session_id"] = self.result.session_id
+        self.events.emit("agent_start", start)
+        if self.trimmed[0]:
+            self.events.emit("history_trimmed", {"turns": self.trimmed[0], "tokens": self.trimmed[1],
+                                                 "max_history_tokens": self.limits.max_history_tokens})
         try:
             async with asyncio.timeout(self.limits.total_timeout):
                 await self._loop()
@@ -252,6 +281,7 @@ class _Loop:
 
     def _done(self, started: float) -> None:
         result = self.result
+        result.messages = self.given + self.messages[self.produced_from:]  # the whole transcript, the answer last
         if result.stop_reason in LIMIT_STOPS and not result.answer.strip():
             result.answer = self.events.scrub_text(gathered_summary(result, self.limits, self.project.redactor))
         self.agent.last_result = result
@@ -270,6 +300,7 @@ class _Loop:
             response = await self._think(step)
             if not response.tool_calls:
                 self.result.answer = response.text
+                self.messages.append(ChatMessage("assistant", response.text))
                 self.events.emit("final_answer_delta", {"text": response.text})
                 raise _Stop("answer")
             await self._act(response.text, _unique_ids(response.tool_calls, step))
@@ -313,7 +344,9 @@ class _Loop:
         self.result.usage = self.result.usage + response.usage
         budget = self.limits.token_budget
         if budget is not None and self.result.usage.input_tokens + self.result.usage.output_tokens > budget:
-            self.result.answer = response.text if not response.tool_calls else self.result.answer
+            if not response.tool_calls:  # the model answered: that answer stands, and ends the transcript
+                self.result.answer = response.text
+                self.messages.append(ChatMessage("assistant", response.text))
             raise _Stop("token_budget")
         return response
 
