@@ -13,7 +13,7 @@ import asyncio
 import sys
 from typing import Any
 
-from ..errors import AgentSetupError, ConfigError, ErrorCode, UsageError
+from ..errors import AgentSetupError, ConfigError, ErrorCode, SessionError, UsageError
 from ..logging import configure_logging
 from ..runtime.agent import AgentLimits
 from ..runtime.events import Event, record_sink
@@ -30,6 +30,8 @@ def add_chat_parser(commands: Any, run_handler: Any) -> None:
     chat.add_argument("--dir", default=".", help="project directory")
     chat.add_argument("--model", help="model name from config/models.yaml (default: its default)")
     chat.add_argument("--tools", help="comma-separated subset of tools the model may call")
+    chat.add_argument("--session", metavar="NAME", help="continue the conversation NAME (kept in the run store; "
+                      "created on first use; see `skillyard sessions`)")
     limits = chat.add_argument_group("limits", "each defaults to the `agent:` section of config/engine.yaml")
     limits.add_argument("--max-steps", type=int, metavar="N", help="most model calls in one run (default 8)")
     limits.add_argument("--max-parallel-tool-calls", type=int, metavar="N", help="tool calls of one model turn run at once (default 4)")
@@ -39,6 +41,8 @@ def add_chat_parser(commands: Any, run_handler: Any) -> None:
     limits.add_argument("--max-repeated-calls", type=int, metavar="N",
                         help="the same call this many times in a row stops the run (default 3, at least 2)")
     limits.add_argument("--max-result-chars", type=int, metavar="N", help="a tool result is cut to this many characters for the model (default 20000)")
+    limits.add_argument("--max-history-tokens", type=int, metavar="N",
+                        help="the history sent to the model is cut to about this many tokens, oldest whole turns first (default: none)")
     chat.add_argument("--tool-choice", default="auto", help="auto, none, required, or a tool name")
     chat.add_argument("--yes", action="store_true", help="approve tools that ask for confirmation")
     chat.add_argument("--output", choices=("text", "events"), default="text", help="text: the answer; events: JSON lines")
@@ -49,7 +53,7 @@ def add_chat_parser(commands: Any, run_handler: Any) -> None:
 
 
 LIMIT_FLAGS = ("max_steps", "max_parallel_tool_calls", "tool_timeout", "total_timeout", "token_budget",
-               "max_repeated_calls", "max_result_chars")
+               "max_repeated_calls", "max_result_chars", "max_history_tokens")
 
 
 def _duration(text: str) -> float:
@@ -67,6 +71,8 @@ def run_chat(ns: argparse.Namespace) -> int:
     prompt = read_stdin("prompt") if ns.prompt == "-" else ns.prompt
     if not prompt.strip():
         raise UsageError("the prompt is empty")
+    if ns.session is not None and ns.no_store:
+        raise UsageError("--session keeps the conversation in the run store; drop --no-store")
     try:
         engine = open_engine(ns)
     except ConfigError as exc:
@@ -126,12 +132,20 @@ def run_chat(ns: argparse.Namespace) -> int:
     if ns.output == "events":
         record_sink(on_event)  # the run encodes each event's data once; emit_event writes around it
 
+    if ns.session is not None and engine.store is None:
+        engine.close()
+        raise UsageError("--session keeps the conversation in the run store, which config/engine.yaml switches off "
+                         "(store.enabled)")
     try:
-        result = asyncio.run(agent.run(prompt, on_event=on_event))
+        result = asyncio.run(agent.run(prompt, on_event=on_event, session=ns.session))
     except KeyboardInterrupt:
         engine.close()
         print("\ncancelled", file=sys.stderr)
         return 130
+    except SessionError as exc:
+        engine.close()
+        print(f"error: {exc.message}", file=sys.stderr)
+        return 1
     unrecorded = close_recording(engine)
     if ns.output == "text" and printed_text:
         sys.stdout.write("\n")

@@ -23,7 +23,8 @@ from ..providers.base import ChatMessage, ToolCall
 from ..providers.openai import from_openai_messages, to_openai_messages
 from ..safety.redaction import Redactor
 
-CHARS_PER_TOKEN = 4  # the estimate of a message's tokens when nothing better is known
+CHARS_PER_TOKEN = 4
+UNFINISHED = frozenset({"cancelled", "error"})  # a turn that stopped so is not kept: the user sends it again  # the estimate of a message's tokens when nothing better is known
 
 
 class SessionBook(Protocol):
@@ -164,7 +165,8 @@ def _parsed(call: ToolCall) -> Any:
 async def session_turn(run: Callable[[list[ChatMessage]], Awaitable[Any]], book: SessionBook, redactor: Redactor,
                        session_id: str, messages: str | Sequence[Any], run_id: str, owner: str | None) -> Any:
     """One turn of session `session_id`: its history and `messages` go to `run`; the turn is
-    written when the run stops (not when it is cancelled or crashes)."""
+    written when the run stops (not when it is cancelled, crashes, or the model failed: the
+    session stays at its last complete turn)."""
     new = parse_messages(messages)
     history = parse_messages(book.begin(session_id, run_id, owner=owner))
     sent = history + new
@@ -173,10 +175,11 @@ async def session_turn(run: Callable[[list[ChatMessage]], Awaitable[Any]], book:
     except BaseException:
         book.release(session_id, run_id)
         raise
-    if result.stop_reason == "cancelled":
+    result.session_id = session_id
+    if result.stop_reason in UNFINISHED:
         book.release(session_id, run_id)
         return result
-    produced = result.messages[len(sent):] if result.messages[: len(sent)] == sent else result.messages[-0:0]
+    produced = result.messages[len(sent):] if result.messages[: len(sent)] == sent else []
     if not book.append(session_id, run_id, redacted_turn(new + list(produced), redactor), result.usage.as_dict()):
         from ..logging import logger
 
