@@ -47,6 +47,8 @@ def add_chat_parser(commands: Any, run_handler: Any) -> None:
     chat.add_argument("--yes", action="store_true", help="approve tools that ask for confirmation")
     chat.add_argument("--output", choices=("text", "events"), default="text", help="text: the answer; events: JSON lines")
     chat.add_argument("--quiet", action="store_true", help="no timeline on stderr")
+    chat.add_argument("--show-reasoning", action="store_true",
+                      help="print a reasoning model's thinking, dimmed, on stderr (when its reasoning.send allows)")
     chat.add_argument("--no-store", action="store_true", help="do not record this run in the run store")
     add_backend_argument(chat)  # temporal: the loop runs as a workflow on `skillyard worker`s
     chat.set_defaults(handler=run_handler)
@@ -112,6 +114,10 @@ def run_chat(ns: argparse.Namespace) -> int:
         nonlocal printed_text
         if ns.output == "events":
             emit_event(event)
+        elif event.type == "model_reasoning_delta":
+            if ns.show_reasoning:
+                show_reasoning(event.data["text"])
+            return
         elif event.type == "model_text_delta":
             sys.stdout.write(replace_lone_surrogates(event.data["text"]))
             sys.stdout.flush()
@@ -159,6 +165,13 @@ def run_chat(ns: argparse.Namespace) -> int:
         error = tool_result.error
         print(f"error: tool {tool_result.tool} failed: {error.code}: {error.message}", file=sys.stderr)  # type: ignore[union-attr]
     return report_unrecorded(unrecorded, 1 if failed else 0)
+
+
+def show_reasoning(text: str) -> None:
+    """A piece of the model's reasoning on stderr: dimmed on a terminal, plain otherwise."""
+    text = replace_lone_surrogates(text)
+    sys.stderr.write(f"\x1b[2m{text}\x1b[0m" if sys.stderr.isatty() else text)
+    sys.stderr.flush()
 
 
 def failed_calls(results: list[Any]) -> list[Any]:

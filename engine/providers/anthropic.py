@@ -49,11 +49,12 @@ import anthropic
 import httpx2  # the HTTP client under the SDK (its fork of httpx): what a broken stream raises
 
 from ..spec.models import ModelSpec
-from .base import ChatMessage, ModelRequest, ModelResponse, ProviderError, ToolCall, Usage, without_key
+from .base import ChatMessage, ModelRequest, ModelResponse, ProviderError, ToolCall, Usage, reasoning_sink, without_key
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 DEFAULT_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 4096
+DEFAULT_THINKING_BUDGET = 2048
 OUTPUT_TOOL = "json_output"
 RETRY_STATUSES = frozenset({408, 409, 429})  # plus every 5xx (529 is "overloaded"): what the SDK retries too
 _FINISH = {"tool_use": "tool_calls", "end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length"}
@@ -99,7 +100,9 @@ def to_anthropic_messages(messages: tuple[ChatMessage, ...] | list[ChatMessage])
             continue
         open_results = None
         if message.tool_calls:
-            blocks: list[dict[str, Any]] = [{"type": "text", "text": message.content}] if message.content else []
+            # thinking blocks (with their signature) and redacted_thinking go back first, untouched, as the API requires
+            blocks: list[dict[str, Any]] = [dict(b) for b in message.reasoning]
+            blocks += [{"type": "text", "text": message.content}] if message.content else []
             blocks.extend(
                 {"type": "tool_use", "id": call.id, "name": call.name, "input": _input_object(call.arguments)}
                 for call in message.tool_calls
@@ -131,7 +134,8 @@ def from_anthropic_messages(system: str | list[dict[str, Any]] | None, messages:
                 if b.get("type") == "tool_use"
             )
             names.update((c.id, c.name) for c in calls)
-            out.append(ChatMessage("assistant", _join_text(blocks), tool_calls=calls))
+            thinking = tuple(b for b in blocks if b.get("type") in ("thinking", "redacted_thinking"))
+            out.append(ChatMessage("assistant", _join_text(blocks), tool_calls=calls, reasoning=thinking))
             continue
         results = [b for b in blocks if b.get("type") == "tool_result"]
         for block in results:
@@ -225,6 +229,9 @@ class AnthropicProvider:
         }
         if system:
             body["system"] = system
+        reasoning = self.spec.reasoning
+        if reasoning is not None and reasoning.enabled:  # extended thinking
+            body["thinking"] = {"type": "enabled", "budget_tokens": reasoning.budget_tokens or DEFAULT_THINKING_BUDGET}
         if request.temperature is not None:
             body["temperature"] = request.temperature
         if request.tools:
@@ -362,6 +369,7 @@ class _Stream:
 
     def __init__(self, on_text: Callable[[str], None] | None, output: _OutputMode | None):
         self.on_text = on_text
+        self.on_reasoning = reasoning_sink(on_text)
         self.output = output
         self.blocks: dict[int, dict[str, Any]] = {}
         self.input_parts: dict[str, int] = {}  # input, cache creation and cache read tokens
@@ -379,7 +387,8 @@ class _Stream:
         elif kind == "content_block_start":
             block = payload.get("content_block") or {}
             slot = {"type": block.get("type"), "id": block.get("id"), "name": block.get("name"),
-                    "text": [], "json": [], "input": block.get("input")}
+                    "text": [], "json": [], "input": block.get("input"), "thinking": [block.get("thinking") or ""],
+                    "signature": [block.get("signature") or ""], "data": block.get("data")}
             self.blocks[int(payload.get("index", len(self.blocks)))] = slot
             if slot["type"] == "text" and block.get("text"):
                 self._text(slot, block["text"])
@@ -395,7 +404,14 @@ class _Stream:
                 slot["json"].append(piece)
                 if self.output is not None and piece and self.on_text is not None:
                     self.on_text(piece)  # structured output streams as the answer's progress
-            # thinking_delta, signature_delta, citations…: not part of the answer
+            elif delta.get("type") == "thinking_delta":
+                piece = delta.get("thinking", "")
+                slot["thinking"].append(piece)
+                if piece and self.on_reasoning is not None:
+                    self.on_reasoning(piece)
+            elif delta.get("type") == "signature_delta":
+                slot["signature"].append(delta.get("signature", ""))
+            # citations…: not part of the answer
         elif kind == "message_delta":
             self.stop_reason = (payload.get("delta") or {}).get("stop_reason") or self.stop_reason
             self._usage(payload.get("usage") or {})
@@ -436,7 +452,19 @@ class _Stream:
         finish = _FINISH.get(self.stop_reason or "", self.stop_reason or "stop")
         if calls and finish == "stop":
             finish = "tool_calls"
-        return ModelResponse(text, usage, finish, calls)
+        return ModelResponse(text, usage, finish, calls, _thinking_blocks(ordered))
+
+
+def _thinking_blocks(blocks: list[dict[str, Any]]) -> tuple[dict[str, Any], ...]:
+    """The thinking blocks of an answer as the API wants them back: `thinking` with its
+    `signature`, `redacted_thinking` with its `data`, untouched."""
+    out: list[dict[str, Any]] = []
+    for block in blocks:
+        if block["type"] == "thinking":
+            out.append({"type": "thinking", "thinking": "".join(block["thinking"]), "signature": "".join(block["signature"])})
+        elif block["type"] == "redacted_thinking":
+            out.append({"type": "redacted_thinking", "data": block["data"]})
+    return tuple(out)
 
 
 def _arguments(block: dict[str, Any]) -> str:

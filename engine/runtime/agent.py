@@ -303,7 +303,7 @@ class _Loop:
                 self.messages.append(ChatMessage("assistant", response.text))
                 self.events.emit("final_answer_delta", {"text": response.text})
                 raise _Stop("answer")
-            await self._act(response.text, _unique_ids(response.tool_calls, step))
+            await self._act(response.text, _unique_ids(response.tool_calls, step), response.reasoning)
         raise _Stop("max_steps")
 
     async def _think(self, step: int) -> ModelResponse:
@@ -320,15 +320,9 @@ class _Loop:
         request = ModelRequest(tuple(self.messages), model=spec.model, temperature=spec.temperature,
                                max_tokens=spec.max_tokens, tools=tools, tool_choice=choice if tools else "auto")
         self.events.emit("model_call_start", {"step": step, "model": self.agent.model, "messages": len(self.messages)})
-        stream = self.events.text_stream()  # a secret split across two deltas is still caught
-
-        def on_text(piece: str) -> None:
-            shown = stream.push(replace_lone_surrogates(piece))
-            if shown:
-                self.events.emit("model_text_delta", {"text": shown, "step": step})
-
+        sinks = TextSinks(self.events, step, spec.reasoning is None or spec.reasoning.send)
         try:
-            response = await provider.request(request, on_text)
+            response = await provider.request(request, sinks)
         except ProviderError as exc:
             raise _Stop("error", self.events.scrub_text(f"model {self.agent.model!r} failed: {exc}")) from None
         except LimitExceeded:  # raised by a text delta past the run's event cap: not the model's fault
@@ -337,9 +331,7 @@ class _Loop:
             logger.exception("model provider failed", model=self.agent.model, run_id=self.events.run_id)
             raise _Stop("error", self.events.scrub_text(f"model {self.agent.model!r} failed: {type(exc).__name__}: {exc}")) from None
         finally:
-            rest = stream.flush()
-            if rest:
-                self.events.emit("model_text_delta", {"text": rest, "step": step})
+            sinks.close()
         response = priced_response(clean_response(response, self.agent.model), spec.prices)
         self.result.usage = self.result.usage + response.usage
         budget = self.limits.token_budget
@@ -350,7 +342,7 @@ class _Loop:
             raise _Stop("token_budget")
         return response
 
-    async def _act(self, text: str, calls: tuple[ToolCall, ...]) -> None:
+    async def _act(self, text: str, calls: tuple[ToolCall, ...], reasoning: tuple[dict[str, Any], ...] = ()) -> None:
         for call in calls:
             key = f"{call.name}\x00{_canonical(call.arguments)}"
             self.recent_calls.append(key)
@@ -372,7 +364,7 @@ class _Loop:
 
         if repeated:  # the repeated call is not run, and not kept in the transcript unanswered
             raise _Stop("repeated_call")
-        self.messages.append(ChatMessage("assistant", text, tool_calls=calls))
+        self.messages.append(ChatMessage("assistant", text, tool_calls=calls, reasoning=reasoning))
         try:
             await asyncio.gather(*(one(call) for call in calls))
         finally:  # also on timeout / cancellation: keep what finished, answer every call in the transcript
@@ -411,6 +403,52 @@ class _Loop:
         if redacted is not data:
             result = dataclasses.replace(result, data=_same_kind(data, redacted))
         return capped(self.events.scrub_text(result.model_text()), self.limits.max_result_chars)
+
+
+class TextSinks:
+    """Where a model call's streamed text and reasoning go: `model_text_delta` and
+    `model_reasoning_delta` events, each held back like model text (a secret split across two
+    deltas is still caught), and `model_reasoning_done {duration_ms, chars}` once the answer (or
+    the call's end) follows the reasoning. `send=False` (the model's `reasoning.send`): the
+    reasoning's text never leaves the process, only its duration and size do."""
+
+    def __init__(self, events: "Run", step: int, send: bool):
+        self.events, self.step, self.send = events, step, send
+        self.text, self.thought = events.text_stream(), events.text_stream()
+        self.started: float | None = None
+        self.chars = 0
+        self.finished = False
+
+    def __call__(self, piece: str) -> None:
+        self.end_reasoning()
+        shown = self.text.push(replace_lone_surrogates(piece))
+        if shown:
+            self.events.emit("model_text_delta", {"text": shown, "step": self.step})
+
+    def on_reasoning(self, piece: str) -> None:
+        if self.started is None:
+            self.started = time.perf_counter()
+        self.chars += len(piece)
+        if self.send:
+            shown = self.thought.push(replace_lone_surrogates(piece))
+            if shown:
+                self.events.emit("model_reasoning_delta", {"text": shown, "step": self.step})
+
+    def end_reasoning(self) -> None:
+        if self.started is None or self.finished:
+            return
+        self.finished = True
+        rest = self.thought.flush() if self.send else ""
+        if rest:
+            self.events.emit("model_reasoning_delta", {"text": rest, "step": self.step})
+        self.events.emit("model_reasoning_done", {"duration_ms": round((time.perf_counter() - self.started) * 1000, 2),
+                                                  "chars": self.chars, "step": self.step})
+
+    def close(self) -> None:
+        self.end_reasoning()
+        rest = self.text.flush()
+        if rest:
+            self.events.emit("model_text_delta", {"text": rest, "step": self.step})
 
 
 def capped(text: str, max_chars: int) -> str:
