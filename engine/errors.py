@@ -6,6 +6,7 @@ that belongs to one part stays in its module (named on the right), below its pla
     ├── ConfigError            a project that cannot load: carries every ConfigIssue (file:line:col)
     ├── UsageError             a front door was used wrongly (bad CLI argument, sync call inside a loop)
     │   ├── AgentSetupError    Engine.agent() asked for a model, tool or tool_choice the project lacks
+    │   ├── SessionError       a session cannot take a turn (`session_busy`, `unknown_session`)
     │   ├── ExpectationError   a batch expectation that cannot be compiled          link/expect.py
     │   └── TelemetryUnavailable  telemetry asked for, its packages missing         telemetry/config.py
     ├── StepFailure            internal: a step or skill failed; the router turns it into a ToolResult
