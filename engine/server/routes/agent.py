@@ -35,9 +35,10 @@ class ToolCallIn(BaseModel):
 
 
 class ChatMessageIn(BaseModel):
-    """One message in the OpenAI chat format (runtime/turns.py checks that the calls and results match)."""
+    """One message in the OpenAI chat format (runtime/turns.py checks that the calls and results match).
+    Other fields an OpenAI message may carry back (`refusal`, `annotations`, `audio`…) are ignored."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="ignore")
     role: Literal["system", "user", "assistant", "tool"]
     content: str | None = None
     tool_calls: list[ToolCallIn] | None = None
