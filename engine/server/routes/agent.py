@@ -120,6 +120,8 @@ def router(service: Service) -> APIRouter:
             if body.session_id is not None:
                 sessions_of(service).release(body.session_id, run_id)
             raise
+        if body.session_id is not None and run.task is not None:  # however the run ends (even cancelled before it began)
+            run.task.add_done_callback(functools.partial(_let_go, service, body.session_id, run_id))
         accept = request.headers.get("accept") or ""
         if "application/json" in accept and not wants_event_stream(accept):
             if not await finished_or_left(request, run):
@@ -134,6 +136,16 @@ def router(service: Service) -> APIRouter:
 
 LIMIT_FIELDS = ("max_steps", "max_parallel_tool_calls", "tool_timeout", "total_timeout", "token_budget",
                 "max_repeated_calls", "max_result_chars", "max_history_tokens")
+
+
+def _let_go(service: Service, session_id: str, run_id: str, _task: Any) -> None:
+    """The run's hold on its session ends with its task (a no-op once the turn was written)."""
+    from ...store import StoreError
+
+    try:
+        sessions_of(service).release(session_id, run_id)
+    except StoreError:  # the hold expires on its own
+        pass
 
 
 async def _take_session(service: Service, session_id: str, run_id: str, principal: Principal) -> None:
