@@ -10,7 +10,7 @@ import asyncio
 import json
 import sqlite3
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import pytest
 

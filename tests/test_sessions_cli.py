@@ -4,7 +4,7 @@ process through `main(argv)`, the model a loopback OpenAI server driven by the `
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 import pytest
 

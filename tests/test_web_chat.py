@@ -19,7 +19,7 @@ import pytest
 pytest.importorskip("uvicorn")
 sync_api = pytest.importorskip("playwright.sync_api")
 
-from fake_llm_servers import WIRES, FakeServer, Reply, call, write_project  # noqa: E402
+from fake_llm_servers import WIRES, FakeServer, Reply, write_project  # noqa: E402
 from server_helpers import ServerProcess, running_server  # noqa: E402
 
 CHROMIUM = os.environ.get("SKILLYARD_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
