@@ -21,7 +21,7 @@ from engine.runtime.turns import parse_messages, trim_history
 from engine.providers.base import ChatMessage, ToolCall
 from fake_llm_servers import WIRES, FakeServer, call, write_project
 
-QUICK = AgentLimits(total_timeout=5)
+QUICK = AgentLimits(total_timeout=30)  # the first use of an SDK imports it (seconds on a busy machine)
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +53,7 @@ def open_engine(project: Path) -> Engine:
 
 def turn(engine: Engine, prompt: str, session: str | None = "s1", limits: AgentLimits = QUICK, **options: Any) -> Any:
     agent = engine.agent("fake", limits=limits)
-    return asyncio.run(asyncio.wait_for(agent.run(prompt, session=session, **options), 8))
+    return asyncio.run(asyncio.wait_for(agent.run(prompt, session=session, **options), 40))
 
 
 def _texts(wire: Any, body: dict[str, Any]) -> list[tuple[str, str]]:
@@ -153,7 +153,7 @@ def test_history_trimmed_event_and_request(project: Path, server: FakeServer, wi
     turn(engine, "first " * 300)
     turn(engine, "second")
     events: list[Any] = []
-    limits = AgentLimits(total_timeout=5, max_history_tokens=200)
+    limits = AgentLimits(total_timeout=30, max_history_tokens=200)
     turn(engine, "third", limits=limits, on_event=events.append)
     engine.close()
     [trimmed] = [e for e in events if e.type == "history_trimmed"]
