@@ -22,6 +22,7 @@ from .telemetry.traces import open_traces
 if TYPE_CHECKING:
     from .runtime.agent import Agent, AgentLimits
     from .store import Store
+    from .store.sessions import Sessions
 
 
 __all__ = ["Backend", "Engine", "new_id"]
@@ -136,6 +137,15 @@ class Engine:
         except StoreError as exc:  # the database went away meanwhile: the next change notice tries again
             logger.error("tool settings changed in the store, but they could not be read; kept the current ones",
                          error=str(exc))
+
+    @property
+    def sessions(self) -> "Sessions":
+        """Named conversations (`list()`, `get(id)`, `delete(id)`; `agent(...).run(prompt, session=id)`
+        continues one). They are kept in the run store."""
+        if self.store is None:
+            raise UsageError("sessions are kept in the run store: open the engine with one "
+                             "(Engine.from_dir(path, store=True))")
+        return self.store.sessions
 
     def close(self) -> None:
         """Write what the store still has queued and close it; send the spans still batched."""

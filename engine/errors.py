@@ -6,6 +6,7 @@ that belongs to one part stays in its module (named on the right), below its pla
     ├── ConfigError            a project that cannot load: carries every ConfigIssue (file:line:col)
     ├── UsageError             a front door was used wrongly (bad CLI argument, sync call inside a loop)
     │   ├── AgentSetupError    Engine.agent() asked for a model, tool or tool_choice the project lacks
+    │   ├── SessionError       a session cannot take a turn (`session_busy`, `unknown_session`)
     │   ├── ExpectationError   a batch expectation that cannot be compiled          link/expect.py
     │   └── TelemetryUnavailable  telemetry asked for, its packages missing         telemetry/config.py
     ├── StepFailure            internal: a step or skill failed; the router turns it into a ToolResult
@@ -154,6 +155,9 @@ class ErrorCode(StrEnum):
     INVALID_CONFIG = "invalid_config", 422
     EXISTS = "exists", 409
     NO_STORE = "no_store", 409
+    # ─── sessions (engine.sessions, POST /v1/agent's session_id) ───────────────────────────────
+    SESSION_BUSY = "session_busy", 409
+    UNKNOWN_SESSION = "unknown_session", 404
 
     @classmethod
     def of(cls, code: str) -> "ErrorCode | None":
@@ -226,6 +230,15 @@ class ConfigError(SkillyardError):
 
 class UsageError(SkillyardError):
     """A front door (CLI, Python API) was used in a way that cannot work."""
+
+
+class SessionError(UsageError):
+    """A session cannot take this turn: `code` is session_busy (another turn of it runs) or
+    unknown_session (no such session, or another caller's)."""
+
+    def __init__(self, code: str, session_id: str, message: str):
+        super().__init__(message)
+        self.code, self.session_id, self.message = code, session_id, message
 
 
 class AgentSetupError(UsageError):

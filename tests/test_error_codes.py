@@ -53,6 +53,7 @@ WIRE = {
     "INTERRUPTED": "interrupted", "MAX_STEPS": "max_steps", "TOKEN_BUDGET": "token_budget", "REPEATED_CALL": "repeated_call",
     "ERROR": "error", "READ_ONLY": "read_only", "CODE_TOOLS_DISABLED": "code_tools_disabled", "INVALID_CONFIG": "invalid_config",
     "EXISTS": "exists", "NO_STORE": "no_store",
+    "SESSION_BUSY": "session_busy", "UNKNOWN_SESSION": "unknown_session",
 }
 
 # The three tables ErrorCode replaced, as they were (runtime/result.py, routes/tools.py,
@@ -85,7 +86,7 @@ OLD_CALL_STATUS = {  # a failed tool call's status; any other code: 502
     "cancelled": 409, "config_error": 503,
 }
 OLD_ADMIN_STATUS = {
-    "unknown_tool": 404, "read_only": 403, "code_tools_disabled": 403, "invalid_config": 422, "exists": 409, "no_store": 409,
+    "unknown_tool": 404, "read_only": 403, "code_tools_disabled": 403, "invalid_config": 422, "exists": 409, "no_store": 409, "session_busy": 409, "unknown_session": 404,
 }
 OLD_USAGE_CODES = {"unknown_tool", "invalid_arguments", "not_allowed", "tool_disabled"}  # cli/main.py: exit 2
 

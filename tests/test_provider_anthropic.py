@@ -247,3 +247,18 @@ def test_prompt_skill_with_output_schema_end_to_end(server: FakeServer, tmp_path
     body = server.requests[0].body
     assert body["messages"] == [{"role": "user", "content": "Title of: We need a data engineer."}]
     assert "JSON Schema" in body["system"]  # the skill's own instruction is kept too
+
+
+def test_requests_go_through_the_official_sdk_which_retries(server: FakeServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 31 §3: the SDK sends the request (its retry counter on each attempt), the key as x-api-key
+    only, and no credential of the environment's when the model has none."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-from-the-environment")
+    server.script(WIRE.status(529, "Overloaded", {"retry-after-ms": "1"}), WIRE.reply("ok"))
+    assert ask(provider(server)).text == "ok"
+    assert [r.headers.get("x-stainless-retry-count") for r in server.requests] == ["0", "1"]
+    assert all(r.headers["x-api-key"] == "sk-ant-test" and "authorization" not in r.headers for r in server.requests)
+    server.reset()
+    server.script(WIRE.reply("ok"))
+    ask(AnthropicProvider(ModelSpec(provider="anthropic", model="m", base_url=server.url)))
+    headers = server.requests[0].headers
+    assert "x-api-key" not in headers and "authorization" not in headers

@@ -187,7 +187,7 @@ def test_a_route_that_finds_no_principal_refuses_instead_of_acting_as_admin(engi
 
     service = create_app(engine, api_keys=keys)
     service.user_middleware = [m for m in service.user_middleware if m.cls is not Access]
-    values = {"name": "echo", "run_id": "run_x", "tool_call_id": "call_x", "batch_id": "batch_x"}
+    values = {"name": "echo", "run_id": "run_x", "tool_call_id": "call_x", "batch_id": "batch_x", "session_id": "s_x"}
     requests = [(method.upper(), path.format(**values)) for path, operations in service.openapi()["paths"].items()
                 if path.startswith("/v1/") for method in operations]  # every documented route behind a key
     requests += [("POST", "/mcp"), ("GET", "/metrics")]  # and the two the document leaves out

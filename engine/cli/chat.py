@@ -13,7 +13,7 @@ import asyncio
 import sys
 from typing import Any
 
-from ..errors import AgentSetupError, ConfigError, ErrorCode, UsageError
+from ..errors import AgentSetupError, ConfigError, ErrorCode, SessionError, UsageError
 from ..logging import configure_logging
 from ..runtime.agent import AgentLimits
 from ..runtime.events import Event, record_sink
@@ -30,6 +30,8 @@ def add_chat_parser(commands: Any, run_handler: Any) -> None:
     chat.add_argument("--dir", default=".", help="project directory")
     chat.add_argument("--model", help="model name from config/models.yaml (default: its default)")
     chat.add_argument("--tools", help="comma-separated subset of tools the model may call")
+    chat.add_argument("--session", metavar="NAME", help="continue the conversation NAME (kept in the run store; "
+                      "created on first use; see `skillyard sessions`)")
     limits = chat.add_argument_group("limits", "each defaults to the `agent:` section of config/engine.yaml")
     limits.add_argument("--max-steps", type=int, metavar="N", help="most model calls in one run (default 8)")
     limits.add_argument("--max-parallel-tool-calls", type=int, metavar="N", help="tool calls of one model turn run at once (default 4)")
@@ -39,17 +41,21 @@ def add_chat_parser(commands: Any, run_handler: Any) -> None:
     limits.add_argument("--max-repeated-calls", type=int, metavar="N",
                         help="the same call this many times in a row stops the run (default 3, at least 2)")
     limits.add_argument("--max-result-chars", type=int, metavar="N", help="a tool result is cut to this many characters for the model (default 20000)")
+    limits.add_argument("--max-history-tokens", type=int, metavar="N",
+                        help="the history sent to the model is cut to about this many tokens, oldest whole turns first (default: none)")
     chat.add_argument("--tool-choice", default="auto", help="auto, none, required, or a tool name")
     chat.add_argument("--yes", action="store_true", help="approve tools that ask for confirmation")
     chat.add_argument("--output", choices=("text", "events"), default="text", help="text: the answer; events: JSON lines")
     chat.add_argument("--quiet", action="store_true", help="no timeline on stderr")
+    chat.add_argument("--show-reasoning", action="store_true",
+                      help="print a reasoning model's thinking, dimmed, on stderr (when its reasoning.send allows)")
     chat.add_argument("--no-store", action="store_true", help="do not record this run in the run store" + SETTINGS_STILL_APPLY)
     add_backend_argument(chat)  # temporal: the loop runs as a workflow on `skillyard worker`s
     chat.set_defaults(handler=run_handler)
 
 
 LIMIT_FLAGS = ("max_steps", "max_parallel_tool_calls", "tool_timeout", "total_timeout", "token_budget",
-               "max_repeated_calls", "max_result_chars")
+               "max_repeated_calls", "max_result_chars", "max_history_tokens")
 
 
 def _duration(text: str) -> float:
@@ -67,6 +73,8 @@ def run_chat(ns: argparse.Namespace) -> int:
     prompt = read_stdin("prompt") if ns.prompt == "-" else ns.prompt
     if not prompt.strip():
         raise UsageError("the prompt is empty")
+    if ns.session is not None and ns.no_store:
+        raise UsageError("--session keeps the conversation in the run store; drop --no-store")
     try:
         engine = open_engine(ns)
     except ConfigError as exc:
@@ -106,6 +114,10 @@ def run_chat(ns: argparse.Namespace) -> int:
         nonlocal printed_text
         if ns.output == "events":
             emit_event(event)
+        elif event.type == "model_reasoning_delta":
+            if ns.show_reasoning:
+                show_reasoning(event.data["text"])
+            return
         elif event.type == "model_text_delta":
             sys.stdout.write(replace_lone_surrogates(event.data["text"]))
             sys.stdout.flush()
@@ -126,12 +138,20 @@ def run_chat(ns: argparse.Namespace) -> int:
     if ns.output == "events":
         record_sink(on_event)  # the run encodes each event's data once; emit_event writes around it
 
+    if ns.session is not None and engine.store is None:
+        engine.close()
+        raise UsageError("--session keeps the conversation in the run store, which config/engine.yaml switches off "
+                         "(store.enabled)")
     try:
-        result = asyncio.run(agent.run(prompt, on_event=on_event))
+        result = asyncio.run(agent.run(prompt, on_event=on_event, session=ns.session))
     except KeyboardInterrupt:
         engine.close()
         print("\ncancelled", file=sys.stderr)
         return 130
+    except SessionError as exc:
+        engine.close()
+        print(f"error: {exc.message}", file=sys.stderr)
+        return 1
     unrecorded = close_recording(engine)
     if ns.output == "text" and printed_text:
         sys.stdout.write("\n")
@@ -145,6 +165,13 @@ def run_chat(ns: argparse.Namespace) -> int:
         error = tool_result.error
         print(f"error: tool {tool_result.tool} failed: {error.code}: {error.message}", file=sys.stderr)  # type: ignore[union-attr]
     return report_unrecorded(unrecorded, 1 if failed else 0)
+
+
+def show_reasoning(text: str) -> None:
+    """A piece of the model's reasoning on stderr: dimmed on a terminal, plain otherwise."""
+    text = replace_lone_surrogates(text)
+    sys.stderr.write(f"\x1b[2m{text}\x1b[0m" if sys.stderr.isatty() else text)
+    sys.stderr.flush()
 
 
 def failed_calls(results: list[Any]) -> list[Any]:

@@ -206,6 +206,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .runs import add_store_parsers
 
     add_store_parsers(commands)
+    from .sessions import add_sessions_parser
+
+    add_sessions_parser(commands)
     from .serve import add_serve_parsers
 
     add_serve_parsers(commands)

@@ -1,4 +1,4 @@
-"""The `anthropic` provider: Anthropic's Messages API over httpx, always streamed.
+"""The `anthropic` provider: Anthropic's Messages API through the official `anthropic` SDK, always streamed.
 
 How the engine's neutral types map onto the wire (seed 003's table):
 
@@ -11,17 +11,20 @@ How the engine's neutral types map onto the wire (seed 003's table):
 | `ChatMessage(role="system")`             | the top-level `system` field                            |
 | `tool_choice` auto / required / none / X | `{type: auto}` / `{type: any}` / `{type: none}` / `{type: tool, name: X}` |
 
-The stream's events are read in order: `message_start` (input usage), `content_block_start`
+The SDK sends the request and parses the stream into typed events; each raw event is read
+here in order: `message_start` (input usage), `content_block_start`
 (a text or `tool_use` block), `content_block_delta` (`text_delta` → `on_text`;
 `input_json_delta` → the call's argument text, kept raw so the router can report malformed
 JSON to the model), `content_block_stop`, `message_delta` (`stop_reason`, output usage),
 `message_stop`. A stream that ends before `message_stop`, a dropped connection, an `error`
 event or a read that exceeds the model's `timeout` is a `ProviderError` — never a hang.
 
-Retries: before the stream starts, HTTP 408/409/429/5xx/529 and connection failures are
-retried up to `options.max_retries` times (default 2). The wait is the server's
-`retry-after-ms` / `retry-after` when it gives one (up to 60 s), else exponential backoff
-with jitter (0.5 s, doubling, at most 8 s). `x-should-retry: true|false` overrides.
+Retries are the SDK's: before the stream starts, HTTP 408/409/429/5xx/529, timeouts and
+connection failures are retried up to `options.max_retries` times (default 2), waiting the
+server's `retry-after-ms` / `retry-after` when it gives one (up to 60 s), else exponential
+backoff with jitter (0.5 s, doubling, at most 8 s); `x-should-retry: true|false` overrides.
+The key goes as `x-api-key`, and the SDK reads no credential of its own (environment,
+profiles); its OpenTelemetry spans are off (the engine's own carry the call).
 
 Structured output (a prompt skill with an output schema): by default (`options.structured_output:
 tool`) the request carries one forced tool, `json_output`, whose `input_schema` is the output
@@ -38,28 +41,24 @@ Options (`config/models.yaml` → `options:`): `max_retries`, `anthropic_version
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import json
-import random
-import time
 import weakref
 from typing import Any, Callable
 
-import httpx
+import anthropic
+import httpx2  # the HTTP client under the SDK (its fork of httpx): what a broken stream raises
 
 from ..spec.models import ModelSpec
-from .base import ChatMessage, ModelRequest, ModelResponse, ProviderError, ToolCall, Usage, without_key
+from .base import ChatMessage, ModelRequest, ModelResponse, ProviderError, ToolCall, Usage, reasoning_sink, without_key
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 DEFAULT_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 4096
+DEFAULT_THINKING_BUDGET = 2048
 OUTPUT_TOOL = "json_output"
-RETRY_STATUSES = frozenset({408, 409, 429})  # plus every 5xx (529 is "overloaded")
-MAX_RETRY_AFTER_S = 60.0
-INITIAL_BACKOFF_S = 0.5
-MAX_BACKOFF_S = 8.0
-DRAIN_S = 1.0  # after message_stop, how long to read the rest of the body (for connection reuse)
+RETRY_STATUSES = frozenset({408, 409, 429})  # plus every 5xx (529 is "overloaded"): what the SDK retries too
 _FINISH = {"tool_use": "tool_calls", "end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length"}
+_SDK_ARGUMENTS = frozenset({"model", "max_tokens", "messages", "stream"})
 _RETRYABLE_STREAM_ERRORS = frozenset({"overloaded_error", "api_error", "rate_limit_error"})
 _INPUT_KEYS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
 
@@ -101,7 +100,9 @@ def to_anthropic_messages(messages: tuple[ChatMessage, ...] | list[ChatMessage])
             continue
         open_results = None
         if message.tool_calls:
-            blocks: list[dict[str, Any]] = [{"type": "text", "text": message.content}] if message.content else []
+            # thinking blocks (with their signature) and redacted_thinking go back first, untouched, as the API requires
+            blocks: list[dict[str, Any]] = [dict(b) for b in message.reasoning]
+            blocks += [{"type": "text", "text": message.content}] if message.content else []
             blocks.extend(
                 {"type": "tool_use", "id": call.id, "name": call.name, "input": _input_object(call.arguments)}
                 for call in message.tool_calls
@@ -133,7 +134,8 @@ def from_anthropic_messages(system: str | list[dict[str, Any]] | None, messages:
                 if b.get("type") == "tool_use"
             )
             names.update((c.id, c.name) for c in calls)
-            out.append(ChatMessage("assistant", _join_text(blocks), tool_calls=calls))
+            thinking = tuple(b for b in blocks if b.get("type") in ("thinking", "redacted_thinking"))
+            out.append(ChatMessage("assistant", _join_text(blocks), tool_calls=calls, reasoning=thinking))
             continue
         results = [b for b in blocks if b.get("type") == "tool_result"]
         for block in results:
@@ -185,23 +187,15 @@ def _result_text(content: Any) -> str:
 # ─── the provider ───────────────────────────────────────────────────────────────────────
 
 
-class _Retry(Exception):
-    """Internal: the attempt failed before the stream started and may be retried."""
-
-    def __init__(self, error: ProviderError, delay: float | None = None):
-        super().__init__(str(error))
-        self.error = error
-        self.delay = delay
-
-
 class AnthropicProvider:
-    def __init__(self, spec: ModelSpec, *, transport: httpx.AsyncBaseTransport | None = None):
+    def __init__(self, spec: ModelSpec):
         if spec.model is None:
             raise ProviderError("an anthropic model needs `model:` (e.g. claude-sonnet-4-5)")
         options = spec.options
         self.spec = spec
         base = (spec.base_url or DEFAULT_BASE_URL).rstrip("/")
         self.url = base + ("/messages" if base.endswith("/v1") else "/v1/messages")
+        self.base_url = base[: -len("/v1")] if base.endswith("/v1") else base  # the SDK adds /v1/messages
         self.structured = str(options.get("structured_output", "tool"))
         if self.structured not in ("tool", "prompt"):
             raise ProviderError(f"options.structured_output: {self.structured!r}; use tool or prompt")
@@ -210,20 +204,19 @@ class AnthropicProvider:
         except (TypeError, ValueError):
             raise ProviderError("options.max_retries must be a whole number") from None
         self.timeout_s = float(spec.timeout or 60.0)
-        self.timeout = httpx.Timeout(self.timeout_s, connect=min(self.timeout_s, 10.0))
-        self.headers = {
+        # The key goes as x-api-key, and only the model's own: the SDK would otherwise send it as a
+        # bearer token, or look for one in the environment and on disk (profiles, federation).
+        self.headers: dict[str, Any] = {
             "anthropic-version": str(options.get("anthropic_version", DEFAULT_VERSION)),
-            "accept": "text/event-stream",
+            "Authorization": anthropic.omit,
+            "X-Api-Key": spec.api_key if spec.api_key else anthropic.omit,
         }
-        if spec.api_key:
-            self.headers["x-api-key"] = spec.api_key
         extra = options.get("headers") or {}
         if not isinstance(extra, dict):
             raise ProviderError("options.headers must be a mapping of header names to values")
         self.headers.update({str(k): str(v) for k, v in extra.items()})
-        self._transport = transport
-        # One client per event loop: pooled connections belong to the loop that opened them.
-        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = weakref.WeakKeyDictionary()
+        # One SDK client per event loop: pooled connections belong to the loop that opened them.
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, anthropic.AsyncAnthropic] = weakref.WeakKeyDictionary()
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body of a Messages API request (public for tests and inspection)."""
@@ -236,6 +229,9 @@ class AnthropicProvider:
         }
         if system:
             body["system"] = system
+        reasoning = self.spec.reasoning
+        if reasoning is not None and reasoning.enabled:  # extended thinking
+            body["thinking"] = {"type": "enabled", "budget_tokens": reasoning.budget_tokens or DEFAULT_THINKING_BUDGET}
         if request.temperature is not None:
             body["temperature"] = request.temperature
         if request.tools:
@@ -251,68 +247,76 @@ class AnthropicProvider:
         return body
 
     async def request(self, request: ModelRequest, on_text: Callable[[str], None] | None = None) -> ModelResponse:
-        try:
-            return await self._request(request, on_text)
-        except ProviderError as exc:  # an error body or proxy message may echo the key
-            message = without_key(str(exc), self.spec.api_key)
-            if message == str(exc):
-                raise
-            raise ProviderError(message, retryable=exc.retryable) from None
-
-    async def _request(self, request: ModelRequest, on_text: Callable[[str], None] | None) -> ModelResponse:
+        if not self.url.startswith(("http://", "https://")):
+            raise ProviderError(f"base_url must start with http:// or https:// (got {self.url})")
         body = self.build_body(request)
         output = _OutputMode(request.output_schema) if body.get("tool_choice", {}).get("name") == OUTPUT_TOOL and not request.tools else None
-        attempt = 0
-        while True:
-            try:
-                return await self._attempt(body, on_text, output)
-            except _Retry as retry:
-                if attempt >= self.max_retries:
-                    raise retry.error from None
-                delay = retry.delay if retry.delay is not None else _backoff(attempt)
-                attempt += 1
-                await asyncio.sleep(delay)
+        stream = _Stream(on_text, output)
+        try:
+            return await self._stream(body, stream)
+        except ProviderError as exc:  # an error body or proxy message may echo the key
+            raise self._keyless(exc) from None
+        except (anthropic.AnthropicError, httpx2.HTTPError, json.JSONDecodeError) as exc:
+            raise self._keyless(self._translate(exc, stream)) from None
+
+    async def _stream(self, body: dict[str, Any], stream: "_Stream") -> ModelResponse:
+        """One streamed answer: the SDK retries before the stream starts (429, 5xx, 529,
+        connection failures, honouring retry-after); each raw event goes to `stream`."""
+        rest = {k: v for k, v in body.items() if k not in _SDK_ARGUMENTS}  # sent as they are (temperature…)
+        events = await self._client().messages.create(model=body["model"], max_tokens=body["max_tokens"],
+                                                      messages=body["messages"], stream=True, extra_body=rest)
+        stream.started = True
+        content_type = events.response.headers.get("content-type", "")
+        if "text/event-stream" not in content_type:
+            await events.close()
+            raise ProviderError(f"expected an event stream from {self.url}, got {content_type or 'no content type'}")
+        async with events:
+            async for event in events:
+                stream.feed(event.to_dict())
+                if stream.done:
+                    break
+        if not stream.done:
+            raise ProviderError("the stream ended before message_stop (the connection closed early)", retryable=True)
+        return stream.response()
 
     async def aclose(self) -> None:
         clients = list(self._clients.values())
         self._clients.clear()
         for client in clients:
-            await client.aclose()
+            await client.close()
 
-    def _client(self) -> httpx.AsyncClient:
+    def _client(self) -> anthropic.AsyncAnthropic:
         loop = asyncio.get_running_loop()
         client = self._clients.get(loop)
-        if client is None or client.is_closed:
-            client = httpx.AsyncClient(timeout=self.timeout, transport=self._transport, headers=self.headers)
-            self._clients[loop] = client
+        if client is None:
+            client = self._clients[loop] = anthropic.AsyncAnthropic(
+                api_key="sent-as-x-api-key",  # explicit, so the SDK reads no credential of its own; its header is omitted
+                base_url=self.base_url, timeout=self.timeout_s, max_retries=self.max_retries,
+                default_headers=self.headers, open_telemetry=False,  # the engine's spans, never the SDK's
+                # The plain HTTP client, not the SDK's wrapper (whose __del__ closes on whatever loop runs then).
+                http_client=anthropic.DefaultAsyncHttpxClient(timeout=httpx2.Timeout(self.timeout_s, connect=min(self.timeout_s, 10.0))),
+            )
         return client
 
-    async def _attempt(self, body: dict[str, Any], on_text: Callable[[str], None] | None, output: "_OutputMode | None") -> ModelResponse:
-        started = False  # did the server answer with a status line?
-        try:
-            async with self._client().stream("POST", self.url, json=body) as response:
-                started = True
-                if response.status_code >= 400:
-                    await response.aread()
-                    raise _status_error(response)
-                return await _read_stream(response, on_text, output)
-        except httpx.HTTPError as exc:
-            error = self._translate(exc, started)
-            if error.retryable and not started:
-                raise _Retry(error) from None
-            raise error from None
-
-    def _translate(self, exc: httpx.HTTPError, started: bool) -> ProviderError:
-        """The one place an httpx error becomes a ProviderError (`started`: the server had answered
-        with a status line, so the stream broke off); `request` takes the API key out of its text.
-        An error status is `_status_error`'s: it is an answer, not an exception of httpx."""
-        if isinstance(exc, httpx.UnsupportedProtocol):
-            return ProviderError(f"base_url must start with http:// or https:// (got {self.url})")
-        if isinstance(exc, httpx.TimeoutException):
+    def _translate(self, exc: Exception, stream: "_Stream") -> ProviderError:
+        """The one place an error of the SDK (or of the httpx under it) becomes a ProviderError
+        (`stream.started`: the server had answered, so a dropped connection broke the stream off)."""
+        if isinstance(exc, json.JSONDecodeError):
+            return ProviderError(f"the stream sent an event that is not JSON: {exc.doc[:120]!r}", retryable=True)
+        if isinstance(exc, anthropic.APIStatusError):
+            return _status_error(exc, stream.started)
+        if isinstance(exc, (anthropic.APITimeoutError, httpx2.TimeoutException)):
             return ProviderError(f"{self.url} did not answer within {self.timeout_s:g}s", retryable=True)
-        if not started:
-            return ProviderError(f"cannot reach {self.url}: {type(exc).__name__}: {exc}", retryable=True)
-        return ProviderError(f"the stream broke off: {type(exc).__name__}: {exc}", retryable=True)
+        cause = exc.__cause__ if isinstance(exc, anthropic.APIConnectionError) and exc.__cause__ is not None else exc
+        if isinstance(cause, httpx2.UnsupportedProtocol):
+            return ProviderError(f"base_url must start with http:// or https:// (got {self.url})")
+        if not stream.started:
+            return ProviderError(f"cannot reach {self.url}: {type(cause).__name__}: {cause}", retryable=True)
+        return ProviderError(f"the stream broke off: {type(cause).__name__}: {cause}", retryable=True)
+
+    def _keyless(self, error: ProviderError) -> ProviderError:
+        message = without_key(str(error), self.spec.api_key)
+        return error if message == str(error) else ProviderError(message, retryable=error.retryable)
 
 
 class _OutputMode:
@@ -337,54 +341,27 @@ def _object_schema(schema: dict[str, Any]) -> dict[str, Any]:
         return schema
     return {"type": "object", "properties": {"value": schema}, "required": ["value"]}
 
-
-def _status_error(response: httpx.Response) -> Exception:
-    status = response.status_code
-    message = _error_message(response)
+def _status_error(exc: "anthropic.APIStatusError", started: bool) -> ProviderError:
+    """An error answer (after the SDK's retries), or an `error` event inside a started stream."""
+    error = exc.body.get("error") if isinstance(exc.body, dict) else None
+    error = error if isinstance(error, dict) else {}
+    if started and exc.status_code < 400:  # an `error` event mid-stream
+        kind = error.get("type", "error")
+        return ProviderError(f"the stream reported {kind}: {error.get('message', '')}"[:300],
+                             retryable=kind in _RETRYABLE_STREAM_ERRORS)
+    status = exc.status_code
+    if error.get("message"):
+        kind = error.get("type")
+        message = (f"{kind}: {error['message']}" if kind else str(error["message"]))[:300]
+    else:
+        message = (exc.response.text[:300] if exc.response is not None else "") or str(exc)[:300]
     retryable = status in RETRY_STATUSES or status >= 500
-    should = response.headers.get("x-should-retry")
+    should = exc.response.headers.get("x-should-retry") if exc.response is not None else None
     if should in ("true", "false"):
         retryable = should == "true"
     label = {401: "authentication failed", 403: "permission denied", 404: "not found (check model and base_url)",
              413: "request too large", 429: "rate limited", 529: "overloaded"}.get(status)
-    error = ProviderError(f"HTTP {status}{f' {label}' if label else ''}: {message}", retryable=retryable)
-    return _Retry(error, _retry_after(response.headers)) if retryable else error
-
-
-def _error_message(response: httpx.Response) -> str:
-    try:
-        body = response.json()
-    except (ValueError, UnicodeDecodeError):
-        return response.text[:300] or response.reason_phrase
-    error = body.get("error") if isinstance(body, dict) else None
-    if isinstance(error, dict) and error.get("message"):
-        kind = error.get("type")
-        return f"{kind}: {error['message']}"[:300] if kind else str(error["message"])[:300]
-    return json.dumps(body)[:300]
-
-
-def _retry_after(headers: httpx.Headers) -> float | None:
-    """The server's requested wait, from retry-after-ms or retry-after (seconds or an HTTP date)."""
-    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        raw = headers.get(name)
-        if raw is None:
-            continue
-        try:
-            delay = float(raw) * scale
-        except ValueError:
-            if name != "retry-after":
-                continue
-            try:
-                delay = email.utils.parsedate_to_datetime(raw).timestamp() - time.time()
-            except (TypeError, ValueError):
-                continue
-        if 0 <= delay <= MAX_RETRY_AFTER_S:
-            return delay
-    return None
-
-
-def _backoff(attempt: int) -> float:
-    return min(INITIAL_BACKOFF_S * 2**attempt, MAX_BACKOFF_S) * (1 - 0.25 * random.random())
+    return ProviderError(f"HTTP {status}{f' {label}' if label else ''}: {message}", retryable=retryable)
 
 
 class _Stream:
@@ -392,6 +369,7 @@ class _Stream:
 
     def __init__(self, on_text: Callable[[str], None] | None, output: _OutputMode | None):
         self.on_text = on_text
+        self.on_reasoning = reasoning_sink(on_text)
         self.output = output
         self.blocks: dict[int, dict[str, Any]] = {}
         self.input_parts: dict[str, int] = {}  # input, cache creation and cache read tokens
@@ -399,19 +377,18 @@ class _Stream:
         self.output_tokens = 0
         self.stop_reason: str | None = None
         self.done = False
+        self.started = False  # the server answered with a stream (then a dropped connection broke it off)
 
-    def feed(self, event: str | None, data: str) -> None:
-        try:
-            payload = json.loads(data)
-        except json.JSONDecodeError:
-            raise ProviderError(f"the stream sent an event that is not JSON: {data[:120]!r}", retryable=True) from None
-        kind = payload.get("type", event) if isinstance(payload, dict) else event
+    def feed(self, payload: dict[str, Any]) -> None:
+        """One event of the stream, as the SDK parsed it (its raw, typed event as a dict)."""
+        kind = payload.get("type")
         if kind == "message_start":
             self._usage((payload.get("message") or {}).get("usage") or {})
         elif kind == "content_block_start":
             block = payload.get("content_block") or {}
             slot = {"type": block.get("type"), "id": block.get("id"), "name": block.get("name"),
-                    "text": [], "json": [], "input": block.get("input")}
+                    "text": [], "json": [], "input": block.get("input"), "thinking": [block.get("thinking") or ""],
+                    "signature": [block.get("signature") or ""], "data": block.get("data")}
             self.blocks[int(payload.get("index", len(self.blocks)))] = slot
             if slot["type"] == "text" and block.get("text"):
                 self._text(slot, block["text"])
@@ -427,7 +404,14 @@ class _Stream:
                 slot["json"].append(piece)
                 if self.output is not None and piece and self.on_text is not None:
                     self.on_text(piece)  # structured output streams as the answer's progress
-            # thinking_delta, signature_delta, citations…: not part of the answer
+            elif delta.get("type") == "thinking_delta":
+                piece = delta.get("thinking", "")
+                slot["thinking"].append(piece)
+                if piece and self.on_reasoning is not None:
+                    self.on_reasoning(piece)
+            elif delta.get("type") == "signature_delta":
+                slot["signature"].append(delta.get("signature", ""))
+            # citations…: not part of the answer
         elif kind == "message_delta":
             self.stop_reason = (payload.get("delta") or {}).get("stop_reason") or self.stop_reason
             self._usage(payload.get("usage") or {})
@@ -468,7 +452,19 @@ class _Stream:
         finish = _FINISH.get(self.stop_reason or "", self.stop_reason or "stop")
         if calls and finish == "stop":
             finish = "tool_calls"
-        return ModelResponse(text, usage, finish, calls)
+        return ModelResponse(text, usage, finish, calls, _thinking_blocks(ordered))
+
+
+def _thinking_blocks(blocks: list[dict[str, Any]]) -> tuple[dict[str, Any], ...]:
+    """The thinking blocks of an answer as the API wants them back: `thinking` with its
+    `signature`, `redacted_thinking` with its `data`, untouched."""
+    out: list[dict[str, Any]] = []
+    for block in blocks:
+        if block["type"] == "thinking":
+            out.append({"type": "thinking", "thinking": "".join(block["thinking"]), "signature": "".join(block["signature"])})
+        elif block["type"] == "redacted_thinking":
+            out.append({"type": "redacted_thinking", "data": block["data"]})
+    return tuple(out)
 
 
 def _arguments(block: dict[str, Any]) -> str:
@@ -476,44 +472,6 @@ def _arguments(block: dict[str, Any]) -> str:
         raw = "".join(block["json"])
         return raw if raw.strip() else "{}"
     return json.dumps(block["input"] or {}, ensure_ascii=False)
-
-
-async def _read_stream(response: httpx.Response, on_text: Callable[[str], None] | None, output: _OutputMode | None) -> ModelResponse:
-    content_type = response.headers.get("content-type", "")
-    if "text/event-stream" not in content_type:
-        raise ProviderError(f"expected an event stream from {response.request.url}, got {content_type or 'no content type'}")
-    stream = _Stream(on_text, output)
-    lines = response.aiter_lines()
-    event: str | None = None
-    data: list[str] = []
-    async for line in lines:
-        if not line:
-            if data:
-                stream.feed(event, "\n".join(data))
-            event, data = None, []
-            if stream.done:
-                break
-            continue
-        if line.startswith(":"):
-            continue
-        name, _, value = line.partition(":")
-        value = value[1:] if value.startswith(" ") else value
-        if name == "event":
-            event = value
-        elif name == "data":
-            data.append(value)
-    else:
-        if data:  # the last event without its blank line
-            stream.feed(event, "\n".join(data))
-    if not stream.done:
-        raise ProviderError("the stream ended before message_stop (the connection closed early)", retryable=True)
-    try:  # read the end of the body so the connection can be reused; never wait long for it
-        async with asyncio.timeout(DRAIN_S):
-            async for _ in lines:
-                pass
-    except (TimeoutError, httpx.HTTPError):
-        pass
-    return stream.response()
 
 
 __all__ = [

@@ -28,6 +28,9 @@ class ChatMessage:
     tool_call_id: str | None = None  # on role "tool": which call this answers
     name: str | None = None  # on role "tool": the tool's name (Anthropic does not need it; others may)
     is_error: bool = False  # on role "tool": the call failed (Anthropic's `is_error`)
+    # on role "assistant": the provider's reasoning blocks that must go back with this turn in a
+    # tool loop (Anthropic `thinking` with its `signature`, `redacted_thinking`), as the wire had them
+    reasoning: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +73,7 @@ class ModelResponse:
     usage: Usage = field(default_factory=Usage)
     finish_reason: str = "stop"
     tool_calls: tuple[ToolCall, ...] = ()
+    reasoning: tuple[dict[str, Any], ...] = ()  # the blocks to send back with this turn (ChatMessage.reasoning)
 
 
 def clean_response(response: ModelResponse, model: str) -> ModelResponse:
@@ -91,7 +95,7 @@ def clean_response(response: ModelResponse, model: str) -> ModelResponse:
     from ..logging import logger
 
     logger.info("model output held lone UTF-16 surrogates; replaced with U+FFFD", model=model, strings=changed)
-    return ModelResponse(text, response.usage, response.finish_reason, tuple(fixed))
+    return ModelResponse(text, response.usage, response.finish_reason, tuple(fixed), response.reasoning)
 
 
 def without_key(message: str, key: str | None) -> str:
@@ -101,7 +105,14 @@ def without_key(message: str, key: str | None) -> str:
     return message
 
 
+def reasoning_sink(on_text: Callable[[str], None] | None) -> Callable[[str], None] | None:
+    """Where a provider sends streamed reasoning text: `on_text.on_reasoning`, when the caller
+    gave one (the agent loop's `TextSinks`); a caller without one never sees reasoning."""
+    return getattr(on_text, "on_reasoning", None)
+
+
 class Provider(Protocol):
     async def request(self, request: ModelRequest, on_text: Callable[[str], None] | None = None) -> ModelResponse:
-        """Send the request; call `on_text` with each piece of streamed text; return the whole answer."""
+        """Send the request; call `on_text` with each piece of streamed text (and
+        `reasoning_sink(on_text)`, when there is one, with each piece of reasoning); return the whole answer."""
         ...

@@ -20,7 +20,7 @@ import httpx
 import openai
 
 from ..spec.models import ModelSpec
-from .base import ChatMessage, ModelRequest, ModelResponse, ProviderError, ToolCall, Usage, without_key
+from .base import ChatMessage, ModelRequest, ModelResponse, ProviderError, ToolCall, Usage, reasoning_sink, without_key
 
 try:  # recent SDKs ship their own fork of httpx; catch both at the boundary
     import httpx2 as _httpx2
@@ -148,6 +148,9 @@ class OpenAIProvider:
         if request.tools:
             params["tools"] = to_openai_tools(request.tools)
             params["tool_choice"] = to_openai_tool_choice(request.tool_choice)
+        reasoning = self.spec.reasoning
+        if reasoning is not None and reasoning.enabled and reasoning.effort is not None:
+            params["reasoning_effort"] = reasoning.effort
         while True:
             if request.output_schema is not None:
                 _set_response_format(params, self._format, request.output_schema)
@@ -188,6 +191,7 @@ class OpenAIProvider:
     async def _stream(self, params: dict[str, Any], on_text: Callable[[str], None] | None, state: "_StreamState") -> ModelResponse:
         stream = await self.client.chat.completions.create(**params)
         state.started = True
+        on_reasoning = reasoning_sink(on_text)
         text: list[str] = []
         calls: dict[int, dict[str, Any]] = {}
         usage = Usage()
@@ -197,6 +201,10 @@ class OpenAIProvider:
                 usage = Usage(chunk.usage.prompt_tokens or 0, chunk.usage.completion_tokens or 0)
             for choice in chunk.choices:
                 delta = choice.delta
+                # DeepSeek and vLLM send `reasoning_content`, Ollama and OpenRouter `reasoning` (extra fields of the delta)
+                thought = (getattr(delta, "reasoning_content", None) or getattr(delta, "reasoning", None)) if delta is not None else None
+                if isinstance(thought, str) and thought and on_reasoning is not None:
+                    on_reasoning(thought)
                 if delta is not None and delta.content:
                     text.append(delta.content)
                     if on_text is not None:

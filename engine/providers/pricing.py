@@ -30,7 +30,7 @@ def priced_response(response: ModelResponse, prices: PricesSpec | None) -> Model
     usage = priced(response.usage, prices)
     if usage is response.usage:
         return response
-    return ModelResponse(response.text, usage, response.finish_reason, response.tool_calls)
+    return ModelResponse(response.text, usage, response.finish_reason, response.tool_calls, response.reasoning)
 
 
 def format_usd(cost: float) -> str:

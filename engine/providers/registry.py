@@ -60,7 +60,7 @@ def _openai(spec: ModelSpec, root: Path) -> Provider:
 
 
 def _anthropic(spec: ModelSpec, root: Path) -> Provider:
-    from .anthropic import AnthropicProvider  # httpx only; imported when such a model is used
+    from .anthropic import AnthropicProvider  # the anthropic SDK; imported when such a model is used
 
     return AnthropicProvider(spec)
 

@@ -27,11 +27,13 @@ from .ids import new_id
 from .result import ToolResult
 from .router import route_in_run
 from .run import end_status, stop_code
+from .turns import chat_format, parse_messages, session_turn, trim_history
 
 if TYPE_CHECKING:
     from .events import QueuedListener
     from .project import Project
     from .run import Approver, Run, RunKind
+    from .turns import SessionBook
 
 StopReason = Literal["answer", "max_steps", "timeout", "token_budget", "repeated_call", "error", "cancelled"]
 CORRECTABLE = frozenset({"unknown_tool", "invalid_arguments"})
@@ -52,14 +54,16 @@ class AgentLimits:
     max_repeated_calls: int = 3  # the same tool with the same arguments this many times in a row
     max_corrections: int = 3  # unknown-tool / invalid-argument results per tool before giving up
     max_result_chars: int = 20_000  # a tool result longer than this is cut (with a note) before the model reads it
+    max_history_tokens: int | None = None  # the oldest whole turns are dropped while the history would pass it
 
     def __post_init__(self) -> None:
         if self.max_steps < 1 or self.max_parallel_tool_calls < 1 or self.max_repeated_calls < 2:
             raise ValueError("max_steps and max_parallel_tool_calls must be ≥ 1, max_repeated_calls ≥ 2")
         if self.max_corrections < 1 or self.max_result_chars < 1:
             raise ValueError("max_corrections and max_result_chars must be ≥ 1")
-        if self.token_budget is not None and self.token_budget < 1:
-            raise ValueError("token_budget must be ≥ 1")
+        for name in ("token_budget", "max_history_tokens"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise ValueError(f"{name} must be ≥ 1")
         for name in ("tool_timeout", "total_timeout"):
             value = getattr(self, name)
             if value is not None and not value > 0:
@@ -92,16 +96,20 @@ class AgentResult:
     usage: Usage = field(default_factory=Usage)
     steps: int = 0
     error: str | None = None
+    session_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form: `messages` in the OpenAI chat format (what `run` takes back)."""
         return {
             "run_id": self.run_id,
+            **({"session_id": self.session_id} if self.session_id is not None else {}),
             "stop_reason": self.stop_reason,
             "answer": self.answer,
             "steps": self.steps,
             "usage": self.usage.as_dict(),
             "tool_results": [r.to_dict() for r in self.tool_results],
             "error": self.error,
+            "messages": chat_format(self.messages),
         }
 
 
@@ -112,19 +120,7 @@ class _Stop(Exception):
         self.message = message
 
 
-def as_messages(messages: str | list[Any]) -> list[ChatMessage]:
-    """A prompt string, or a list of ChatMessage / {"role", "content"} dicts."""
-    if isinstance(messages, str):
-        return [ChatMessage("user", messages)]
-    out = []
-    for index, message in enumerate(messages):
-        if isinstance(message, ChatMessage):
-            out.append(message)
-        elif isinstance(message, dict) and message.get("role") in ("system", "user", "assistant") and isinstance(message.get("content"), str):
-            out.append(ChatMessage(message["role"], message["content"]))
-        else:
-            raise ValueError(f"messages[{index}] must be a ChatMessage or {{'role': 'user'|'assistant'|'system', 'content': str}}")
-    return out
+as_messages = parse_messages  # a prompt, or ChatMessages / OpenAI chat-format dicts, checked (runtime/turns.py)
 
 
 class RunOpener(Protocol):
@@ -138,6 +134,9 @@ class RunOpener(Protocol):
                  ) -> "tuple[Run, list[QueuedListener]]": ...
 
     def end_run(self, run: "Run", status: Any, result: Any = None, error: dict[str, Any] | None = None) -> None: ...
+
+    @property
+    def sessions(self) -> "SessionBook": ...
 
 
 class Agent:
@@ -163,15 +162,30 @@ class Agent:
 
     async def run(
         self, messages: str | list[Any], *, on_event: Listener | None = None, run_id: str | None = None,
-        principal: str | None = None,
+        principal: str | None = None, session: str | None = None,
     ) -> AgentResult:
-        """Run the loop to a stop. On cancellation the partial result is in `last_result`."""
+        """Run the loop to a stop. On cancellation the partial result is in `last_result`.
+
+        `session`: continue that session (created on first use): its history goes first, and
+        the turn is kept when the run stops (runtime/turns.py). SessionError when another turn
+        of it is running (`session_busy`)."""
+        run_id = run_id or new_id("run")
+        if session is not None:
+            async def turn(sent: list[ChatMessage]) -> AgentResult:
+                return await self._run(sent, on_event, run_id, principal, session)
+
+            return await session_turn(turn, self.runs.sessions, self.runs.project.redactor, session, messages,
+                                      run_id, principal)
+        return await self._run(as_messages(messages), on_event, run_id, principal, None)
+
+    async def _run(self, messages: str | list[Any], on_event: Listener | None, run_id: str, principal: str | None,
+                   session: str | None) -> AgentResult:
         parsed = as_messages(messages)  # a bad message raises here, before any run opens
-        run, queued = self.runs.open_run(run_id or new_id("run"), on_event, kind="agent", name=self.model,
+        run, queued = self.runs.open_run(run_id, on_event, kind="agent", name=self.model,
                                          principal=principal, approver=self.approve)
         token = enter_run(run.scrubber)  # log lines written during the run hide its secrets too
         try:
-            return await _Loop(self, run, parsed).run()
+            return await _Loop(self, run, parsed, session).run()
         except Exception as exc:  # a bug: the run ended in error (the loop stops for every expected reason)
             run.crash(exc)
             raise
@@ -207,13 +221,16 @@ class _Loop:
 
     route = staticmethod(route_in_run)
 
-    def __init__(self, agent: Agent, events: "Run", messages: list[ChatMessage]):
+    def __init__(self, agent: Agent, events: "Run", messages: list[ChatMessage], session: str | None = None):
         self.agent = agent
         self.limits = agent.limits
         self.events = events
         self.project = agent.runs.project  # pinned for the whole run
-        self.messages = ([ChatMessage("system", agent.system)] if agent.system else []) + messages
-        self.result = AgentResult(events.run_id, "answer", "", self.messages)
+        self.given = messages  # the transcript as it came (AgentResult.messages starts with it whole)
+        kept, self.trimmed = self._trimmed(messages)
+        self.messages = ([ChatMessage("system", agent.system)] if agent.system else []) + kept  # what the model reads
+        self.produced_from = len(self.messages)
+        self.result = AgentResult(events.run_id, "answer", "", list(messages), session_id=session)
         self.corrections: dict[str, int] = {}
         self.recent_calls: list[str] = []
         self.tool_specs = tuple(  # the provider-neutral form of ModelRequest.tools
@@ -222,14 +239,26 @@ class _Loop:
         )
         self.allowed = {s["name"] for s in self.tool_specs}
 
+    def _trimmed(self, messages: list[ChatMessage]) -> tuple[list[ChatMessage], tuple[int, int]]:
+        """The history within agent.max_history_tokens, and (turns, tokens) dropped (the system prompt counts)."""
+        system = [ChatMessage("system", self.agent.system)] if self.agent.system else []
+        kept, turns, tokens = trim_history(system + messages, self.limits.max_history_tokens)
+        return kept[len(system):], (turns, tokens)
+
     async def run(self) -> AgentResult:
         started = time.perf_counter()
-        self.events.emit("agent_start", {
+        start = {
             "model": self.agent.model,
             "tools": sorted(self.allowed),
             "limits": {k: v for k, v in self.limits.__dict__.items()},
             "input": [{"role": m.role, "content": m.content} for m in self.messages],
-        })
+        }
+        if self.result.session_id is not None:
+            start["session_id"] = self.result.session_id
+        self.events.emit("agent_start", start)
+        if self.trimmed[0]:
+            self.events.emit("history_trimmed", {"turns": self.trimmed[0], "tokens": self.trimmed[1],
+                                                 "max_history_tokens": self.limits.max_history_tokens})
         try:
             async with asyncio.timeout(self.limits.total_timeout):
                 await self._loop()
@@ -252,6 +281,7 @@ class _Loop:
 
     def _done(self, started: float) -> None:
         result = self.result
+        result.messages = self.given + self.messages[self.produced_from:]  # the whole transcript, the answer last
         if result.stop_reason in LIMIT_STOPS and not result.answer.strip():
             result.answer = self.events.scrub_text(gathered_summary(result, self.limits, self.project.redactor))
         self.agent.last_result = result
@@ -270,9 +300,10 @@ class _Loop:
             response = await self._think(step)
             if not response.tool_calls:
                 self.result.answer = response.text
+                self.messages.append(ChatMessage("assistant", response.text))
                 self.events.emit("final_answer_delta", {"text": response.text})
                 raise _Stop("answer")
-            await self._act(response.text, _unique_ids(response.tool_calls, step))
+            await self._act(response.text, _unique_ids(response.tool_calls, step), response.reasoning)
         raise _Stop("max_steps")
 
     async def _think(self, step: int) -> ModelResponse:
@@ -289,15 +320,9 @@ class _Loop:
         request = ModelRequest(tuple(self.messages), model=spec.model, temperature=spec.temperature,
                                max_tokens=spec.max_tokens, tools=tools, tool_choice=choice if tools else "auto")
         self.events.emit("model_call_start", {"step": step, "model": self.agent.model, "messages": len(self.messages)})
-        stream = self.events.text_stream()  # a secret split across two deltas is still caught
-
-        def on_text(piece: str) -> None:
-            shown = stream.push(replace_lone_surrogates(piece))
-            if shown:
-                self.events.emit("model_text_delta", {"text": shown, "step": step})
-
+        sinks = TextSinks(self.events, step, spec.reasoning is None or spec.reasoning.send)
         try:
-            response = await provider.request(request, on_text)
+            response = await provider.request(request, sinks)
         except ProviderError as exc:
             raise _Stop("error", self.events.scrub_text(f"model {self.agent.model!r} failed: {exc}")) from None
         except LimitExceeded:  # raised by a text delta past the run's event cap: not the model's fault
@@ -306,18 +331,18 @@ class _Loop:
             logger.exception("model provider failed", model=self.agent.model, run_id=self.events.run_id)
             raise _Stop("error", self.events.scrub_text(f"model {self.agent.model!r} failed: {type(exc).__name__}: {exc}")) from None
         finally:
-            rest = stream.flush()
-            if rest:
-                self.events.emit("model_text_delta", {"text": rest, "step": step})
+            sinks.close()
         response = priced_response(clean_response(response, self.agent.model), spec.prices)
         self.result.usage = self.result.usage + response.usage
         budget = self.limits.token_budget
         if budget is not None and self.result.usage.input_tokens + self.result.usage.output_tokens > budget:
-            self.result.answer = response.text if not response.tool_calls else self.result.answer
+            if not response.tool_calls:  # the model answered: that answer stands, and ends the transcript
+                self.result.answer = response.text
+                self.messages.append(ChatMessage("assistant", response.text))
             raise _Stop("token_budget")
         return response
 
-    async def _act(self, text: str, calls: tuple[ToolCall, ...]) -> None:
+    async def _act(self, text: str, calls: tuple[ToolCall, ...], reasoning: tuple[dict[str, Any], ...] = ()) -> None:
         for call in calls:
             key = f"{call.name}\x00{_canonical(call.arguments)}"
             self.recent_calls.append(key)
@@ -339,7 +364,7 @@ class _Loop:
 
         if repeated:  # the repeated call is not run, and not kept in the transcript unanswered
             raise _Stop("repeated_call")
-        self.messages.append(ChatMessage("assistant", text, tool_calls=calls))
+        self.messages.append(ChatMessage("assistant", text, tool_calls=calls, reasoning=reasoning))
         try:
             await asyncio.gather(*(one(call) for call in calls))
         finally:  # also on timeout / cancellation: keep what finished, answer every call in the transcript
@@ -378,6 +403,52 @@ class _Loop:
         if redacted is not data:
             result = dataclasses.replace(result, data=_same_kind(data, redacted))
         return capped(self.events.scrub_text(result.model_text()), self.limits.max_result_chars)
+
+
+class TextSinks:
+    """Where a model call's streamed text and reasoning go: `model_text_delta` and
+    `model_reasoning_delta` events, each held back like model text (a secret split across two
+    deltas is still caught), and `model_reasoning_done {duration_ms, chars}` once the answer (or
+    the call's end) follows the reasoning. `send=False` (the model's `reasoning.send`): the
+    reasoning's text never leaves the process, only its duration and size do."""
+
+    def __init__(self, events: "Run", step: int, send: bool):
+        self.events, self.step, self.send = events, step, send
+        self.text, self.thought = events.text_stream(), events.text_stream()
+        self.started: float | None = None
+        self.chars = 0
+        self.finished = False
+
+    def __call__(self, piece: str) -> None:
+        self.end_reasoning()
+        shown = self.text.push(replace_lone_surrogates(piece))
+        if shown:
+            self.events.emit("model_text_delta", {"text": shown, "step": self.step})
+
+    def on_reasoning(self, piece: str) -> None:
+        if self.started is None:
+            self.started = time.perf_counter()
+        self.chars += len(piece)
+        if self.send:
+            shown = self.thought.push(replace_lone_surrogates(piece))
+            if shown:
+                self.events.emit("model_reasoning_delta", {"text": shown, "step": self.step})
+
+    def end_reasoning(self) -> None:
+        if self.started is None or self.finished:
+            return
+        self.finished = True
+        rest = self.thought.flush() if self.send else ""
+        if rest:
+            self.events.emit("model_reasoning_delta", {"text": rest, "step": self.step})
+        self.events.emit("model_reasoning_done", {"duration_ms": round((time.perf_counter() - self.started) * 1000, 2),
+                                                  "chars": self.chars, "step": self.step})
+
+    def close(self) -> None:
+        self.end_reasoning()
+        rest = self.text.flush()
+        if rest:
+            self.events.emit("model_text_delta", {"text": rest, "step": self.step})
 
 
 def capped(text: str, max_chars: int) -> str:

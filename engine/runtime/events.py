@@ -26,7 +26,10 @@ from ..logging import logger
 
 EventType = Literal[
     "agent_start",
+    "history_trimmed",
     "model_call_start",
+    "model_reasoning_delta",
+    "model_reasoning_done",
     "model_text_delta",
     "tool_call_start",
     "tool_progress_delta",

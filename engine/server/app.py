@@ -49,7 +49,7 @@ from .front import ServiceApp
 from .hub import RunHub, TooManyRuns
 from .observability import open_observability
 from .replicas import Replicas
-from .routes import admin, agent, batches, runs, tools
+from .routes import admin, agent, batches, runs, sessions, tools
 from .routes.mcp import mcp_route
 from .service import Limits, Service
 
@@ -120,7 +120,8 @@ def create_app(
     _handle_errors(app)
     _health(app, service)
     tools_router = tools.router(service)
-    for module_router in (tools_router, agent.router(service), runs.router(), batches.router(service), admin.router(service)):
+    for module_router in (tools_router, agent.router(service), runs.router(), batches.router(service), admin.router(service),
+                          sessions.router(service)):
         app.include_router(module_router)
     if mcp_mount is not None:
         app.router.routes.append(mcp_mount[0])

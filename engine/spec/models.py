@@ -207,6 +207,18 @@ class PricesSpec(_Spec):
     output: Price = Field(description="USD per million output (completion) tokens.")
 
 
+class ReasoningSpec(_Spec):
+    """A reasoning model's thinking (docs/agent.md#reasoning): asked for, streamed, kept, or kept in."""
+
+    enabled: StrictBool = Field(default=False, description="Ask the provider to reason (Anthropic extended "
+                                "thinking; OpenAI-style reasoning_effort). Models that always reason stream it anyway.")
+    effort: Literal["low", "medium", "high"] | None = Field(default=None, description="OpenAI-style reasoning_effort.")
+    budget_tokens: int | None = Field(default=None, ge=1024, description="Anthropic extended thinking's budget "
+                                      "(at least 1024; below max_tokens). Default 2048.")
+    send: StrictBool = Field(default=True, description="true: the reasoning text is streamed and stored; false: it "
+                             "never leaves the process, only its duration does.")
+
+
 class ModelSpec(_Spec):
     provider: str = Field(description="mock, or a registered provider such as openai.")
     model: str | None = Field(default=None, description="The provider's model id.")
@@ -218,6 +230,9 @@ class ModelSpec(_Spec):
     options: dict[str, Any] = Field(default_factory=dict, description="Provider-specific settings.")
     prices: PricesSpec | None = Field(
         default=None, description="USD per million tokens, {input, output}: usage then shows a cost."
+    )
+    reasoning: ReasoningSpec | None = Field(
+        default=None, description="A reasoning model's thinking: {enabled, effort, budget_tokens, send}."
     )
 
 

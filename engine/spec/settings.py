@@ -58,6 +58,10 @@ class AgentSettings(_Spec):
     max_result_chars: int = Field(
         default=20_000, ge=200, description="A tool result handed to the model is cut to this many characters, with a note."
     )
+    max_history_tokens: int | None = Field(
+        default=None, ge=1, description="A conversation's history sent to the model is cut to about this many tokens "
+        "(estimated from characters), dropping the oldest whole turns (null: none).",
+    )
 
 
 class LoggingSettings(_Spec):

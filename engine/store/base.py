@@ -6,6 +6,7 @@
     ├── failures    failures.py  what could not be written as it was, by kind; the failure flush() reports
     ├── reads       queries.py   runs, events, tool logs, model exchanges, approvals; prune
     ├── batch_records batches.py batches and their cases
+    ├── sessions    sessions.py  named conversations, their messages, who holds a turn
     ├── settings    tool_settings.py  tool settings, and hearing of another process's changes
     ├── notices     notices.py (this process) or postgres_notices.py (LISTEN/NOTIFY)
     └── database    database.py: the one interface of the dialects, sqlite.py and postgres.py
@@ -31,6 +32,7 @@ from .database import HOST, Database
 from .failures import Failures
 from .notices import LocalNotices, Notices
 from .queries import Queries, RunRecord
+from .sessions import Sessions
 from .redacting import RedactingListener
 from .tool_settings import SettingsWatch, ToolSetting, ToolSettings
 from .writer import RunEvents, Writer
@@ -81,6 +83,7 @@ class Store:
         self.writer = Writer(database, self.failures, local)
         self.reads = Queries(database)
         self.batch_records = Batches(database)
+        self.sessions = Sessions(database)  # named conversations (sessions.py)
         self.settings = ToolSettings(database, notices, self.origin, settings_watch)
         self.listener = (self.writer.listener if redacted_events
                          else RedactingListener(self.redactor, self.writer.listener, self.failures))

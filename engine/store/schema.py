@@ -209,6 +209,31 @@ MIGRATIONS: list[str] = [
     ALTER TABLE tool_settings ADD COLUMN confirm INTEGER;
     ALTER TABLE tool_settings ADD COLUMN config_whole INTEGER NOT NULL DEFAULT 0
     """,
+    # 13: sessions (issue 31): a named conversation and its messages in the OpenAI chat format
+    # (redacted), each row linked to the run of its turn; `busy_run` is the turn holding it
+    # (until `busy_until`, ms), so two turns of one session never interleave (store/sessions.py)
+    """
+    CREATE TABLE IF NOT EXISTS sessions (
+        id            TEXT PRIMARY KEY,
+        principal     TEXT,                     -- the API key name that created it (NULL: the project's own use)
+        created_at    INTEGER NOT NULL,
+        updated_at    INTEGER NOT NULL,
+        turns         INTEGER NOT NULL,
+        input_tokens  INTEGER NOT NULL,
+        output_tokens INTEGER NOT NULL,
+        busy_run      TEXT,
+        busy_until    INTEGER
+    );
+    CREATE INDEX IF NOT EXISTS sessions_updated ON sessions(updated_at);
+    CREATE TABLE IF NOT EXISTS session_messages (
+        session_id TEXT NOT NULL,
+        seq        INTEGER NOT NULL,
+        turn       INTEGER NOT NULL,
+        run_id     TEXT NOT NULL,
+        message    TEXT NOT NULL,               -- JSON, one OpenAI chat message
+        PRIMARY KEY (session_id, seq)
+    ) WITHOUT ROWID
+    """,
 ]
 
 

@@ -59,8 +59,15 @@ class TemporalAgent:
         self.last_result: AgentResult | None = None
 
     async def run(self, messages: str | list[Any], *, on_event: Any = None, run_id: str | None = None,
-                  principal: str | None = None) -> AgentResult:
-        """Run the loop on the workers to a stop; on cancellation the execution is cancelled too."""
+                  principal: str | None = None, session: str | None = None) -> AgentResult:
+        """Run the loop on the workers to a stop; on cancellation the execution is cancelled too.
+        `session`: this front door reads its history from the store and writes the turn at the end."""
+        if session is not None:
+            from ...runtime.turns import session_turn
+
+            run_id = run_id or new_id("run")
+            return await session_turn(lambda sent: self.run(sent, on_event=on_event, run_id=run_id, principal=principal),
+                                      self.engine.sessions, self.engine.project.redactor, session, messages, run_id, principal)
         agent = self.agent
         run, queued = self.engine.open_run(run_id or new_id("run"), on_event, kind="agent", name=agent.model,
                                            principal=principal, approver=agent.approve)

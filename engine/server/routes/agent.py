@@ -13,17 +13,40 @@ from ..._engine import new_id
 from ...errors import AgentSetupError, ErrorCode
 from ...safety.untrusted import arguments_problem
 from ..access import current_principal
-from ..api import SSE_DOC, ApiError, error_responses, jsonable
+from ..api import SSE_DOC, ApiError, error_responses, jsonable, store_call
 from ..auth import Principal
+from ..conversations import SESSION_ID_PATTERN, sessions_of, visible_to
 from ..live import finished_or_left, stream
 from ..service import Service
 from ..sse import wants_event_stream
 
 
-class ChatMessageIn(BaseModel):
+class FunctionIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    role: Literal["system", "user", "assistant"]
-    content: str
+    name: str
+    arguments: str = ""
+
+
+class ToolCallIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: str
+    type: Literal["function"] = "function"
+    function: FunctionIn
+
+
+class ChatMessageIn(BaseModel):
+    """One message in the OpenAI chat format (runtime/turns.py checks that the calls and results match).
+    Other fields an OpenAI message may carry back (`refusal`, `annotations`, `audio`…) are ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str | None = None
+    tool_calls: list[ToolCallIn] | None = None
+    tool_call_id: str | None = None
+    name: str | None = None
+
+    def text(self) -> str:
+        return (self.content or "") + "".join(c.function.arguments for c in self.tool_calls or ())
 
 
 class AgentRequest(BaseModel):
@@ -34,6 +57,9 @@ class AgentRequest(BaseModel):
     enable_tools: bool = Field(True, description="False: the model answers without tools.")
     tool_choice: str = Field("auto", description="auto, none, required, or a tool name.")
     system: str | None = Field(None)
+    session_id: str | None = Field(None, pattern=SESSION_ID_PATTERN, description="Continue this session (created on "
+                                   "first use): its history goes first, and the turn is kept. 409 session_busy while "
+                                   "another turn of it runs.")
     # Limits: each defaults to config/engine.yaml's `agent:` section, and may only be lower.
     max_steps: int | None = Field(None, ge=1, description="Most model calls in the run (default: agent.max_steps).")
     max_parallel_tool_calls: int | None = Field(None, ge=1, description="Tool calls of one turn run at once.")
@@ -42,6 +68,8 @@ class AgentRequest(BaseModel):
     token_budget: int | None = Field(None, ge=1, description="Input + output tokens over the run.")
     max_repeated_calls: int | None = Field(None, ge=2, description="The same call this many times in a row stops the run.")
     max_result_chars: int | None = Field(None, ge=1, description="A tool result is cut to this many characters for the model.")
+    max_history_tokens: int | None = Field(None, ge=1, description="The history is cut to about this many tokens, "
+                                           "dropping the oldest whole turns.")
     background: bool = Field(False, description="Keep running if the client disconnects.")
 
 
@@ -57,7 +85,7 @@ def router(service: Service) -> APIRouter:
         "needed). With `Accept: application/json` (and not text/event-stream) the AgentResult is returned instead. "
         "The prompt (all message contents and `system`) may hold at most `server.max_prompt_chars` characters; "
         "a string holding a lone UTF-16 surrogate is refused (422, naming its place).",
-        responses={200: {"content": SSE_DOC, "description": "The event stream"}, **error_responses(413, 422, 429)},
+        responses={200: {"content": SSE_DOC, "description": "The event stream"}, **error_responses(404, 409, 413, 422, 429)},
     )
     async def agent(request: Request, body: AgentRequest = Body(...), principal: Principal = Depends(current_principal)) -> Any:
         from ...runtime.agent import AgentLimits, as_messages
@@ -76,16 +104,24 @@ def router(service: Service) -> APIRouter:
 
             runner = agent_for(engine, runner)
         _check_prompt_size(body, limits.max_prompt_chars)
-        messages = body.messages if isinstance(body.messages, str) else [m.model_dump() for m in body.messages]
+        messages = body.messages if isinstance(body.messages, str) else [m.model_dump(exclude_none=True) for m in body.messages]
         try:
             parsed = as_messages(messages)
         except ValueError as exc:
             raise ApiError(ErrorCode.INVALID_REQUEST, str(exc)) from None
         if not parsed or not any(m.content.strip() for m in parsed):
             raise ApiError(ErrorCode.INVALID_REQUEST, "messages is empty")
-
-        work = functools.partial(runner.run, parsed, run_id=run_id, principal=principal.name)
-        run = hub.start(run_id, "agent", runner.model, work, principal=principal.name, background=body.background)
+        if body.session_id is not None:  # take it now: busy or another caller's is an answer, not a failed run
+            await _take_session(service, body.session_id, run_id, principal)
+        work = functools.partial(runner.run, parsed, run_id=run_id, principal=principal.name, session=body.session_id)
+        try:
+            run = hub.start(run_id, "agent", runner.model, work, principal=principal.name, background=body.background)
+        except BaseException:
+            if body.session_id is not None:
+                sessions_of(service).release(body.session_id, run_id)
+            raise
+        if body.session_id is not None and run.task is not None:  # however the run ends (even cancelled before it began)
+            run.task.add_done_callback(functools.partial(_let_go, service, body.session_id, run_id))
         accept = request.headers.get("accept") or ""
         if "application/json" in accept and not wants_event_stream(accept):
             if not await finished_or_left(request, run):
@@ -99,7 +135,29 @@ def router(service: Service) -> APIRouter:
 
 
 LIMIT_FIELDS = ("max_steps", "max_parallel_tool_calls", "tool_timeout", "total_timeout", "token_budget",
-                "max_repeated_calls", "max_result_chars")
+                "max_repeated_calls", "max_result_chars", "max_history_tokens")
+
+
+def _let_go(service: Service, session_id: str, run_id: str, _task: Any) -> None:
+    """The run's hold on its session ends with its task (a no-op once the turn was written)."""
+    from ...store import StoreError
+
+    try:
+        sessions_of(service).release(session_id, run_id)
+    except StoreError:  # the hold expires on its own
+        pass
+
+
+async def _take_session(service: Service, session_id: str, run_id: str, principal: Principal) -> None:
+    """Take the session for this run (the run takes it again, a no-op, and lets it go at its end):
+    409 `session_busy` while another turn holds it, 404 when it is another caller's."""
+    from ...errors import SessionError
+
+    sessions = sessions_of(service)
+    try:
+        await store_call(lambda: sessions.begin(session_id, run_id, owner=principal.name, visible=visible_to(principal)))
+    except SessionError as exc:
+        raise ApiError(ErrorCode(exc.code), exc.message, session_id=session_id) from None
 
 
 def _limits(body: AgentRequest, configured: Any) -> Any:
@@ -125,7 +183,7 @@ def _check_untrusted(body: AgentRequest) -> None:
 
 
 def _check_prompt_size(body: AgentRequest, limit: int) -> None:
-    messages = [body.messages] if isinstance(body.messages, str) else [m.content for m in body.messages]
+    messages = [body.messages] if isinstance(body.messages, str) else [m.text() for m in body.messages]
     size = sum(len(text) for text in messages) + len(body.system or "")
     if size > limit:
         raise ApiError(ErrorCode.PROMPT_TOO_LARGE, f"the prompt holds {size:,} characters; this service accepts at most "

@@ -10,10 +10,11 @@ import { loadBroken, markBroken, reloadProject, showBrokenBox } from "./broken.j
 import { FormError, buildForm } from "./forms.js";
 import { closeEditor, openEditor, setupEditor } from "./editor.js";
 import { markdownBox, renderMarkdown } from "./markdown.js";
+import { loadChat, loadConversation, wireChat } from "./chat.js";
 import { Timeline } from "./timeline.js";
 
 const REDACTED = "[REDACTED]";
-const state = { role: null, tools: [], adminTools: null, broken: {}, selected: null, selectedTool: null, form: null, toolRun: null, chat: [], chatAbort: null, runFollow: null, runs: [] };
+const state = { role: null, tools: [], adminTools: null, broken: {}, selected: null, selectedTool: null, form: null, toolRun: null, runFollow: null, runs: [] };
 
 // ─── tools view ─────────────────────────────────────────────────────────────────────────
 
@@ -181,132 +182,7 @@ async function runTool(event) {
   }
 }
 
-// ─── chat view (the agent loop) ─────────────────────────────────────────────────────────
-
-async function loadModels() {
-  const select = $("#chat-model");
-  try {
-    const models = await api("GET", "/v1/models");
-    select.replaceChildren(...models.models.map((name) => el("option", { value: name, text: name })));
-    select.value = models.default;
-  } catch { /* shown by loadTools */ }
-}
-
-function assistantPanel() {
-  const card = el("div", { class: "assistant-card" });
-  const node = el("div", { class: "msg-assistant" }, el("div", { class: "avatar", text: "AI" }), card);
-  $("#chat-messages").append(node);
-  return { node, card, parts: [], calls: new Map(), loading: null };
-}
-
-function textPart(panel) {
-  const last = panel.parts[panel.parts.length - 1];
-  if (last && last.type === "text") return last;
-  const part = { type: "text", text: "", node: el("div", { class: "md assistant-text" }) };
-  panel.parts.push(part);
-  panel.card.insertBefore(part.node, panel.loading);
-  return part;
-}
-
-/** Sets a text part's Markdown; rendered at most once a frame (an answer may stream in thousands of pieces). */
-function setText(part, text) {
-  part.text = text;
-  if (part.frame) return;
-  part.frame = requestAnimationFrame(() => renderText(part));
-}
-
-function renderText(part) {
-  if (part.frame) cancelAnimationFrame(part.frame);
-  part.frame = null;
-  part.node.replaceChildren(renderMarkdown(part.text));
-}
-
-function toolPart(panel, ev, d) {
-  const timeline = el("div", { class: "timeline" });
-  const part = { type: "tool-call", node: el("div", { class: "part-tool", dataset: { toolCallId: ev.tool_call_id, state: "call" } }) };
-  part.timeline = new Timeline(timeline);
-  part.note = el("span", { class: "muted", text: " — calling" });
-  part.node.append(el("div", {}, el("span", { class: "status", text: "tool" }), " ", el("strong", { text: d.tool }), part.note), timeline);
-  part.timeline.add(ev);
-  panel.parts.push(part);
-  panel.calls.set(ev.tool_call_id, part);
-  panel.card.insertBefore(part.node, panel.loading);
-}
-
-function onChatEvent(panel, ev) {
-  const d = ev.data || {};
-  if (ev.type === "model_text_delta") {
-    const part = textPart(panel);
-    setText(part, part.text + (d.text || ""));
-  } else if (ev.type === "tool_call_start") toolPart(panel, ev, d);
-  else if (ev.tool_call_id && panel.calls.has(ev.tool_call_id)) {
-    const part = panel.calls.get(ev.tool_call_id);
-    part.timeline.add(ev);
-    if (ev.type === "tool_call_result" || ev.type === "tool_call_error") {
-      part.node.dataset.state = ev.type === "tool_call_result" ? "result" : "error";
-      part.note.textContent = ev.type === "tool_call_result" ? " — done" : ` — failed (${(d.error || {}).code})`;
-    }
-  } else if (ev.type === "final_answer_delta") setText(textPart(panel), d.text || "");
-  else if (ev.type === "agent_error") panel.card.insertBefore(el("div", { class: "err-text", text: d.message || "the agent failed" }), panel.loading);
-  else if (ev.type === "agent_done") panel.done = d;
-}
-
-function finishPanel(panel) {
-  for (const part of panel.parts) if (part.frame) renderText(part);
-  const hasText = panel.parts.some((p) => p.type === "text" && p.text.trim());
-  const hasCall = panel.parts.some((p) => p.type === "tool-call");
-  const done = panel.done || {};
-  if (hasText) state.chat.push({ role: "assistant", content: done.answer || panel.parts.filter((p) => p.type === "text").map((p) => p.text).join("\n") });
-  else if (hasCall) panel.card.append(el("div", { class: "muted", text: `(The tool-call limit was reached or the run stopped: ${done.stop_reason || "no answer"}; no final answer.)` }));
-  else if (!panel.card.querySelector(".err-text")) panel.card.append(el("div", { class: "err-text", text: "The model returned nothing." }));
-  if (done.usage) {
-    const usage = panel.parts.filter((p) => p.timeline).reduce((sum, p) => ({ input_tokens: sum.input_tokens + p.timeline.totals.input_tokens, output_tokens: sum.output_tokens + p.timeline.totals.output_tokens }), { ...done.usage });
-    panel.card.append(el("div", { class: "usage chat-usage", dataset: { inputTokens: usage.input_tokens, outputTokens: usage.output_tokens } },
-      `${done.steps} model call(s) · ${usageText(usage)}${usage.input_tokens !== done.usage.input_tokens ? " (with the tools' own model calls)" : ""}`));
-  }
-  panel.node.dataset.stopReason = done.stop_reason || "none";
-}
-
-async function sendChat(event) {
-  event.preventDefault();
-  const text = $("#chat-text").value.trim();
-  if (!text || state.chatAbort) return;
-  $("#chat-text").value = "";
-  state.chat.push({ role: "user", content: text });
-  $("#chat-messages").append(el("div", { class: "msg-user", text }));
-  const panel = assistantPanel();
-  panel.loading = el("div", { class: "dots" }, el("span"), el("span"), el("span"));
-  panel.card.append(panel.loading);
-  const controller = new AbortController();
-  state.chatAbort = controller;
-  $("#chat-send").disabled = true;
-  $("#chat-stop").hidden = false;
-  const body = { messages: state.chat, enable_tools: $("#chat-tools").checked };
-  if ($("#chat-model").value) body.model = $("#chat-model").value;
-  try {
-    await stream("POST", "/v1/agent", body, (ev) => onChatEvent(panel, ev), controller.signal);
-  } catch (error) {
-    panel.card.append(el("div", { class: "err-text", text: error.name === "AbortError" ? "Stopped." : error.message }));
-  } finally {
-    panel.loading.remove();
-    finishPanel(panel);
-    state.chatAbort = null;
-    $("#chat-send").disabled = false;
-    $("#chat-stop").hidden = true;
-  }
-}
-
-/** Puts a past conversation back: earlier messages shown and kept, the last user message in the box. */
-function loadConversation(messages, model) {
-  const history = (Array.isArray(messages) ? messages : []).filter((m) => m && typeof m.content === "string" && (m.role === "user" || m.role === "assistant"));
-  const last = history.length && history[history.length - 1].role === "user" ? history.pop() : null;
-  state.chat = history.map((m) => ({ role: m.role, content: m.content }));
-  $("#chat-messages").replaceChildren(...state.chat.map((m) => (m.role === "user"
-    ? el("div", { class: "msg-user", text: m.content })
-    : el("div", { class: "msg-assistant" }, el("div", { class: "avatar", text: "AI" }), el("div", { class: "assistant-card" }, markdownBox(m.content, "md assistant-text"))))));
-  $("#chat-text").value = last ? last.content : "";
-  if (model && [...$("#chat-model").options].some((o) => o.value === model)) $("#chat-model").value = model;
-}
+// ─── chat view: chat.js ─────────────────────────────────────────────────────────────────
 
 // ─── runs view ──────────────────────────────────────────────────────────────────────────
 
@@ -489,15 +365,12 @@ function wire() {
     const key = $("#api-key").value.trim();
     if (key) localStorage.setItem(KEY_STORAGE, key); else localStorage.removeItem(KEY_STORAGE);
     await whoami();
-    await Promise.all([loadTools(), loadModels()]);
+    await Promise.all([loadTools(), loadChat()]);
   });
   $("#tool-form").addEventListener("submit", runTool);
   $("#stop-tool").addEventListener("click", () => state.toolRun && state.toolRun.abort());
   $("#raw-toggle").addEventListener("change", () => setRaw($("#raw-toggle").checked));
-  $("#chat-form").addEventListener("submit", sendChat);
-  $("#chat-text").addEventListener("keydown", (event) => { if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) sendChat(event); });
-  $("#chat-stop").addEventListener("click", () => state.chatAbort && state.chatAbort.abort());
-  $("#chat-clear").addEventListener("click", () => { state.chat = []; $("#chat-messages").replaceChildren(); });
+  wireChat();
   $("#runs-refresh").addEventListener("click", loadRuns);
   $("#runs-status").addEventListener("change", loadRuns);
   $("#runs-kind").addEventListener("change", renderRuns);
@@ -532,7 +405,7 @@ async function afterEdit(name) {
 async function start() {
   wire();
   await whoami();
-  await Promise.all([loadTools(), loadModels()]);
+  await Promise.all([loadTools(), loadChat()]);
   onRoute();
   document.body.dataset.ready = "true";
 }
