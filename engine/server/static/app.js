@@ -9,7 +9,6 @@ import { hideBatch, loadBatches, showBatch } from "./batches.js";
 import { loadBroken, markBroken, reloadProject, showBrokenBox } from "./broken.js";
 import { FormError, buildForm } from "./forms.js";
 import { closeEditor, openEditor, setupEditor } from "./editor.js";
-import { markdownBox, renderMarkdown } from "./markdown.js";
 import { loadChat, loadConversation, wireChat } from "./chat.js";
 import { Timeline } from "./timeline.js";
 
