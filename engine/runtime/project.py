@@ -16,6 +16,7 @@ from typing import Any, Iterable, Literal
 
 from ..errors import ConfigIssue, ErrorCode, StepFailure
 from ..lang.schema import CompiledSchema
+from ..lang.strict_schema import STRICT_FORMS, StrictSchema, openai_function
 from ..providers.base import Provider, ProviderError
 from ..providers.registry import provider_factory
 from ..safety.redaction import Redactor
@@ -36,6 +37,9 @@ class LinkedTool:
     source: str  # file:line where it is declared
     config: dict[str, Any] = field(default_factory=dict)  # the tool type's validated config
     batch_expect: tuple[Any, ...] = ()  # compiled `batch.expect` defaults (engine.batch.expect.Check)
+    # The parameters' OpenAI strict form (engine.lang.strict_schema), computed at link time;
+    # None: the tool is sent non-strict (its schema does not qualify, or `strict: false`).
+    strict: StrictSchema | None = None
     # Set by the Project from its redaction settings: True when closed schemas prove that the
     # (valid) arguments / the result data hold no sensitive key, so events skip the walk.
     arguments_clean: bool = field(default=False, init=False, compare=False)
@@ -46,12 +50,15 @@ class LinkedTool:
         """The router's "matched" progress payload: the same for every call, built once."""
         return {"stage": "matched", "message": f"tool {self.name!r} matched, arguments valid", "executor": self.executor.kind}
 
+    @functools.cached_property
+    def openai_definition(self) -> dict[str, Any]:
+        """What an OpenAI-compatible model is sent: the strict form with `strict: true` when
+        the tool has one (the same dict every time; `skillyard tools --format openai` shows it)."""
+        return openai_function(self.name, self.description, self.parameters, self.strict)
+
     def schema(self, format: Literal["openai", "anthropic", "mcp"]) -> dict[str, Any]:
         if format == "openai":
-            return {
-                "type": "function",
-                "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
-            }
+            return self.openai_definition
         if format == "anthropic":
             return {"name": self.name, "description": self.description, "input_schema": self.parameters}
         if format == "mcp":
@@ -131,6 +138,8 @@ class Project:
     def __post_init__(self) -> None:
         self.redactor = redactor = Redactor(self.settings.redaction.sensitive_keys)
         self._mark_clean(redactor)
+        for tool in self.tools.values():  # what the openai provider sends for each tool definition
+            STRICT_FORMS.add_tool(tool.name, tool.parameters, tool.strict)
 
     def _mark_clean(self, redactor: Redactor) -> None:
         """Decide once which event payloads can skip redaction (see Redactor.schema_is_clean)."""
