@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Collection, Lite
 
 from .errors import AgentSetupError, UsageError
 from .link.linker import load_project
+from .providers.fallback import MODEL_EVENTS
 from .runtime.events import TERMINAL_TOOL_EVENTS, Event, Listener, QueuedListener, SyncListener, prepare_listeners, stream_run, wants_records
 from .runtime.ids import new_id
 from .runtime.project import Project
@@ -22,6 +23,8 @@ from .telemetry.traces import open_traces
 if TYPE_CHECKING:
     from .runtime.agent import Agent, AgentLimits
     from .store import Store
+
+_model_events_to = MODEL_EVENTS.set  # the ContextVar's own C method: no Python frame per call
 
 
 __all__ = ["Backend", "Engine", "new_id"]
@@ -263,6 +266,7 @@ class Engine:
         if self._openers:
             self._open_whole(run, inline)
         run.attach(asyncio.current_task())
+        _model_events_to(run)  # a model fallback during the run reports into it (providers/fallback.py)
         self.runs[run_id] = run
         return run, queued
 

@@ -18,7 +18,7 @@ from ..errors import ConfigIssue, ErrorCode, StepFailure
 from ..lang.schema import CompiledSchema
 from ..lang.strict_schema import STRICT_FORMS, StrictSchema, openai_function
 from ..providers.base import Provider, ProviderError
-from ..providers.registry import provider_factory
+from ..providers.registry import build_provider, provider_factory
 from ..safety.redaction import Redactor
 from ..spec.models import EngineSettings, ModelSpec
 from .contracts import Skill, ToolExecutor
@@ -132,8 +132,9 @@ class Project:
     # again on every reload. None: no such store (a recording engine reads its own).
     settings_source: str | None = None
     redactor: Redactor = field(init=False, repr=False)
-    _providers: dict[str, Provider] = field(default_factory=dict, repr=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _providers: dict[str, Provider] = field(default_factory=dict, repr=False)  # per model name, with fallbacks
+    _own: dict[str, Provider] = field(default_factory=dict, repr=False)  # each model's own provider
+    _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
     def __post_init__(self) -> None:
         self.redactor = redactor = Redactor(self.settings.redaction.sensitive_keys)
@@ -160,7 +161,8 @@ class Project:
             object.__setattr__(tool, "result_clean", result_clean)
 
     def provider(self, model_name: str) -> tuple[Provider, ModelSpec]:
-        """The provider for a model name, created on first use (so a missing key fails only then)."""
+        """The provider for a model name (with its `fallback:` chain), created on first use (so
+        a missing key fails only then)."""
         spec = self.models.get(model_name)
         if spec is None:
             raise StepFailure(
@@ -172,15 +174,29 @@ class Project:
             return cached, spec
         with self._lock:
             if model_name not in self._providers:
+                try:
+                    self._providers[model_name] = build_provider(model_name, self.models, self._own_provider)
+                except ProviderError as exc:
+                    raise StepFailure(ErrorCode.EXECUTION_ERROR, str(exc)) from None
+            return self._providers[model_name], spec
+
+    def _own_provider(self, model_name: str) -> Provider:
+        """A model's own provider (no fallback), made once; a ProviderError when it cannot be."""
+        with self._lock:
+            made = self._own.get(model_name)
+            if made is None:
+                spec = self.models[model_name]
                 factory = provider_factory(spec.provider)
                 if factory is None:
-                    raise StepFailure(ErrorCode.EXECUTION_ERROR, f"model {model_name!r} uses unknown provider {spec.provider!r}")
-                resolved = spec.model_copy(update={"api_key": interpolate_env(spec.api_key, f"model {model_name!r}")})
+                    raise ProviderError(f"model {model_name!r} uses unknown provider {spec.provider!r}")
                 try:
-                    self._providers[model_name] = factory(resolved, self.root)
+                    resolved = spec.model_copy(update={"api_key": interpolate_env(spec.api_key, f"model {model_name!r}")})
+                    made = self._own[model_name] = factory(resolved, self.root)
+                except StepFailure as failure:
+                    raise ProviderError(failure.message) from None
                 except ProviderError as exc:
-                    raise StepFailure(ErrorCode.EXECUTION_ERROR, f"model {model_name!r}: {exc}") from None
-            return self._providers[model_name], spec
+                    raise ProviderError(f"model {model_name!r}: {exc}") from None
+            return made
 
     def tool_schemas(
         self, format: Literal["openai", "anthropic", "mcp"] = "openai", allowed_tools: Iterable[str] | None = None
