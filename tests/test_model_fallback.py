@@ -215,3 +215,21 @@ def test_the_chain_follows_each_fallback_s_own_list_depth_first_each_model_once(
     }
     assert fallback_chain("a", models) == ["a", "b", "d", "c"]
     assert fallback_chain("c", models) == ["c"]
+
+
+def test_the_failed_model_s_key_echoed_in_its_error_reaches_no_event(tmp_path: Path, servers: tuple[FakeServer, FakeServer]) -> None:
+    first, second = servers
+    planted = "sk-planted-fallback-7f3a9c"
+    first.script(WIRE.status(502, f"upstream rejected key {planted}"))
+    second.script(WIRE.reply("fine"))
+    models = two_models(first.url, second.url)
+    models["primary"]["api_key"] = planted
+    engine = Engine.from_dir(write(tmp_path / "p", models))
+    try:
+        result, events = run_agent(engine)
+    finally:
+        engine.close()
+    assert result.stop_reason == "answer", result.error
+    fallback = next(e for e in events if e.type == "model_fallback")
+    assert "upstream rejected key [REDACTED]" in fallback.data["reason"]
+    assert planted not in json.dumps([e.to_dict() for e in events])
