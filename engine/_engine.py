@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Collection, Literal, Protocol
 
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from .store import Store
 
 _model_events_to = MODEL_EVENTS.set  # the ContextVar's own C method: no Python frame per call
+_weak = weakref.ref
 
 
 __all__ = ["Backend", "Engine", "new_id"]
@@ -266,7 +268,8 @@ class Engine:
         if self._openers:
             self._open_whole(run, inline)
         run.attach(asyncio.current_task())
-        _model_events_to(run)  # a model fallback during the run reports into it (providers/fallback.py)
+        if self._project.falls_back:  # a model fallback reports into the run; weak: the task's context holds it
+            _model_events_to(_weak(run))
         self.runs[run_id] = run
         return run, queued
 

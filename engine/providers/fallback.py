@@ -35,8 +35,10 @@ class EventSink(Protocol):
     def emit(self, type: Any, data: dict[str, Any]) -> Any: ...
 
 
-# The run a model request is made for: set by the Engine when it opens a run (None outside one).
-MODEL_EVENTS: contextvars.ContextVar[EventSink | None] = contextvars.ContextVar("skillyard_model_events", default=None)
+# The run a model request is made for, by a weak reference (the run holds its task, the task
+# its context): set by the Engine when it opens a run; None outside one.
+MODEL_EVENTS: contextvars.ContextVar[Callable[[], EventSink | None] | None] = contextvars.ContextVar(
+    "skillyard_model_events", default=None)
 
 
 def fallback_chain(name: str, models: dict[str, ModelSpec]) -> list[str]:
@@ -96,7 +98,8 @@ class FallbackProvider:
 
 def _announce(failed: str, next_model: str, reason: str) -> None:
     """The `model_fallback` event, in the run the request is made for (none outside a run)."""
-    run = MODEL_EVENTS.get()
+    ref = MODEL_EVENTS.get()
+    run = ref() if ref is not None else None
     if run is not None and not run.done:
         run.emit("model_fallback", {"from": failed, "to": next_model, "reason": reason})
     else:

@@ -132,6 +132,7 @@ class Project:
     # again on every reload. None: no such store (a recording engine reads its own).
     settings_source: str | None = None
     redactor: Redactor = field(init=False, repr=False)
+    falls_back: bool = field(init=False, repr=False)  # some model has `fallback:` (its runs mark themselves)
     _providers: dict[str, Provider] = field(default_factory=dict, repr=False)  # per model name, with fallbacks
     _own: dict[str, Provider] = field(default_factory=dict, repr=False)  # each model's own provider
     _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
@@ -139,6 +140,7 @@ class Project:
     def __post_init__(self) -> None:
         self.redactor = redactor = Redactor(self.settings.redaction.sensitive_keys)
         self._mark_clean(redactor)
+        self.falls_back = any(spec.fallback for spec in self.models.values())
         for tool in self.tools.values():  # what the openai provider sends for each tool definition
             STRICT_FORMS.add_tool(tool.name, tool.parameters, tool.strict)
 
