@@ -143,6 +143,10 @@ class Project:
         self.falls_back = any(spec.fallback for spec in self.models.values())
         for tool in self.tools.values():  # what the openai provider sends for each tool definition
             STRICT_FORMS.add_tool(tool.name, tool.parameters, tool.strict)
+        for skill in self.skills.values():  # and for each answer schema (response_format), computed now
+            produced = skill.produces
+            if isinstance(produced, dict) and produced.get("type") == "object":
+                STRICT_FORMS.output(produced)
 
     def _mark_clean(self, redactor: Redactor) -> None:
         """Decide once which event payloads can skip redaction (see Redactor.schema_is_clean)."""
