@@ -202,7 +202,8 @@ def test_unknown_fallback_names_and_cycles_are_load_errors_at_their_line(tmp_pat
         Engine.from_dir(write(tmp_path / "p", {}, text))
     message = str(caught.value)
     assert "config/models.yaml:5:" in message and "model 'a' falls back to unknown model 'bee'" in message
-    assert "config/models.yaml:9:" in message and "model 'b' falls back to 'c', which falls back to 'b' again (a cycle)" in message
+    assert "known: a, b, c, mock" in message
+    assert "config/models.yaml:9:" in message and "model 'b' falls back to 'c', whose fallbacks lead back to 'b' (a cycle)" in message
     assert "config/models.yaml:12:" in message and "model 'c' falls back to 'a'" in message
 
 

@@ -193,10 +193,10 @@ class _Linker:
             for index, other in enumerate(entry.spec.fallback):
                 if other not in models:
                     self.issues.add(entry.loc("fallback", index), f"model {name!r} falls back to unknown model {other!r}",
-                                    suggest(other, models) or f"use one of: {', '.join(sorted(models))}")
+                                    suggest(other, models))
                 elif other == name or name in _reachable(models, other):
-                    self.issues.add(entry.loc("fallback", index), f"model {name!r} falls back to {other!r}, which "
-                                    f"falls back to {name!r} again (a cycle)", f"remove {other!r} from one of the lists")
+                    self.issues.add(entry.loc("fallback", index), f"model {name!r} falls back to {other!r}, whose "
+                                    f"fallbacks lead back to {name!r} (a cycle)", "remove one model from one of the lists")
 
     # ─── skills ───────────────────────────────────────────────────────────────────────
 
