@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Collection, Literal, Protocol
 
 from .errors import AgentSetupError, UsageError
 from .link.linker import load_project
+from .providers.fallback import MODEL_EVENTS
 from .runtime.events import TERMINAL_TOOL_EVENTS, Event, Listener, QueuedListener, SyncListener, prepare_listeners, stream_run, wants_records
 from .runtime.ids import new_id
 from .runtime.project import Project
@@ -23,6 +25,9 @@ if TYPE_CHECKING:
     from .runtime.agent import Agent, AgentLimits
     from .store import Store
     from .store.sessions import Sessions
+
+_model_events_to = MODEL_EVENTS.set  # the ContextVar's own C method: no Python frame per call
+_weak = weakref.ref
 
 
 __all__ = ["Backend", "Engine", "new_id"]
@@ -276,6 +281,8 @@ class Engine:
         if self._openers:
             self._open_whole(run, inline)
         run.attach(asyncio.current_task())
+        if self._project.falls_back:  # a model fallback reports into the run; weak: the task's context holds it
+            _model_events_to(_weak(run))
         self.runs[run_id] = run
         return run, queued
 

@@ -97,7 +97,8 @@ def test_structured_output_falls_back_when_refused(server: FakeServer) -> None:
     response = ask(p, ModelRequest(HELLO.messages, output_schema=PLAN))
     assert json.loads(response.text) == {"title": "Engineer"}
     first, second = server.bodies
-    assert first["response_format"] == {"type": "json_schema", "json_schema": {"name": "output", "schema": PLAN}}
+    strict_plan = {**PLAN, "additionalProperties": False}  # it qualifies for strict mode (docs/configuration.md)
+    assert first["response_format"] == {"type": "json_schema", "json_schema": {"name": "output", "schema": strict_plan, "strict": True}}
     assert second["response_format"] == {"type": "json_object"}
     server.script(WIRE.reply('{"title": "x"}'))  # the provider remembers what the server accepts
     ask(p, ModelRequest(HELLO.messages, output_schema=PLAN))

@@ -21,6 +21,7 @@ from ..errors import ConfigError, ConfigIssue, IssueCollector, Location
 from ..executors.workflow import WorkflowExecutor
 from ..lang.schema import CompiledSchema, SchemaReader, schema_problem_details
 from ..lang.schema_keywords import warn_unknown_keywords
+from ..lang.strict_schema import NotStrict, to_strict
 from ..lang.templating import ENV as TEMPLATE_ENV
 from ..lang.templating import check_template
 from ..providers.registry import known_providers, provider_factory
@@ -155,6 +156,8 @@ class _Linker:
         tools = {}
         for entry in self.specs.tools.values():
             tool = self._tool(entry)
+            if tool is not None and entry.spec.strict is not False:
+                tool = self._strict(entry, tool)
             if tool is not None and entry.spec.batch is not None and entry.spec.batch.expect is not None:
                 tool = self._batch_defaults(entry, tool)
             if tool is not None:
@@ -190,10 +193,22 @@ class _Linker:
                     f"model {name!r} uses unknown provider {entry.spec.provider!r}",
                     f"use one of: {', '.join(known_providers())}",
                 )
+        self._fallbacks(models)
         if self.specs.default_model not in models and not self.specs.reported("models", self.specs.default_model):
             where = self.specs.default_model_loc or Location("config/models.yaml")
             self.issues.add(where, f"default model {self.specs.default_model!r} is not defined", f"define it under models: or use one of {', '.join(sorted(models))}")
         return models
+
+    def _fallbacks(self, models: dict[str, ModelSpec]) -> None:
+        """`fallback:` names models of this file, and no chain of them comes back to where it began."""
+        for name, entry in self.specs.models.items():
+            for index, other in enumerate(entry.spec.fallback):
+                if other not in models:
+                    self.issues.add(entry.loc("fallback", index), f"model {name!r} falls back to unknown model {other!r}",
+                                    suggest(other, models))
+                elif other == name or name in _reachable(models, other):
+                    self.issues.add(entry.loc("fallback", index), f"model {name!r} falls back to {other!r}, whose "
+                                    f"fallbacks lead back to {name!r} (a cycle)", "remove one model from one of the lists")
 
     # ─── skills ───────────────────────────────────────────────────────────────────────
 
@@ -355,6 +370,19 @@ class _Linker:
         self.mcp = link_mcp_servers(self.specs.root, self.specs.mcp_servers, taken, self.specs.settings.limits.tool_timeout)
         return dict(self.mcp.tools)
 
+    def _strict(self, entry: Entry[ToolSpec], tool: LinkedTool) -> LinkedTool | None:
+        """The tool with its OpenAI strict form (engine.lang.strict_schema) when its parameters
+        qualify; `strict: true` makes one that does not a load error at the keyword."""
+        form = to_strict(tool.parameters)
+        if isinstance(form, NotStrict):
+            if entry.spec.strict is not True:
+                return tool
+            where = entry.loc("parameters", *form.path, key=True) if entry.spec.parameters is not None else entry.loc("strict")
+            self.issues.add(where, f"tool {entry.name!r} has strict: true, but its parameters cannot be sent in OpenAI "
+                            f"strict mode: {form}", "remove that keyword (check it in the tool instead), or set strict: false")
+            return None
+        return dataclasses.replace(tool, strict=form)
+
     def _batch_defaults(self, entry: Entry[ToolSpec], tool: LinkedTool) -> LinkedTool | None:
         """`batch.expect`, compiled now so a bad expectation is a load error at its line."""
         expect = entry.spec.batch.expect  # type: ignore[union-attr]
@@ -400,6 +428,19 @@ class _Linker:
             self.issues.add(entry.loc("parameters"), "tool parameters must be a JSON Schema with `type: object`", "model APIs pass arguments as one object; wrap them under properties:")
             return False
         return True
+
+
+def _reachable(models: dict[str, ModelSpec], start: str) -> set[str]:
+    """Every model a request to `start` may fall back to, through the others' `fallback:` too."""
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        spec = models.get(todo.pop())
+        for other in spec.fallback if spec is not None else ():
+            if other not in seen:
+                seen.add(other)
+                todo.append(other)
+    return seen
 
 
 def _template_place(entry: Entry[Any], field: str, line: int) -> str:

@@ -36,11 +36,13 @@ class ChatMessage:
 @dataclass(frozen=True, slots=True)
 class Usage:
     """Tokens a model answer used. `cost_usd` is set by the engine (engine.pricing) from the
-    model's configured prices, never by a provider; None: no prices, so no cost is claimed."""
+    model's configured prices, never by a provider; None: no prices, so no cost is claimed.
+    `model`: set when a fallback model answered (providers/fallback.py), which priced it."""
 
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float | None = None
+    model: str | None = None
 
     def __add__(self, other: "Usage") -> "Usage":
         mine, theirs = self.cost_usd, other.cost_usd

@@ -17,9 +17,10 @@ PER = 1_000_000  # prices are per million tokens
 
 
 def priced(usage: Usage, prices: PricesSpec | None) -> Usage:
-    """`usage` with its cost; unchanged without prices, or when the model reported no tokens
-    (an answer without usage is not a free answer)."""
-    if prices is None or not (usage.input_tokens or usage.output_tokens):
+    """`usage` with its cost; unchanged without prices, when the model reported no tokens
+    (an answer without usage is not a free answer), or when a fallback model answered (its
+    own prices apply, and the fallback provider applied them)."""
+    if prices is None or not (usage.input_tokens or usage.output_tokens) or usage.model is not None:
         return usage
     cost = (usage.input_tokens * prices.input + usage.output_tokens * prices.output) / PER
     return Usage(usage.input_tokens, usage.output_tokens, cost)

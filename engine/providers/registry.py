@@ -2,7 +2,8 @@
 
 The built-in providers (mock, openai, anthropic, scripted) are registered on first lookup and
 imported only when a model uses them, so importing skillyard imports no provider SDK.
-Embedders add their own with `register_provider` (exported by `engine`).
+Embedders add their own with `register_provider` (exported by `engine`). `build_provider` is
+what a model name gets: its provider, wrapped in a FallbackProvider when it has `fallback:`.
 """
 
 from __future__ import annotations
@@ -34,6 +35,16 @@ def register_provider(name: str, factory: ProviderFactory | Callable[[ModelSpec]
 def provider_factory(name: str) -> ProviderFactory | None:
     _register_builtins()
     return _FACTORIES.get(name)
+
+
+def build_provider(name: str, models: dict[str, ModelSpec], build: Callable[[str], Provider]) -> Provider:
+    """The provider a request to model `name` goes to: `build(name)` (the model's own), or,
+    when it has `fallback:`, a FallbackProvider over its chain (providers/fallback.py)."""
+    if not models[name].fallback:
+        return build(name)
+    from .fallback import FallbackProvider, fallback_chain
+
+    return FallbackProvider(fallback_chain(name, models), models, build)
 
 
 def known_providers() -> list[str]:

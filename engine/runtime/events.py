@@ -38,6 +38,7 @@ EventType = Literal[
     "skill_result",
     "skill_error",
     "model_exchange",
+    "model_fallback",
     "tool_call_result",
     "tool_call_error",
     "confirmation_required",

@@ -16,8 +16,9 @@ from typing import Any, Iterable, Literal
 
 from ..errors import ConfigIssue, ErrorCode, StepFailure
 from ..lang.schema import CompiledSchema
+from ..lang.strict_schema import STRICT_FORMS, StrictSchema, openai_function
 from ..providers.base import Provider, ProviderError
-from ..providers.registry import provider_factory
+from ..providers.registry import build_provider, provider_factory
 from ..safety.redaction import Redactor
 from ..spec.models import EngineSettings, ModelSpec
 from .contracts import Skill, ToolExecutor
@@ -42,6 +43,9 @@ class LinkedTool:
     # `parameters` may be the type's own schema (None here)
     declared_description: str = ""
     declared_parameters: dict[str, Any] | None = None
+    # The parameters' OpenAI strict form (engine.lang.strict_schema), computed at link time;
+    # None: the tool is sent non-strict (its schema does not qualify, or `strict: false`).
+    strict: StrictSchema | None = None
     # Set by the Project from its redaction settings: True when closed schemas prove that the
     # (valid) arguments / the result data hold no sensitive key, so events skip the walk.
     arguments_clean: bool = field(default=False, init=False, compare=False)
@@ -52,12 +56,15 @@ class LinkedTool:
         """The router's "matched" progress payload: the same for every call, built once."""
         return {"stage": "matched", "message": f"tool {self.name!r} matched, arguments valid", "executor": self.executor.kind}
 
+    @functools.cached_property
+    def openai_definition(self) -> dict[str, Any]:
+        """What an OpenAI-compatible model is sent: the strict form with `strict: true` when
+        the tool has one (the same dict every time; `skillyard tools --format openai` shows it)."""
+        return openai_function(self.name, self.description, self.parameters, self.strict)
+
     def schema(self, format: Literal["openai", "anthropic", "mcp"]) -> dict[str, Any]:
         if format == "openai":
-            return {
-                "type": "function",
-                "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
-            }
+            return self.openai_definition
         if format == "anthropic":
             return {"name": self.name, "description": self.description, "input_schema": self.parameters}
         if format == "mcp":  # MCP's Tool has an optional display `title`
@@ -133,12 +140,21 @@ class Project:
     settings_source: str | None = None
     reference_secrets: frozenset[str] = frozenset()  # values read from `${env:…}`/`${file:…}` at load
     redactor: Redactor = field(init=False, repr=False)
-    _providers: dict[str, Provider] = field(default_factory=dict, repr=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    falls_back: bool = field(init=False, repr=False)  # some model has `fallback:` (its runs mark themselves)
+    _providers: dict[str, Provider] = field(default_factory=dict, repr=False)  # per model name, with fallbacks
+    _own: dict[str, Provider] = field(default_factory=dict, repr=False)  # each model's own provider
+    _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
     def __post_init__(self) -> None:
         self.redactor = redactor = Redactor(self.settings.redaction.sensitive_keys)
         self._mark_clean(redactor)
+        self.falls_back = any(spec.fallback for spec in self.models.values())
+        for tool in self.tools.values():  # what the openai provider sends for each tool definition
+            STRICT_FORMS.add_tool(tool.name, tool.parameters, tool.strict)
+        for skill in self.skills.values():  # and for each answer schema (response_format), computed now
+            produced = skill.produces
+            if isinstance(produced, dict) and produced.get("type") == "object":
+                STRICT_FORMS.output(produced)
 
     def _mark_clean(self, redactor: Redactor) -> None:
         """Decide once which event payloads can skip redaction (see Redactor.schema_is_clean)."""
@@ -159,7 +175,8 @@ class Project:
             object.__setattr__(tool, "result_clean", result_clean)
 
     def provider(self, model_name: str) -> tuple[Provider, ModelSpec]:
-        """The provider for a model name, created on first use (so a missing key fails only then)."""
+        """The provider for a model name (with its `fallback:` chain), created on first use (so
+        a missing key fails only then)."""
         spec = self.models.get(model_name)
         if spec is None:
             raise StepFailure(
@@ -171,15 +188,29 @@ class Project:
             return cached, spec
         with self._lock:
             if model_name not in self._providers:
+                try:
+                    self._providers[model_name] = build_provider(model_name, self.models, self._own_provider)
+                except ProviderError as exc:
+                    raise StepFailure(ErrorCode.EXECUTION_ERROR, str(exc)) from None
+            return self._providers[model_name], spec
+
+    def _own_provider(self, model_name: str) -> Provider:
+        """A model's own provider (no fallback), made once; a ProviderError when it cannot be."""
+        with self._lock:
+            made = self._own.get(model_name)
+            if made is None:
+                spec = self.models[model_name]
                 factory = provider_factory(spec.provider)
                 if factory is None:
-                    raise StepFailure(ErrorCode.EXECUTION_ERROR, f"model {model_name!r} uses unknown provider {spec.provider!r}")
-                resolved = spec.model_copy(update={"api_key": interpolate_env(spec.api_key, f"model {model_name!r}")})
+                    raise ProviderError(f"model {model_name!r} uses unknown provider {spec.provider!r}")
                 try:
-                    self._providers[model_name] = factory(resolved, self.root)
+                    resolved = spec.model_copy(update={"api_key": interpolate_env(spec.api_key, f"model {model_name!r}")})
+                    made = self._own[model_name] = factory(resolved, self.root)
+                except StepFailure as failure:
+                    raise ProviderError(failure.message) from None
                 except ProviderError as exc:
-                    raise StepFailure(ErrorCode.EXECUTION_ERROR, f"model {model_name!r}: {exc}") from None
-            return self._providers[model_name], spec
+                    raise ProviderError(f"model {model_name!r}: {exc}") from None
+            return made
 
     def tool_schemas(
         self, format: Literal["openai", "anthropic", "mcp"] = "openai", allowed_tools: Iterable[str] | None = None

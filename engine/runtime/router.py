@@ -1,8 +1,10 @@
 """The router: the only door from a tool call to real work.
 
 unknown tool → allow/deny policy → per-call subset → enabled → arguments parse as JSON →
-JSON Schema (every error, with JSON Pointers) → defaults → confirmation → executor under
-the tool's timeout. It never raises for a bad call; it returns a ToolResult with a code.
+JSON Schema (every error, with JSON Pointers; a tool sent in OpenAI strict mode first loses
+the nulls a model sent for its optional properties, checked only when the arguments fail) →
+defaults → confirmation → executor under the tool's timeout. It never raises for a bad call;
+it returns a ToolResult with a code.
 """
 
 from __future__ import annotations
@@ -167,6 +169,12 @@ def _parse_arguments(arguments: Any, problem: str | Problem | None, tool: Linked
         )
     if valid or tool.validator.is_valid(arguments):  # `valid`: the router already checked this object
         return tool.validator.with_defaults(arguments) if tool.validator.has_defaults else arguments
+    if tool.strict is not None:  # strict mode lets a model send null for an optional property: dropped
+        trimmed = tool.strict.drop_nulls(arguments)
+        if trimmed is not arguments:
+            if tool.validator.is_valid(trimmed):
+                return tool.validator.with_defaults(trimmed) if tool.validator.has_defaults else trimmed
+            arguments = trimmed  # what else is wrong is reported without those nulls
     violations = tool.validator.check(arguments)
     summary = "; ".join(f"{v.pointer or '/'}: {v.message}" for v in violations[:5])
     raise StepFailure(

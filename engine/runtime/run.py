@@ -107,6 +107,7 @@ class Run:
         "run_id", "_seq", "_listeners", "_redact", "kind", "name", "principal", "status", "result", "error",
         "started_at", "finished_at", "approver", "approval_timeout", "_pending", "_task", "_on_end", "_records",
         "max_events",
+        "__weakref__",  # a model fallback finds the run of its request by a weak reference (providers/fallback.py)
     )
 
     def __init__(

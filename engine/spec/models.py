@@ -54,6 +54,11 @@ class ToolSpec(_Spec):
     config: dict[str, Any] = Field(default_factory=dict, description="Settings for the tool type.")
     timeout: Duration | None = Field(default=None, description="Time limit for one call.")
     confirm: StrictBool = Field(default=False, description="Ask for approval before every call.")
+    strict: StrictBool | None = Field(
+        default=None,
+        description="OpenAI strict mode for this tool's definition: true forces it (a schema that cannot be strict "
+        "is a load error), false turns it off; not set: strict whenever the parameters qualify.",
+    )
     batch: BatchSpec | None = Field(default=None, description="Defaults for `skillyard batch` (docs/batch.md).")
 
 
@@ -233,6 +238,11 @@ class ModelSpec(_Spec):
     )
     reasoning: ReasoningSpec | None = Field(
         default=None, description="A reasoning model's thinking: {enabled, effort, budget_tokens, send}."
+    )
+    fallback: list[str] = Field(
+        default_factory=list,
+        description="Models (names in this file) that take the same request, in order, when this one fails "
+        "for a reason worth retrying elsewhere (connection, timeout, 5xx, 429, overloaded).",
     )
 
 
