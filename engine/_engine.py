@@ -277,10 +277,9 @@ class Engine:
         inline, queued = prepare_listeners(listeners)  # new lists: a later subscribe() does not reach this run
         records = self._records_wanted or (on_event is not None and wants_records((on_event,)))
         run = Run(run_id, inline, self._project.redactor.for_run(), kind, name, principal, approver, approval_timeout,
-                  records, self._project.settings.limits.max_events_per_run)
+                  records, self._project.settings.limits.max_events_per_run, asyncio.current_task())
         if self._openers:
             self._open_whole(run, inline)
-        run.attach(asyncio.current_task())
         if self._project.falls_back:  # a model fallback reports into the run; weak: the task's context holds it
             _model_events_to(_weak(run))
         self.runs[run_id] = run

@@ -133,14 +133,14 @@ def test_tool_definitions_are_sent_strict_exactly_as_documented_and_listed(engin
     result, _ = agent_run(engine, ["search", "loose"])
     assert result.stop_reason == "answer", result.error
     sent = server.bodies[0]["tools"]
-    assert sent == [SEARCH_SENT, LOOSE_SENT]
+    assert sent == [LOOSE_SENT, SEARCH_SENT]  # lists follow `order`, then the name
 
     # `skillyard tools --json --format openai` and GET /v1/tools?format=openai show exactly that.
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         assert main(["tools", "--dir", str(tmp_path / "project"), "--json", "--format", "openai"]) == 0
     listed = {t["function"]["name"]: t for t in json.loads(out.getvalue())}
-    assert [listed["search"], listed["loose"]] == sent
+    assert [listed["loose"], listed["search"]] == sent
     from engine.server import create_app
 
     async def get() -> Any:
@@ -149,7 +149,7 @@ def test_tool_definitions_are_sent_strict_exactly_as_documented_and_listed(engin
             return (await client.get("/v1/tools?format=openai")).json()
 
     served = {t["function"]["name"]: t for t in asyncio.run(get())}
-    assert [served["search"], served["loose"]] == sent
+    assert [served["loose"], served["search"]] == sent
 
 
 def test_a_null_optional_argument_is_accepted_and_dropped_before_the_tool(engine: Engine, server: FakeServer) -> None:

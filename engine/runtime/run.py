@@ -122,9 +122,11 @@ class Run:
         approval_timeout: float = 600.0,
         records: bool | None = None,
         max_events: int = 1 << 62,
+        task: "asyncio.Task[Any] | None" = None,
     ):
         """`records`: whether a listener is a record sink (None: look at the listeners).
-        `max_events`: the most events it may emit before its end."""
+        `max_events`: the most events it may emit before its end. `task`: the task that executes
+        the run (what `cancel` cancels; None: it is not running here)."""
         self.run_id = run_id
         self._seq = 0
         self._listeners = listeners
@@ -142,7 +144,7 @@ class Run:
         self.approver = approver  # None: a confirmation nobody can give is denied at once
         self.approval_timeout = approval_timeout
         self._pending: dict[str, asyncio.Future[bool]] = {}
-        self._task: asyncio.Task[Any] | None = None
+        self._task = task
         self._on_end: list[Callable[["Run"], None]] = []
         self.max_events = max_events
 
@@ -255,10 +257,6 @@ class Run:
     @property
     def done(self) -> bool:
         return self.finished_at is not None
-
-    def attach(self, task: "asyncio.Task[Any] | None") -> None:
-        """The task that executes this run (what `cancel` cancels)."""
-        self._task = task
 
     def on_end(self, callback: Callable[["Run"], None]) -> None:
         """Call `callback(run)` once the run has ended (at once if it has)."""
