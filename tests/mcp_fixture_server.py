@@ -105,9 +105,16 @@ def env_probe() -> dict:
     return {"planted": os.environ.get("PLANTED_PARENT_SECRET", "absent"), "token": os.environ.get("FIXTURE_TOKEN", "absent")}
 
 
+@server.tool()
+def whoami(ctx: Context) -> str:
+    """Over HTTP: whether the Authorization header is the one FIXTURE_EXPECT_TOKEN names (never echoed)."""
+    request = ctx.request_context.request
+    header = request.headers.get("authorization", "") if request is not None else ""
+    return "authorized" if header and header == "Bearer " + os.environ.get("FIXTURE_EXPECT_TOKEN", "-") else "refused"
+
+
 if __name__ == "__main__":
     if len(sys.argv) > 2 and sys.argv[1] == "http":
-        server.settings.port = int(sys.argv[2])
-        server.run("streamable-http")
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
     else:
         server.run()
