@@ -95,7 +95,7 @@ class Color(BaseModel):
 async def ask(ctx: Context) -> str:
     """Asks the user for a colour (elicitation)."""
     answer = await ctx.elicit("Which colour?", Color)
-    return f"{answer.action}: {answer.data.color if answer.action == 'accept' else '-'}"
+    return f"{answer.action}: {f'{answer.data.color}/{answer.data.shade}' if answer.action == 'accept' else '-'}"
 
 
 @server.tool()

@@ -155,7 +155,7 @@ def test_elicitation_is_answered_like_an_approval_and_declined_with_no_one_to_as
         declined = engine.call_tool_sync("fx_ask", {})
     finally:
         engine.close()
-    assert value(accepted) == "accept: blue"  # the requested schema's default
+    assert value(accepted) == "accept: blue/3"  # the requested schema's defaults
     assert asked == [("fx_ask", "Which colour?")]
     [question] = [e.data for e in events if e.type == "input_required"]
     assert question["requested_schema"]["properties"]["color"]["default"] == "blue"

@@ -18,6 +18,7 @@ import mcp_types as types
 from ...logging import logger
 from ...runtime.context import RunContext
 from ...spec.mcp_config import McpServerSpec
+from .answers import answer_values
 
 
 @dataclass(frozen=True)
@@ -28,10 +29,12 @@ class _InFlight:
 
 @dataclass(frozen=True)
 class Asking:
-    """What an approver is shown of a server asking for input (fits runtime.run.ToolToApprove)."""
+    """What an approver is shown of a server asking for input (fits runtime.run.ToolToApprove);
+    `requested_schema` tells a terminal or a page which values to ask for."""
 
     name: str
     description: str
+    requested_schema: dict[str, Any]
 
 
 class CallRouting:
@@ -79,10 +82,15 @@ class CallRouting:
             return types.ElicitResult(action="decline")
         question = {"server": self.server, "message": params.message, "requested_schema": _plain(schema)}
         asked = asyncio.run_coroutine_threadsafe(ask_for_input(target.run, question), target.loop)
-        approved = await asyncio.wrap_future(asked)
-        if not approved:
+        answer = await asyncio.wrap_future(asked)
+        if answer is False:
             return types.ElicitResult(action="decline")
-        return types.ElicitResult(action="accept", content=schema_defaults(question["requested_schema"]))
+        content, problems = answer_values(question["requested_schema"], answer if isinstance(answer, dict) else {})
+        if problems:  # only an approver that did not check (HTTP answers are checked at the door)
+            logger.warning("MCP elicitation answer does not fit the requested schema: declined", server=self.server,
+                           problems="; ".join(f"{v.pointer or '/'}: {v.message}" for v in problems)[:1000])
+            return types.ElicitResult(action="decline")
+        return types.ElicitResult(action="accept", content=content)
 
     async def sample(self, context: Any, params: Any) -> Any:
         """Sampling: declined unless the server's `sampling:` names a model (answered by it)."""
@@ -93,11 +101,13 @@ class CallRouting:
         return await asyncio.wrap_future(asked)
 
 
-async def ask_for_input(run: RunContext, question: dict[str, Any]) -> bool:
-    """An `input_required` event, answered like an approval (terminal, --yes, the approvals endpoint)."""
+async def ask_for_input(run: RunContext, question: dict[str, Any]) -> bool | dict[str, Any]:
+    """An `input_required` event, answered like an approval (terminal, --yes, the approvals
+    endpoint): False (declined), True (the defaults) or the values given."""
     run.events.emit("input_required", question, tool_call_id=run.tool_call_id)
-    asking = Asking(run.tool, f"MCP server {question['server']!r} asks: {question['message']}")
-    return await run.events.ask_approval(asking, question, run.tool_call_id)
+    schema = question["requested_schema"]
+    asking = Asking(run.tool, f"MCP server {question['server']!r} asks: {question['message']}", schema)
+    return await run.events.ask_input(asking, question, run.tool_call_id, schema)
 
 
 async def sample_with_model(run: RunContext, model: str, params: Any) -> Any:
@@ -112,14 +122,6 @@ async def sample_with_model(run: RunContext, model: str, params: Any) -> Any:
     response = await provider.request(ModelRequest(messages=tuple(messages), model=spec.model, max_tokens=params.max_tokens))
     return types.CreateMessageResult(role="assistant", content=types.TextContent(type="text", text=response.text),
                                      model=spec.model or model)
-
-
-def schema_defaults(schema: dict[str, Any]) -> dict[str, Any]:
-    """The requested schema's defaults for its properties (what `--yes` or a plain approval accepts)."""
-    properties = schema.get("properties") if isinstance(schema, dict) else None
-    if not isinstance(properties, dict):
-        return {}
-    return {name: sub["default"] for name, sub in properties.items() if isinstance(sub, dict) and "default" in sub}
 
 
 def _plain(schema: Any) -> dict[str, Any]:
