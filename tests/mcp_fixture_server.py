@@ -99,6 +99,19 @@ async def ask(ctx: Context) -> str:
 
 
 @server.tool()
+async def summarize(text: str, ctx: Context) -> str:
+    """Asks the client's model to summarize `text` (sampling); says who answered, or why not."""
+    try:
+        answer = await ctx.session.create_message(
+            [types.SamplingMessage(role="user", content=types.TextContent(type="text", text=f"Summarize: {text}"))],
+            max_tokens=100, system_prompt="Be brief.")
+    except Exception as exc:  # noqa: BLE001 - the client declined: say so
+        return f"declined: {exc}"
+    content = answer.content if not isinstance(answer.content, list) else answer.content[0]
+    return f"{answer.model} said: {getattr(content, 'text', '')}"
+
+
+@server.tool()
 def env_probe() -> dict:
     """What of the environment this process was given."""
     print("fixture stderr line with token " + os.environ.get("FIXTURE_TOKEN", "none"), file=sys.stderr, flush=True)

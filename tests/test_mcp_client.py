@@ -197,3 +197,21 @@ def test_validate_reports_a_bad_entry_at_its_line(tmp_path: Path, capsys: pytest
     text = out.out + out.err
     assert "config/mcp.yaml:5" in text and "give either `command`" in text
     assert "config/mcp.yaml:8:5: unknown field 'prefx'" in text and "did you mean 'prefix'" in text
+
+
+def test_sampling_is_answered_by_the_named_model_and_declined_without_one(tmp_path: Path) -> None:
+    models = "default: mock\nmodels:\n  helper: {provider: mock, model: mock-helper}\n"
+    with_model = write(project(tmp_path / "with", {"fx": fixture_server(sampling="helper")}), {"config/models.yaml": models})
+    without = write(project(tmp_path / "without", {"fx": fixture_server()}), {"config/models.yaml": models})
+    engine = Engine.from_dir(with_model)
+    try:
+        answered = value(engine.call_tool_sync("fx_summarize", {"text": "PostgreSQL replication lag"}))
+    finally:
+        engine.close()
+    engine = Engine.from_dir(without)
+    try:
+        declined = value(engine.call_tool_sync("fx_summarize", {"text": "PostgreSQL replication lag"}))
+    finally:
+        engine.close()
+    assert answered.startswith("mock-helper said: ") and "PostgreSQL" in answered, answered  # the mock answers from the prompt
+    assert declined.startswith("declined: ") and "sampling is not enabled" in declined
