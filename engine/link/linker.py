@@ -62,11 +62,11 @@ def load_project(root: str | Path = ".", *, tool_settings: "dict[str, ToolSettin
     """
     issues = IssueCollector()
     specs = load_specs(Path(root), issues)
+    linker = _Linker(specs, issues, connect_tool_sources=True)
     if tool_settings:
         from .overlay import apply_tool_settings
 
-        apply_tool_settings(specs, tool_settings, issues)
-    linker = _Linker(specs, issues, connect_tool_sources=True)
+        linker.source_tool_settings = apply_tool_settings(specs, tool_settings, issues)
     project = linker.link()
     project.isolates_broken_tools = isolate_broken_tools
     if issues.issues and (not isolate_broken_tools or project_wide(issues.issues)):
@@ -122,6 +122,7 @@ class _Linker:
         self.specs = specs
         self.connect_tool_sources = connect_tool_sources  # start/connect config/mcp.yaml's servers (not for validate)
         self.mcp: Any = None  # what they added (executors/mcp_client/link.py McpLink)
+        self.source_tool_settings: dict[str, Any] = {}  # stored overrides of their tools (overlay.py)
         self.issues = issues
         self.import_python = import_python
         self.not_imported: list[str] = []  # with import_python=False: what was skipped, and where
@@ -349,8 +350,10 @@ class _Linker:
             return {}
         from ..executors.mcp_client.link import link_mcp_servers
 
+        from .overlay import apply_to_source_tools
+
         self.mcp = link_mcp_servers(self.specs.root, self.specs.mcp_servers, taken, self.specs.settings.limits.tool_timeout)
-        return dict(self.mcp.tools)
+        return apply_to_source_tools(self.mcp.tools, self.source_tool_settings)
 
     def _batch_defaults(self, entry: Entry[ToolSpec], tool: LinkedTool) -> LinkedTool | None:
         """`batch.expect`, compiled now so a bad expectation is a load error at its line."""
