@@ -28,11 +28,11 @@ def echo(text: str) -> str:
 
 
 @server.tool()
-async def slow(steps: int, ctx: Context) -> str:
-    """Count to `steps`, reporting progress and logging each step."""
+async def slow(steps: int, ctx: Context, tag: str = "") -> str:
+    """Count to `steps`, reporting progress and logging each step (with `tag`, to tell calls apart)."""
     for step in range(1, steps + 1):
         await ctx.report_progress(step, steps, f"step {step} of {steps}")
-        await ctx.info(f"working on step {step}")
+        await ctx.info(f"working on step {step}{f' for {tag}' if tag else ''}")
         await asyncio.sleep(0.05)
     return f"counted to {steps}"
 

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import httpx
 import pytest
@@ -84,3 +84,67 @@ def test_a_wrong_token_is_what_the_server_sees(http_server: tuple[str, str], tmp
     called = skillyard("call", "web_whoami", "--dir", str(root), "--no-store", cwd=root)
     assert called.returncode == 0, called.stderr
     assert json.loads(called.stdout) == {"result": "refused"}
+
+
+def test_log_messages_and_questions_reach_their_own_call_when_several_are_in_flight(http_server: tuple[str, str], tmp_path: Path) -> None:
+    import asyncio
+
+    from engine import Engine
+
+    url, token = http_server
+    engine = Engine.from_dir(project(tmp_path, url, token))
+    events: dict[str, list[Any]] = {"A": [], "B": [], "X": [], "Y": []}
+
+    def answer_with(color: str) -> Any:
+        async def approve(tool: Any, args: dict[str, Any], call_id: str) -> dict[str, Any]:
+            await asyncio.sleep(0.2)  # both questions are open at once
+            return {"color": color}
+        return approve
+
+    async def together() -> list[Any]:
+        return await asyncio.gather(
+            engine.call_tool("web_slow", {"steps": 3, "tag": "A"}, on_event=events["A"].append),
+            engine.call_tool("web_slow", {"steps": 3, "tag": "B"}, on_event=events["B"].append),
+            engine.call_tool("web_ask", {}, approve=answer_with("xanadu"), on_event=events["X"].append),
+            engine.call_tool("web_ask", {}, approve=answer_with("yellow"), on_event=events["Y"].append))
+
+    try:
+        results = asyncio.run(together())
+    finally:
+        engine.close()
+    assert [r.data for r in results[2:]] == [{"result": "accept: xanadu/3"}, {"result": "accept: yellow/3"}]
+    for tag in ("A", "B"):
+        logs = [e.data["message"] for e in events[tag] if e.type == "tool_progress_delta" and e.data["stage"] == "log"]
+        assert logs == [f"working on step {n} for {tag}" for n in (1, 2, 3)], (tag, logs)
+    for tag in ("X", "Y"):
+        assert [e.type for e in events[tag]].count("input_required") == 1
+
+
+def test_over_stdio_several_calls_in_flight_ask_nobody(tmp_path: Path) -> None:
+    """stdio carries nothing that ties a server's request to a call: with two in flight, the
+    question is declined (log lines then go to the engine's log, never to the wrong run)."""
+    import asyncio
+
+    from engine import Engine
+
+    servers = {"mcpServers": {"fx": {"command": sys.executable, "args": [FIXTURE]}}}
+    root = write(tmp_path, {"tools.yaml": "tools:\n  local:\n    type: fetch\n    description: A local tool.\n",
+                            "config/mcp.yaml": json.dumps(servers)})
+    engine = Engine.from_dir(root)
+    slow_events: list[Any] = []
+
+    async def approve(tool: Any, args: dict[str, Any], call_id: str) -> bool:
+        return True
+
+    async def together() -> list[Any]:
+        return await asyncio.gather(engine.call_tool("fx_slow", {"steps": 10, "tag": "S"}, on_event=slow_events.append),
+                                    engine.call_tool("fx_ask", {}, approve=approve))
+
+    try:
+        slow, asked = asyncio.run(together())
+    finally:
+        engine.close()
+        registry.close_all()
+    assert slow.error is None and asked.data == {"result": "decline: -"}
+    logs = [e.data["message"] for e in slow_events if e.type == "tool_progress_delta" and e.data["stage"] == "log"]
+    assert all(text.endswith(" for S") for text in logs)

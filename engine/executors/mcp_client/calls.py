@@ -2,14 +2,19 @@
 
 The call runs on the background loop; what reaches the run (progress, log messages, the
 question of an elicitation) is handed to the caller's loop, where the Run lives. A server's
-requests during a call (elicitation, sampling, log messages) name no call, so they belong to
-the one call in flight on that connection; with none (or several) nobody can be asked: an
-elicitation is declined, a log message goes to the engine's log.
+requests during a call (elicitation, sampling, log messages) name no call in the protocol;
+which call they belong to is known where the transport knows it: Streamable HTTP sends them
+on the stream of the call's own POST, and the SDK hands them to our callbacks in the context
+the call wrote that POST from, so `_CALL` (set around each call) names it. Over stdio nothing
+does: they belong to the one call in flight; with several, nobody can be asked (an
+elicitation is declined, sampling refused, a log message goes to the engine's log).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import itertools
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +24,10 @@ from ...logging import logger
 from ...runtime.context import RunContext
 from ...spec.mcp_config import McpServerSpec
 from .answers import answer_values
+
+
+_CALL: contextvars.ContextVar[int | None] = contextvars.ContextVar("skillyard_mcp_call", default=None)
+_KEYS = itertools.count(1)  # one sequence for every connection: a key names one call of this process
 
 
 @dataclass(frozen=True)
@@ -45,15 +54,18 @@ class CallRouting:
         self.spec = spec
         self.session: Any = None
         self._calls: dict[int, _InFlight] = {}
-        self._next = 0
 
-    def _only_call(self) -> _InFlight | None:
+    def _call_asking(self) -> _InFlight | None:
+        """The call a server's request or notification belongs to (module docstring), or None."""
+        key = _CALL.get()
+        if key is not None and key in self._calls:
+            return self._calls[key]
         return next(iter(self._calls.values())) if len(self._calls) == 1 else None
 
     async def call(self, session: Any, tool: str, args: dict[str, Any], run: RunContext, loop: asyncio.AbstractEventLoop,
                    timeout: float | None) -> Any:
         """On the background loop: `tools/call` with progress forwarded; cancelled → notifications/cancelled (the SDK)."""
-        key = self._next = self._next + 1
+        key = next(_KEYS)
         self._calls[key] = _InFlight(run, loop)
 
         async def progress(done: float, total: float | None, message: str | None) -> None:
@@ -61,14 +73,16 @@ class CallRouting:
             text = message or (f"{done:g}/{total:g}" if total else f"{done:g}")
             loop.call_soon_threadsafe(lambda: run.tool_progress("progress", text, **data))
 
+        token = _CALL.set(key)  # this task's context: what the SDK hands our callbacks for this call's stream
         try:
             return await session.call_tool(tool, args, read_timeout_seconds=timeout, progress_callback=progress)
         finally:
+            _CALL.reset(token)
             del self._calls[key]
 
     async def log(self, params: types.LoggingMessageNotificationParams) -> None:
         text = params.data if isinstance(params.data, str) else repr(params.data)
-        target = self._only_call()
+        target = self._call_asking()
         if target is None:
             logger.info("MCP server log message", server=self.server, level=params.level, message=text[:4000])
             return
@@ -76,7 +90,7 @@ class CallRouting:
         target.loop.call_soon_threadsafe(lambda: target.run.tool_progress("log", text[:4000], **extra))
 
     async def elicit(self, context: Any, params: Any) -> types.ElicitResult | types.ErrorData:
-        target = self._only_call()
+        target = self._call_asking()
         schema = getattr(params, "requested_schema", None)
         if target is None or schema is None:  # nobody to ask (or a URL elicitation, which needs a browser)
             return types.ElicitResult(action="decline")
@@ -94,7 +108,7 @@ class CallRouting:
 
     async def sample(self, context: Any, params: Any) -> Any:
         """Sampling: declined unless the server's `sampling:` names a model (answered by it)."""
-        target = self._only_call()
+        target = self._call_asking()
         if self.spec.sampling is None or target is None:
             return types.ErrorData(code=types.INVALID_REQUEST, message="sampling is not enabled for this server")
         asked = asyncio.run_coroutine_threadsafe(sample_with_model(target.run, self.spec.sampling, params), target.loop)
