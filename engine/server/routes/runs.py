@@ -204,11 +204,11 @@ async def approve(
             raise _not_pending(run_id, tool_call_id)
         if not run.answer(tool_call_id, body.approve, _checked_values(body, run.pending_input_schema(tool_call_id))):
             raise _not_pending(run_id, tool_call_id)
-    elif body.values is not None:  # the values would have to travel through the store's notices
-        raise ApiError(ErrorCode.INVALID_REQUEST, "values can only answer a question of a run on this replica",
-                       status=409)
     else:  # a run of another replica (answered there, through the store's notices), or on Temporal
         record = await _stored_run(service, run_id, principal)
+        if body.values is not None:  # the values would have to travel through the store's notices
+            raise ApiError(ErrorCode.INVALID_REQUEST, "values can only answer a question of a run on the replica "
+                           "running it", field="values")
         if tool_call_id not in await service.replicas.pending(record):
             raise _not_pending(run_id, tool_call_id)
         await service.replicas.answer(record, tool_call_id, body.approve)
