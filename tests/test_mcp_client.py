@@ -245,3 +245,12 @@ def test_admin_enable_and_disable_apply_to_a_servers_tools(tmp_path: Path, capsy
     assert main(["tools", "--dir", str(root), "--json"]) == 0
     listed = {t["name"]: t for t in json.loads(capsys.readouterr().out)}
     assert listed["fx_add"]["enabled"] is False and listed["fx_echo"]["enabled"] is True
+
+
+def test_validate_reports_a_sampling_model_set_nowhere(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = write(tmp_path, {"tools.yaml": "tools:\n  local:\n    type: fetch\n    description: x\n",
+                            "config/models.yaml": "models:\n  helper: {provider: mock}\n",
+                            "config/mcp.yaml": "mcpServers:\n  fx:\n    command: x\n    sampling: helpr\n"})
+    assert main(["validate", str(root)]) != 0
+    text = "".join(capsys.readouterr())
+    assert "config/mcp.yaml:4" in text and "sampling model 'helpr'" in text and "did you mean 'helper'" in text

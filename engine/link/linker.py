@@ -31,6 +31,7 @@ from ..skills.python import PythonSkill, signature_problem
 from ..skills.template import TemplateSkill
 from ..skills.tool import ToolSkill
 from ..spec.loader import Entry, LoadedSpecs, load_specs, report_pydantic_error
+from ..spec.mcp_config import check_sampling_models
 from ..spec.models import (
     ModelSpec,
     PromptSkillSpec,
@@ -160,6 +161,7 @@ class _Linker:
                 tool = self._batch_defaults(entry, tool)
             if tool is not None:
                 tools[entry.name] = tool
+        check_sampling_models(self.specs.mcp_servers, models, self.issues)
         if self.connect_tool_sources:
             tools.update(self._tool_sources(set(tools) | set(self.specs.tools)))
         settings = self.specs.settings
