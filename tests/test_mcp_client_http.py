@@ -1,9 +1,12 @@
 """Issue 32 §1: a Streamable HTTP MCP server (the `mcp` SDK's MCPServer, in a subprocess) as a
-tool source, with `headers` holding a `${env:…}` reference that reaches the server and no sink.
+tool source, with `headers` holding a `${env:…}` reference that reaches the server and no sink;
+and log messages and questions reaching their own call with several in flight (and over
+stdio, where nothing ties them to a call, reaching no wrong one).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import socket
@@ -16,6 +19,7 @@ from typing import Any, Iterator
 import httpx
 import pytest
 
+from engine import Engine
 from engine.executors.mcp_client import registry
 from secrets_support import leaks, plant, sink_files, skillyard, write
 
@@ -87,10 +91,6 @@ def test_a_wrong_token_is_what_the_server_sees(http_server: tuple[str, str], tmp
 
 
 def test_log_messages_and_questions_reach_their_own_call_when_several_are_in_flight(http_server: tuple[str, str], tmp_path: Path) -> None:
-    import asyncio
-
-    from engine import Engine
-
     url, token = http_server
     engine = Engine.from_dir(project(tmp_path, url, token))
     events: dict[str, list[Any]] = {"A": [], "B": [], "X": [], "Y": []}
@@ -123,10 +123,6 @@ def test_log_messages_and_questions_reach_their_own_call_when_several_are_in_fli
 def test_over_stdio_several_calls_in_flight_ask_nobody(tmp_path: Path) -> None:
     """stdio carries nothing that ties a server's request to a call: with two in flight, the
     question is declined (log lines then go to the engine's log, never to the wrong run)."""
-    import asyncio
-
-    from engine import Engine
-
     servers = {"mcpServers": {"fx": {"command": sys.executable, "args": [FIXTURE]}}}
     root = write(tmp_path, {"tools.yaml": "tools:\n  local:\n    type: fetch\n    description: A local tool.\n",
                             "config/mcp.yaml": json.dumps(servers)})
