@@ -90,6 +90,8 @@ class ToolAdmin:
         merged_config = {**base.config, **(config or {})}
         if config and self.engine.project.tools[name].executor.kind == "workflow":
             raise ToolAdminError(ErrorCode.INVALID_CONFIG, f"tool {name!r} runs a workflow and has no config to override")
+        if config and self.engine.project.tools[name].executor.kind == "mcp":
+            raise ToolAdminError(ErrorCode.INVALID_CONFIG, f"tool {name!r} is an MCP server's tool: set its server in config/mcp.yaml")
         if config:
             self._check_code_type(self.engine.project.tools[name].executor.kind, name)
             self._check_no_plain_secrets(name, config)

@@ -28,11 +28,11 @@ def echo(text: str) -> str:
 
 
 @server.tool()
-async def slow(steps: int, ctx: Context) -> str:
-    """Count to `steps`, reporting progress and logging each step."""
+async def slow(steps: int, ctx: Context, tag: str = "") -> str:
+    """Count to `steps`, reporting progress and logging each step (with `tag`, to tell calls apart)."""
     for step in range(1, steps + 1):
         await ctx.report_progress(step, steps, f"step {step} of {steps}")
-        await ctx.info(f"working on step {step}")
+        await ctx.info(f"working on step {step}{f' for {tag}' if tag else ''}")
         await asyncio.sleep(0.05)
     return f"counted to {steps}"
 
@@ -95,7 +95,20 @@ class Color(BaseModel):
 async def ask(ctx: Context) -> str:
     """Asks the user for a colour (elicitation)."""
     answer = await ctx.elicit("Which colour?", Color)
-    return f"{answer.action}: {answer.data.color if answer.action == 'accept' else '-'}"
+    return f"{answer.action}: {f'{answer.data.color}/{answer.data.shade}' if answer.action == 'accept' else '-'}"
+
+
+@server.tool()
+async def summarize(text: str, ctx: Context) -> str:
+    """Asks the client's model to summarize `text` (sampling); says who answered, or why not."""
+    try:
+        answer = await ctx.session.create_message(
+            [types.SamplingMessage(role="user", content=types.TextContent(type="text", text=f"Summarize: {text}"))],
+            max_tokens=100, system_prompt="Be brief.")
+    except Exception as exc:  # noqa: BLE001 - the client declined: say so
+        return f"declined: {exc}"
+    content = answer.content if not isinstance(answer.content, list) else answer.content[0]
+    return f"{answer.model} said: {getattr(content, 'text', '')}"
 
 
 @server.tool()
@@ -105,9 +118,16 @@ def env_probe() -> dict:
     return {"planted": os.environ.get("PLANTED_PARENT_SECRET", "absent"), "token": os.environ.get("FIXTURE_TOKEN", "absent")}
 
 
+@server.tool()
+def whoami(ctx: Context) -> str:
+    """Over HTTP: whether the Authorization header is the one FIXTURE_EXPECT_TOKEN names (never echoed)."""
+    request = ctx.request_context.request
+    header = request.headers.get("authorization", "") if request is not None else ""
+    return "authorized" if header and header == "Bearer " + os.environ.get("FIXTURE_EXPECT_TOKEN", "-") else "refused"
+
+
 if __name__ == "__main__":
     if len(sys.argv) > 2 and sys.argv[1] == "http":
-        server.settings.port = int(sys.argv[2])
-        server.run("streamable-http")
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
     else:
         server.run()

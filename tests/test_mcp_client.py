@@ -155,7 +155,7 @@ def test_elicitation_is_answered_like_an_approval_and_declined_with_no_one_to_as
         declined = engine.call_tool_sync("fx_ask", {})
     finally:
         engine.close()
-    assert value(accepted) == "accept: blue"  # the requested schema's default
+    assert value(accepted) == "accept: blue/3"  # the requested schema's defaults
     assert asked == [("fx_ask", "Which colour?")]
     [question] = [e.data for e in events if e.type == "input_required"]
     assert question["requested_schema"]["properties"]["color"]["default"] == "blue"
@@ -197,3 +197,60 @@ def test_validate_reports_a_bad_entry_at_its_line(tmp_path: Path, capsys: pytest
     text = out.out + out.err
     assert "config/mcp.yaml:5" in text and "give either `command`" in text
     assert "config/mcp.yaml:8:5: unknown field 'prefx'" in text and "did you mean 'prefix'" in text
+
+
+def test_sampling_is_answered_by_the_named_model_and_declined_without_one(tmp_path: Path) -> None:
+    models = "default: mock\nmodels:\n  helper: {provider: mock, model: mock-helper}\n"
+    with_model = write(project(tmp_path / "with", {"fx": fixture_server(sampling="helper")}), {"config/models.yaml": models})
+    without = write(project(tmp_path / "without", {"fx": fixture_server()}), {"config/models.yaml": models})
+    engine = Engine.from_dir(with_model)
+    try:
+        answered = value(engine.call_tool_sync("fx_summarize", {"text": "PostgreSQL replication lag"}))
+    finally:
+        engine.close()
+    engine = Engine.from_dir(without)
+    try:
+        declined = value(engine.call_tool_sync("fx_summarize", {"text": "PostgreSQL replication lag"}))
+    finally:
+        engine.close()
+    assert answered.startswith("mock-helper said: ") and "PostgreSQL" in answered, answered  # the mock answers from the prompt
+    assert declined.startswith("declined: ") and "sampling is not enabled" in declined
+
+
+def test_admin_enable_and_disable_apply_to_a_servers_tools(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from engine.server.app import create_app
+
+    root = project(tmp_path, {"fx": fixture_server()})
+    assert main(["tools", "disable", "fx_echo", "--dir", str(root)]) == 0
+    assert "fx_echo: disabled, from mcp:fx" in capsys.readouterr().out
+    engine = Engine.from_dir(root, store=True, stored_settings=True)
+
+    async def admin() -> list[httpx.Response]:
+        app = create_app(engine, api_keys="", mcp=False)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8000") as http:
+            return [await http.patch("/v1/admin/tools/fx_echo", json={"enabled": True}),
+                    await http.patch("/v1/admin/tools/fx_add", json={"config": {"x": 1}}),
+                    await http.patch("/v1/admin/tools/fx_add", json={"enabled": False})]
+
+    try:
+        assert engine.project.tools["fx_echo"].enabled is False
+        assert engine.call_tool_sync("fx_echo", {"text": "x"}).error.code == "tool_disabled"
+        enabled, configured, disabled = asyncio.run(admin())
+        assert enabled.status_code == 200 and enabled.json()["enabled"] is True, enabled.text
+        assert value(engine.call_tool_sync("fx_echo", {"text": "back on"})) == "back on"
+        assert configured.status_code == 422 and "config/mcp.yaml" in configured.json()["error"]["message"]
+        assert disabled.status_code == 200 and engine.call_tool_sync("fx_add", {"a": 1, "b": 2}).error.code == "tool_disabled"
+    finally:
+        engine.close()
+    assert main(["tools", "--dir", str(root), "--json"]) == 0
+    listed = {t["name"]: t for t in json.loads(capsys.readouterr().out)}
+    assert listed["fx_add"]["enabled"] is False and listed["fx_echo"]["enabled"] is True
+
+
+def test_validate_reports_a_sampling_model_set_nowhere(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = write(tmp_path, {"tools.yaml": "tools:\n  local:\n    type: fetch\n    description: x\n",
+                            "config/models.yaml": "models:\n  helper: {provider: mock}\n",
+                            "config/mcp.yaml": "mcpServers:\n  fx:\n    command: x\n    sampling: helpr\n"})
+    assert main(["validate", str(root)]) != 0
+    text = "".join(capsys.readouterr())
+    assert "config/mcp.yaml:4" in text and "sampling model 'helpr'" in text and "did you mean 'helper'" in text

@@ -9,6 +9,7 @@ import threading
 from typing import Any
 
 from ..runtime.run import Approver
+from .elicit_prompt import ask_fields
 
 
 async def _ask(question: str) -> str:
@@ -39,13 +40,20 @@ async def _ask(question: str) -> str:
 def terminal_approver(*, approve_all: bool, stdin_is_input: bool = False) -> Approver:
     """`--yes` approves all; without a terminal (or when stdin carries the input) calls are
     denied; otherwise each call is asked on the terminal, one question at a time, so parallel
-    calls never share a prompt line and each answer reaches its own tool_call_id."""
+    calls never share a prompt line and each answer reaches its own tool_call_id. An MCP
+    server's question for values is asked field by field at a terminal (even with `--yes`);
+    with `--yes` and no terminal it takes the defaults."""
     terminal = asyncio.Lock()
 
-    async def approve(tool: Any, args: dict[str, Any], tool_call_id: str) -> bool:
+    async def approve(tool: Any, args: dict[str, Any], tool_call_id: str) -> bool | dict[str, Any]:
+        terminal_free = not stdin_is_input and sys.stdin.isatty()
+        schema = getattr(tool, "requested_schema", None)  # an MCP server asking for values
+        if isinstance(schema, dict) and terminal_free:
+            async with terminal:
+                return await ask_fields(tool.description, schema, _ask)
         if approve_all:
-            return True
-        if stdin_is_input or not sys.stdin.isatty():
+            return True  # a question for values: its defaults
+        if not terminal_free:
             print(f"  {tool.name} ({tool_call_id}) needs confirmation; no terminal and no --yes: denied", file=sys.stderr)
             return False
         async with terminal:

@@ -32,6 +32,7 @@ from ..skills.python import PythonSkill, signature_problem
 from ..skills.template import TemplateSkill
 from ..skills.tool import ToolSkill
 from ..spec.loader import Entry, LoadedSpecs, load_specs, report_pydantic_error
+from ..spec.mcp_config import check_sampling_models
 from ..spec.models import (
     ModelSpec,
     PromptSkillSpec,
@@ -63,11 +64,11 @@ def load_project(root: str | Path = ".", *, tool_settings: "dict[str, ToolSettin
     """
     issues = IssueCollector()
     specs = load_specs(Path(root), issues)
+    linker = _Linker(specs, issues, connect_tool_sources=True)
     if tool_settings:
         from .overlay import apply_tool_settings
 
-        apply_tool_settings(specs, tool_settings, issues)
-    linker = _Linker(specs, issues, connect_tool_sources=True)
+        linker.source_tool_settings = apply_tool_settings(specs, tool_settings, issues)
     project = linker.link()
     project.isolates_broken_tools = isolate_broken_tools
     if issues.issues and (not isolate_broken_tools or project_wide(issues.issues)):
@@ -123,6 +124,7 @@ class _Linker:
         self.specs = specs
         self.connect_tool_sources = connect_tool_sources  # start/connect config/mcp.yaml's servers (not for validate)
         self.mcp: Any = None  # what they added (executors/mcp_client/link.py McpLink)
+        self.source_tool_settings: dict[str, Any] = {}  # stored overrides of their tools (overlay.py)
         self.issues = issues
         self.import_python = import_python
         self.not_imported: list[str] = []  # with import_python=False: what was skipped, and where
@@ -164,6 +166,7 @@ class _Linker:
                 tools[entry.name] = dataclasses.replace(tool, title=entry.spec.title, order=entry.spec.order,
                                                         declared_description=entry.spec.description,
                                                         declared_parameters=entry.spec.parameters)
+        check_sampling_models(self.specs.mcp_servers, models, self.issues)
         if self.connect_tool_sources:
             tools.update(self._tool_sources(set(tools) | set(self.specs.tools)))
         tools = dict(sorted(tools.items(), key=lambda item: (item[1].order, item[0])))  # every list follows it
@@ -367,8 +370,10 @@ class _Linker:
             return {}
         from ..executors.mcp_client.link import link_mcp_servers
 
+        from .overlay import apply_to_source_tools
+
         self.mcp = link_mcp_servers(self.specs.root, self.specs.mcp_servers, taken, self.specs.settings.limits.tool_timeout)
-        return dict(self.mcp.tools)
+        return apply_to_source_tools(self.mcp.tools, self.source_tool_settings)
 
     def _strict(self, entry: Entry[ToolSpec], tool: LinkedTool) -> LinkedTool | None:
         """The tool with its OpenAI strict form (engine.lang.strict_schema) when its parameters

@@ -4,15 +4,20 @@ Overrides change `enabled`, merge `config` keys (or replace the config whole, af
 admin's PUT) and set the other fields an admin may change (description, title, order,
 parameters, confirm) of a YAML tool; instances add whole tools of a registered type.
 Everything is validated and linked exactly like YAML, so a bad stored config is a
-ConfigError naming the tool and the field, never a half-linked project.
+ConfigError naming the tool and the field, never a half-linked project. The tools of a tool
+source (config/mcp.yaml's servers) are known only once linked: their `enabled` override is
+applied to them then (`apply_to_source_tools`).
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from pydantic import ValidationError
 
 from ..errors import ConfigIssue, IssueCollector
 from ..spec.loader import Entry, LoadedSpecs, report_pydantic_errors
+from ..runtime.project import LinkedTool
 from ..spec.models import ToolSpec
 from ..spec.yaml_source import SourceMap
 from ..store.tool_settings import ToolSetting
@@ -22,7 +27,10 @@ def store_source(name: str) -> SourceMap:
     return SourceMap(f"store:tool_settings[{name}]")
 
 
-def apply_tool_settings(specs: LoadedSpecs, settings: dict[str, ToolSetting], issues: IssueCollector) -> None:
+def apply_tool_settings(specs: LoadedSpecs, settings: dict[str, ToolSetting], issues: IssueCollector) -> dict[str, ToolSetting]:
+    """Layer `settings` over `specs`; returns the overrides of tools not in the YAML (perhaps a
+    tool source's, applied by `apply_to_source_tools` once those are linked)."""
+    unapplied: dict[str, ToolSetting] = {}
     for name, setting in settings.items():
         entry = specs.tools.get(name)
         if setting.is_instance:
@@ -40,7 +48,20 @@ def apply_tool_settings(specs: LoadedSpecs, settings: dict[str, ToolSetting], is
                 specs.tools[name] = Entry(name, spec, store_source(name), ("tools", name))
         elif entry is not None:
             _override(specs, entry, setting, issues)
-        # An override of a tool no longer in the YAML is kept but has nothing to apply to.
+        else:  # kept; it applies to nothing while no tool has the name
+            unapplied[name] = setting
+    return unapplied
+
+
+def apply_to_source_tools(tools: dict[str, LinkedTool], settings: dict[str, ToolSetting]) -> dict[str, LinkedTool]:
+    """A tool source's linked tools with the stored `enabled` overrides applied (they have no
+    config of ours to override: the admin API refuses one)."""
+    out = dict(tools)
+    for name, setting in settings.items():
+        tool = out.get(name)
+        if tool is not None and setting.enabled is not None and tool.enabled != setting.enabled:
+            out[name] = dataclasses.replace(tool, enabled=setting.enabled)
+    return out
 
 
 def _override(specs: LoadedSpecs, entry: Entry[ToolSpec], setting: ToolSetting, issues: IssueCollector) -> None:

@@ -51,7 +51,9 @@ class ToolToApprove(Protocol):
     def description(self) -> str: ...
 
 
-Approver = Callable[[ToolToApprove, dict[str, Any], str], Awaitable[bool]]
+# An approver answers yes or no; to a question asking for values (an MCP server's elicitation,
+# `Run.ask_input`) it may answer with the values instead, which means yes.
+Approver = Callable[[ToolToApprove, dict[str, Any], str], Awaitable["bool | dict[str, Any]"]]
 
 
 def end_status(code: str | None) -> RunStatus:
@@ -106,7 +108,7 @@ class Run:
     __slots__ = (
         "run_id", "_seq", "_listeners", "_redact", "kind", "name", "principal", "status", "result", "error",
         "started_at", "finished_at", "approver", "approval_timeout", "_pending", "_task", "_on_end", "_records",
-        "max_events",
+        "max_events", "_input_schemas",
         "__weakref__",  # a model fallback finds the run of its request by a weak reference (providers/fallback.py)
     )
 
@@ -143,7 +145,8 @@ class Run:
         self.finished_at: int | None = None
         self.approver = approver  # None: a confirmation nobody can give is denied at once
         self.approval_timeout = approval_timeout
-        self._pending: dict[str, asyncio.Future[bool]] = {}
+        self._pending: dict[str, asyncio.Future[bool | dict[str, Any]]] = {}
+        self._input_schemas: dict[str, dict[str, Any]] = {}  # pending questions that take values: their schema
         self._task = task
         self._on_end: list[Callable[["Run"], None]] = []
         self.max_events = max_events
@@ -311,15 +314,34 @@ class Run:
         No approver: denied at once (nobody could answer). No answer within the approval
         timeout: denied.
         """
+        answer = await self._wait_for_answer(tool, args, tool_call_id)
+        return answer is True or isinstance(answer, dict)
+
+    async def ask_input(self, tool: ToolToApprove, question: dict[str, Any], tool_call_id: str,
+                        schema: dict[str, Any]) -> bool | dict[str, Any]:
+        """Like `ask_approval`, for a question that takes values of `schema` (an MCP server's
+        elicitation): False (declined), True (accepted as is) or the values given."""
+        self._input_schemas[tool_call_id] = schema
+        try:
+            return await self._wait_for_answer(tool, question, tool_call_id)
+        finally:
+            self._input_schemas.pop(tool_call_id, None)
+
+    def pending_input_schema(self, tool_call_id: str) -> dict[str, Any] | None:
+        """The schema of the values a pending question takes (None: a plain yes or no)."""
+        return self._input_schemas.get(tool_call_id) if tool_call_id in self.pending_approvals else None
+
+    async def _wait_for_answer(self, tool: ToolToApprove, args: dict[str, Any], tool_call_id: str) -> bool | dict[str, Any]:
         if self.approver is None:
             return False
-        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[bool | dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._pending[tool_call_id] = future
         asked = asyncio.ensure_future(self.approver(tool, args, tool_call_id))
         try:
             async with asyncio.timeout(self.approval_timeout):
                 done, _ = await asyncio.wait((future, asked), return_when=asyncio.FIRST_COMPLETED)
-            return bool(future.result() if future in done else asked.result())
+            answer = future.result() if future in done else asked.result()
+            return answer if isinstance(answer, dict) else bool(answer)
         except TimeoutError:
             return False
         finally:
@@ -328,10 +350,11 @@ class Run:
             if self._pending.get(tool_call_id) is future:
                 del self._pending[tool_call_id]
 
-    def answer(self, tool_call_id: str, approve: bool) -> bool:
-        """Answer a pending approval; False when none is pending under that id."""
+    def answer(self, tool_call_id: str, approve: bool, values: dict[str, Any] | None = None) -> bool:
+        """Answer a pending approval (with `values` for a question that takes them, already
+        checked against its schema); False when none is pending under that id."""
         future = self._pending.get(tool_call_id)
         if future is None or future.done():
             return False
-        future.set_result(approve)
+        future.set_result(values if approve and values is not None else approve)
         return True

@@ -8,7 +8,9 @@ timeout, startup_timeout, sampling). References (`${env:…}`) are read like eve
 
 from __future__ import annotations
 
+import difflib
 import re
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any, Callable
 
@@ -96,6 +98,17 @@ def load_mcp_servers(file: Path, display: str, resolver: Resolver, issues: Issue
         except ValidationError as exc:
             report_pydantic_errors(exc.errors(), source, path, raw, issues)
     return servers
+
+
+def check_sampling_models(servers: list[tuple[str, McpServerSpec, SourceMap]], models: Collection[str],
+                          issues: IssueCollector) -> None:
+    """`sampling:` must name a model of config/models.yaml: a load error at its line otherwise."""
+    for name, spec, source in servers:
+        if spec.sampling is not None and spec.sampling not in models:
+            close = difflib.get_close_matches(spec.sampling, list(models), n=1)
+            hint = f"did you mean {close[0]!r}?" if close else f"known models: {', '.join(sorted(models)[:10]) or 'none'}"
+            issues.add(source.locate(("mcpServers", name, "sampling")),
+                       f"MCP server {name!r}: sampling model {spec.sampling!r} is not a model of config/models.yaml", hint)
 
 
 def as_dict(spec: McpServerSpec) -> dict[str, Any]:

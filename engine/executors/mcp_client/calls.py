@@ -2,14 +2,19 @@
 
 The call runs on the background loop; what reaches the run (progress, log messages, the
 question of an elicitation) is handed to the caller's loop, where the Run lives. A server's
-requests during a call (elicitation, sampling, log messages) name no call, so they belong to
-the one call in flight on that connection; with none (or several) nobody can be asked: an
-elicitation is declined, a log message goes to the engine's log.
+requests during a call (elicitation, sampling, log messages) name no call in the protocol;
+which call they belong to is known where the transport knows it: Streamable HTTP sends them
+on the stream of the call's own POST, and the SDK hands them to our callbacks in the context
+the call wrote that POST from, so `_CALL` (set around each call) names it. Over stdio nothing
+does: they belong to the one call in flight; with several, nobody can be asked (an
+elicitation is declined, sampling refused, a log message goes to the engine's log).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import itertools
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +23,11 @@ import mcp_types as types
 from ...logging import logger
 from ...runtime.context import RunContext
 from ...spec.mcp_config import McpServerSpec
+from .answers import answer_values
+
+
+_CALL: contextvars.ContextVar[int | None] = contextvars.ContextVar("skillyard_mcp_call", default=None)
+_KEYS = itertools.count(1)  # one sequence for every connection: a key names one call of this process
 
 
 @dataclass(frozen=True)
@@ -28,10 +38,12 @@ class _InFlight:
 
 @dataclass(frozen=True)
 class Asking:
-    """What an approver is shown of a server asking for input (fits runtime.run.ToolToApprove)."""
+    """What an approver is shown of a server asking for input (fits runtime.run.ToolToApprove);
+    `requested_schema` tells a terminal or a page which values to ask for."""
 
     name: str
     description: str
+    requested_schema: dict[str, Any]
 
 
 class CallRouting:
@@ -42,15 +54,18 @@ class CallRouting:
         self.spec = spec
         self.session: Any = None
         self._calls: dict[int, _InFlight] = {}
-        self._next = 0
 
-    def _only_call(self) -> _InFlight | None:
+    def _call_asking(self) -> _InFlight | None:
+        """The call a server's request or notification belongs to (module docstring), or None."""
+        key = _CALL.get()
+        if key is not None and key in self._calls:
+            return self._calls[key]
         return next(iter(self._calls.values())) if len(self._calls) == 1 else None
 
     async def call(self, session: Any, tool: str, args: dict[str, Any], run: RunContext, loop: asyncio.AbstractEventLoop,
                    timeout: float | None) -> Any:
         """On the background loop: `tools/call` with progress forwarded; cancelled → notifications/cancelled (the SDK)."""
-        key = self._next = self._next + 1
+        key = next(_KEYS)
         self._calls[key] = _InFlight(run, loop)
 
         async def progress(done: float, total: float | None, message: str | None) -> None:
@@ -58,14 +73,16 @@ class CallRouting:
             text = message or (f"{done:g}/{total:g}" if total else f"{done:g}")
             loop.call_soon_threadsafe(lambda: run.tool_progress("progress", text, **data))
 
+        token = _CALL.set(key)  # this task's context: what the SDK hands our callbacks for this call's stream
         try:
             return await session.call_tool(tool, args, read_timeout_seconds=timeout, progress_callback=progress)
         finally:
+            _CALL.reset(token)
             del self._calls[key]
 
     async def log(self, params: types.LoggingMessageNotificationParams) -> None:
         text = params.data if isinstance(params.data, str) else repr(params.data)
-        target = self._only_call()
+        target = self._call_asking()
         if target is None:
             logger.info("MCP server log message", server=self.server, level=params.level, message=text[:4000])
             return
@@ -73,31 +90,38 @@ class CallRouting:
         target.loop.call_soon_threadsafe(lambda: target.run.tool_progress("log", text[:4000], **extra))
 
     async def elicit(self, context: Any, params: Any) -> types.ElicitResult | types.ErrorData:
-        target = self._only_call()
+        target = self._call_asking()
         schema = getattr(params, "requested_schema", None)
         if target is None or schema is None:  # nobody to ask (or a URL elicitation, which needs a browser)
             return types.ElicitResult(action="decline")
         question = {"server": self.server, "message": params.message, "requested_schema": _plain(schema)}
         asked = asyncio.run_coroutine_threadsafe(ask_for_input(target.run, question), target.loop)
-        approved = await asyncio.wrap_future(asked)
-        if not approved:
+        answer = await asyncio.wrap_future(asked)
+        if answer is False:
             return types.ElicitResult(action="decline")
-        return types.ElicitResult(action="accept", content=schema_defaults(question["requested_schema"]))
+        content, problems = answer_values(question["requested_schema"], answer if isinstance(answer, dict) else {})
+        if problems:  # only an approver that did not check (HTTP answers are checked at the door)
+            logger.warning("MCP elicitation answer does not fit the requested schema: declined", server=self.server,
+                           problems="; ".join(f"{v.pointer or '/'}: {v.message}" for v in problems)[:1000])
+            return types.ElicitResult(action="decline")
+        return types.ElicitResult(action="accept", content=content)
 
     async def sample(self, context: Any, params: Any) -> Any:
         """Sampling: declined unless the server's `sampling:` names a model (answered by it)."""
-        target = self._only_call()
+        target = self._call_asking()
         if self.spec.sampling is None or target is None:
             return types.ErrorData(code=types.INVALID_REQUEST, message="sampling is not enabled for this server")
         asked = asyncio.run_coroutine_threadsafe(sample_with_model(target.run, self.spec.sampling, params), target.loop)
         return await asyncio.wrap_future(asked)
 
 
-async def ask_for_input(run: RunContext, question: dict[str, Any]) -> bool:
-    """An `input_required` event, answered like an approval (terminal, --yes, the approvals endpoint)."""
+async def ask_for_input(run: RunContext, question: dict[str, Any]) -> bool | dict[str, Any]:
+    """An `input_required` event, answered like an approval (terminal, --yes, the approvals
+    endpoint): False (declined), True (the defaults) or the values given."""
     run.events.emit("input_required", question, tool_call_id=run.tool_call_id)
-    asking = Asking(run.tool, f"MCP server {question['server']!r} asks: {question['message']}")
-    return await run.events.ask_approval(asking, question, run.tool_call_id)
+    schema = question["requested_schema"]
+    asking = Asking(run.tool, f"MCP server {question['server']!r} asks: {question['message']}", schema)
+    return await run.events.ask_input(asking, question, run.tool_call_id, schema)
 
 
 async def sample_with_model(run: RunContext, model: str, params: Any) -> Any:
@@ -112,14 +136,6 @@ async def sample_with_model(run: RunContext, model: str, params: Any) -> Any:
     response = await provider.request(ModelRequest(messages=tuple(messages), model=spec.model, max_tokens=params.max_tokens))
     return types.CreateMessageResult(role="assistant", content=types.TextContent(type="text", text=response.text),
                                      model=spec.model or model)
-
-
-def schema_defaults(schema: dict[str, Any]) -> dict[str, Any]:
-    """The requested schema's defaults for its properties (what `--yes` or a plain approval accepts)."""
-    properties = schema.get("properties") if isinstance(schema, dict) else None
-    if not isinstance(properties, dict):
-        return {}
-    return {name: sub["default"] for name, sub in properties.items() if isinstance(sub, dict) and "default" in sub}
 
 
 def _plain(schema: Any) -> dict[str, Any]:

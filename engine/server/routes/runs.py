@@ -12,9 +12,10 @@ from __future__ import annotations
 from typing import Any, AsyncIterator, Literal
 
 from fastapi import APIRouter, Depends, Header, Path as PathParam, Query, Request
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from ...errors import ErrorCode
+from ...executors.mcp_client.answers import answer_values
 from ..access import current_principal
 from ..api import SSE_DOC, ApiError, error_responses, jsonable, store_call
 from ..auth import Principal
@@ -30,6 +31,9 @@ RunId = PathParam(max_length=200)
 class ApprovalRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     approve: bool
+    values: dict[str, Any] | None = Field(default=None, description=(
+        "For an `input_required` question (an MCP server's elicitation): the values of its `requested_schema`; "
+        "omitted fields take the schema's defaults. Only with `approve: true`."))
 
 
 def _unknown(run_id: str) -> ApiError:
@@ -196,14 +200,36 @@ async def approve(
 ) -> dict[str, Any]:
     run = service.engine.runs.get(run_id)
     if run is not None and principal.may_see(run.principal):
-        if not run.answer(tool_call_id, body.approve):
+        if tool_call_id not in run.pending_approvals:
+            raise _not_pending(run_id, tool_call_id)
+        if not run.answer(tool_call_id, body.approve, _checked_values(body, run.pending_input_schema(tool_call_id))):
             raise _not_pending(run_id, tool_call_id)
     else:  # a run of another replica (answered there, through the store's notices), or on Temporal
         record = await _stored_run(service, run_id, principal)
+        if body.values is not None:  # the values would have to travel through the store's notices
+            raise ApiError(ErrorCode.INVALID_REQUEST, "values can only answer a question of a run on the replica "
+                           "running it", field="values")
         if tool_call_id not in await service.replicas.pending(record):
             raise _not_pending(run_id, tool_call_id)
         await service.replicas.answer(record, tool_call_id, body.approve)
     return {"run_id": run_id, "tool_call_id": tool_call_id, "approved": body.approve}
+
+
+def _checked_values(body: ApprovalRequest, schema: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The values of an answer, checked against the question's requested schema (defaults applied)."""
+    if body.values is None:
+        return None
+    if not body.approve:
+        raise ApiError(ErrorCode.INVALID_REQUEST, "`values` go with `approve: true` only", field="values")
+    if schema is None:
+        raise ApiError(ErrorCode.INVALID_REQUEST, "this confirmation is a yes or no: it takes no `values`", field="values")
+    content, problems = answer_values(schema, body.values)
+    if problems:
+        first = problems[0]
+        field = first.pointer.lstrip("/").split("/")[0] or None
+        raise ApiError(ErrorCode.INVALID_ARGUMENTS, f"values{'.' + field if field else ''}: {first.message}",
+                       field=field, violations=[p.as_dict() for p in problems])
+    return content
 
 
 async def cancel(run_id: str = RunId, principal: Principal = Depends(current_principal),

@@ -7,6 +7,7 @@
 
 import { api } from "./api.js";
 import { el, expandable, ms, pretty, usageCost, usageText } from "./dom.js";
+import { elicitBox } from "./elicit.js";
 import { markdownBox } from "./markdown.js";
 
 export const VISIBLE_ITEMS = 10; // forEach items shown; the rest fold into "N more items"
@@ -436,6 +437,13 @@ export class Timeline {
         const call = this.call(ev);
         this.setStatus(call, "waiting");
         call.approval = this.approvalBox(ev, d);
+        call.log.append(call.approval);
+        break;
+      }
+      case "input_required": { // an MCP server asks for values (elicit.js)
+        const call = this.call(ev);
+        this.setStatus(call, "waiting");
+        call.approval = elicitBox(ev, d);
         call.log.append(call.approval);
         break;
       }
