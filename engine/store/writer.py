@@ -107,6 +107,7 @@ class Writer:
         self._spilled: deque[tuple[Batch, int, int, bool]] = deque()
         self._spills = 0  # spills begun (under _lock): their numbers
         self._committed = 0  # every spill up to this number is committed (or failed and reported): writer thread
+        self._sides_upto = 0  # every side write queued before this spill began is written: writer thread
         self._waiters = CommitWaiters()  # answers waiting for a spill to be committed (`committed`)
         self._barriers: list[_Barrier] = []
         self._wake = threading.Lock()  # released to wake the writer (flush, close)
@@ -116,7 +117,7 @@ class Writer:
         self._writing = True  # False once the thread is gone: a late event is let go
         self._unreachable: BaseException | None = None  # set while the database cannot be reached
         # Small writes beside the events (who started a run, approvals), written before the next events
-        self._side: list[Statement] = []
+        self._side: deque[Statement] = deque()  # appended by any thread, taken by the writer's (atomic ends)
         self.listener = record_sink(self._make_listener())
         self._thread = threading.Thread(target=self._write_loop, name="skillyard-store", daemon=True)
         self._thread.start()
@@ -269,7 +270,6 @@ class Writer:
         while True:
             self._wake.acquire(timeout=backoff if self._unreachable is not None else FLUSH_INTERVAL_S)
             stop = self._stop
-            self._write_side()
             self._database.housekeeping()
             self._spill()
             self._commit()
@@ -280,15 +280,21 @@ class Writer:
                 return
 
     def _write_side(self) -> None:
-        if not self._side:
+        """The side writes queued so far (each added before the events it goes with were spilled)."""
+        upto = self._spills  # read first: what was queued before this spill began is taken below
+        queued = self._side
+        if not queued:
+            self._sides_upto = upto
             return
-        side, self._side = self._side, []
+        side = [queued.popleft() for _ in range(len(queued))]  # (swapping the list for a new one could lose an append)
         try:
             self._database.write_side(side)
         except StoreUnavailable:
-            self._side[:0] = side  # kept, in order, for the next round (the events wait too)
+            queued.extendleft(reversed(side))  # kept, in order, for the next round (the events wait too)
+            return
         except Exception as exc:  # noqa: BLE001 - reported by flush()/close(); the engine keeps running
             self._failures.fail(exc)
+        self._sides_upto = upto
 
     def _spill(self, *, blocking: bool = True) -> int:
         """Take what waits (events queued by the listener, runs ended, the events of runs in
@@ -342,7 +348,8 @@ class Writer:
         """Write the spilled rows, in order, up to STATEMENT_EVENTS events per transaction (the
         write lock is held for one, so other processes wait little)."""
         spilled = self._spilled
-        while spilled:
+        while spilled:  # (under load the event loop spills meanwhile: this goes on, batch after batch)
+            self._write_side()  # before each batch: who started each of its runs goes first
             count = 0
             taken = []
             while spilled and (not count or count + spilled[0][1] <= STATEMENT_EVENTS):
@@ -364,6 +371,7 @@ class Writer:
             self._committed = number if last else number - 1
             self._release_barriers()  # a flush() waits for its own events only
             self._release_waiters()
+        self._write_side()  # also when no events wait (an approval alone)
         self._release_barriers()  # also a flush() with nothing (left) to write
         with self._lock:  # no spill is under way: every one begun so far is written (also those that took nothing)
             if not spilled:
@@ -427,8 +435,9 @@ class Writer:
         self._notices.deliver(EVENTS_CHANNEL, list(map("{} {}".format, last.keys(), last.values())))  # C calls only
 
     def _release_waiters(self) -> None:
+        """An answer goes once its run's events are committed and who started it is written."""
         if self._waiters:
-            self._waiters.release(self._committed)
+            self._waiters.release(min(self._committed, self._sides_upto))
 
     def _release_barriers(self) -> None:
         if self._barriers:
