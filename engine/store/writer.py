@@ -180,10 +180,11 @@ class Writer:
 
     def wake(self) -> None:
         """Wake the writer thread now rather than at its next tick."""
-        try:
-            self._wake.release()
-        except RuntimeError:  # already awake
-            pass
+        if self._wake.locked():  # (checked first: every waiting answer calls this, most while it is awake already)
+            try:
+                self._wake.release()
+            except RuntimeError:  # woken meanwhile
+                pass
 
     def committed(self) -> "asyncio.Future[None] | None":
         """A future done once every run that ended before this call (and every event queued) is
