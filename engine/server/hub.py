@@ -59,6 +59,15 @@ if TYPE_CHECKING:
     from ..store import Store
 
 _SEQ = operator.attrgetter("seq")
+CommitWait = Callable[[], "asyncio.Future[None] | None"]
+
+
+def commit_wait(engine: Any) -> CommitWait | None:
+    """What a front door's answer (JSON body, last SSE frame, MCP result) awaits after its run
+    ended: the store's commit (`store.durability: committed`); None: no store, or `relaxed`."""
+    store = getattr(engine, "store", None)
+    durable = store is not None and engine.project.settings.store.durability != "relaxed"
+    return store.committed if durable else None  # type: ignore[no-any-return]
 
 
 # Finished runs kept in memory (the newest): without a store they are the only history there
@@ -89,14 +98,17 @@ class LiveRun:
     """
 
     __slots__ = ("run_id", "_run", "_asked", "records", "_frames", "_last", "_waiting", "_store", "_hub", "_waking", "_closed",
-                 "task", "background", "_changed")
+                 "task", "background", "_changed", "_commit")
 
     def __init__(self, run_id: str, kind: RunKind | None, name: str, *, principal: str | None = None,
-                 store: "Store | None" = None, tail: int | None = None, run: "Run | None" = None):
+                 store: "Store | None" = None, tail: int | None = None, run: "Run | None" = None,
+                 commit: "CommitWait | None" = None):
         """`store`: where the events memory lets go are read back from; `tail`: how many it keeps
         then (None: all; without a store, all are kept). `run`: its Run, if it is open (else one
-        stands in, made of `kind`, `name` and `principal`)."""
+        stands in, made of `kind`, `name` and `principal`). `commit`: what an answer with the
+        run's end waits for (`commit_wait`; None: it does not wait)."""
         self.run_id = run_id
+        self._commit = commit
         self._run = run
         self._asked = (kind or "tool", name, principal)  # what it was started as: for a stand-in
         kept = tail if store is not None else None
@@ -171,6 +183,24 @@ class LiveRun:
     def done(self) -> bool:
         """The hub has the run's end (and, for a run of another thread's loop, every event before it)."""
         return self._closed
+
+    @property
+    def unrecorded(self) -> bool:
+        """Whether an answer that carries the run's end must await `recorded()` first."""
+        return self._commit is not None
+
+    async def recorded(self) -> None:
+        """Return once the run's events up to its end are committed (one commit with whatever
+        else ended meanwhile); each caller awaits a future of its own (one that leaves cancels its own)."""
+        if not self._closed:  # a run its task's end ends (never opened, crashed): the hub takes it one turn later
+            await asyncio.sleep(0)
+        commit = self._commit
+        if commit is None:
+            return
+        future = commit()
+        if future is not None:
+            await future
+        self._commit = None  # committed: a later answer (a replay from memory) does not wait again
 
     # ─── its events ──────────────────────────────────────────────────────────────
 
@@ -330,6 +360,8 @@ class LiveRun:
         stuck_since: float | None = None  # since when the store has not had the next event memory let go
         while True:
             done = self.done
+            if done and self._commit is not None:  # the run's last frame goes out once the run is committed
+                await self.recorded()
             records = self.records
             newest = records[-1] if records else None
             frames = self.frames_after(sent)
@@ -421,6 +453,7 @@ class RunHub:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: int | None = None
         self._unsubscribe: Callable[[], None] | None = None
+        self.commit = commit_wait(engine)  # what answers wait for (store.durability), read once: the store is opened once
 
     # ─── lifecycle ───────────────────────────────────────────────────────────────
 
@@ -494,7 +527,8 @@ class RunHub:
 
     def _live(self, run_id: str, kind: RunKind | None = None, name: str = "", principal: str | None = None,
               run: "Run | None" = None) -> LiveRun:
-        return LiveRun(run_id, kind, name, principal=principal, store=self.engine.store, tail=self.tail, run=run)
+        return LiveRun(run_id, kind, name, principal=principal, store=self.engine.store, tail=self.tail, run=run,
+                       commit=self.commit)
 
     def _add(self, live: LiveRun) -> LiveRun:
         self.runs[live.run_id] = live

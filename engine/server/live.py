@@ -15,10 +15,13 @@ from .sse import HEARTBEAT_S, MEDIA_TYPE, EventStreamResponse
 
 
 async def finished_or_left(request: Request, run: LiveRun) -> bool:
-    """Wait for the run's task; False if the client disconnected first (the run is then
+    """Wait for the run's task, then for its commit (`store.durability: committed`: the answer
+    goes out once the run is recorded); False if the client disconnected first (the run is then
     cancelled, unless it asked to run in the background)."""
     assert run.task is not None
     if run.task.done():  # finished already: no disconnect watcher (a task) needed
+        if run.unrecorded:
+            await run.recorded()
         return True
     gone = asyncio.ensure_future(_disconnected(request))
     try:
@@ -26,6 +29,8 @@ async def finished_or_left(request: Request, run: LiveRun) -> bool:
     finally:
         gone.cancel()
     if run.task.done():
+        if run.unrecorded:
+            await run.recorded()
         return True
     if not run.background:
         run.task.cancel()
@@ -47,7 +52,8 @@ def stream(hub: RunHub, run: LiveRun, after: int, *, cancel_on_disconnect: bool)
     if run.done:  # (as `follow` does, events still held back for a gap are not waited for)
         frames = run.frames_after(after)
         if frames is not None:
-            return Answer(b"".join(frames), 200, _EVENT_STREAM_TYPE, _stream_headers(run))
+            answer = Answer(b"".join(frames), 200, _EVENT_STREAM_TYPE, _stream_headers(run))
+            return AfterCommit(run, answer) if run.unrecorded else answer
     return _live_stream(hub, run, after, cancel_on_disconnect)  # (older events: from the store)
 
 
@@ -87,10 +93,24 @@ class AnnouncedStream(Response):
         await asyncio.sleep(0)  # one turn of the loop
         rest = run.frames_after(sent) if run.done else None
         if rest is not None:
+            if run.unrecorded:  # the last frame goes out once the run is committed
+                await run.recorded()
             with contextlib.suppress(OSError):
                 await send({"type": "http.response.body", "body": b"".join(rest), "more_body": False})
             return
         await _live_stream(self.hub, run, sent, True)(scope, receive, send, started=True)
+
+
+class AfterCommit(Response):
+    """`answer` (the whole SSE body of an ended run), sent once the run is committed."""
+
+    def __init__(self, run: LiveRun, answer: Response):
+        self.run, self.answer = run, answer
+        self.status_code, self.background, self.raw_headers = answer.status_code, None, answer.raw_headers
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.run.recorded()
+        await self.answer(scope, receive, send)
 
 
 def _left(hub: RunHub, run: LiveRun) -> None:

@@ -56,7 +56,10 @@ def build_mcp_server(engine: "Engine", *, approve_all: bool = False, hub: "RunHu
     import mcp_types as types
     from mcp.server import Server
 
+    from .hub import commit_wait
+
     counted = _caps(hub) if hub is not None else _uncounted
+    commit = commit_wait(engine)  # the result goes out once the run is committed (store.durability)
 
     async def list_tools(ctx: Any, params: Any) -> Any:
         return types.ListToolsResult(
@@ -89,6 +92,9 @@ def build_mcp_server(engine: "Engine", *, approve_all: bool = False, hub: "RunHu
 
         with counted(ctx):
             result = await engine.call_tool(params.name, params.arguments or {}, on_event=on_event, approve=approve)
+        recorded = commit() if commit is not None else None
+        if recorded is not None:
+            await recorded
         if not result.ok and result.error is not None and result.error.code == ErrorCode.UNKNOWN_TOOL:
             raise _unknown_tool(params.name, result.error.details.get("available_tools") or [])
         if result.ok:

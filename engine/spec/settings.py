@@ -78,6 +78,12 @@ class StoreSettings(_Spec):
         description="sqlite:///<path> (relative to the project) or postgresql://user@host:port/db; wins over `path`. "
         "The environment variable SKILLYARD_STORE_URL wins over both.",
     )
+    durability: Literal["committed", "relaxed"] = Field(
+        default="committed",
+        description="committed: a call is answered (JSON body, last SSE frame, MCP result) only once its run's events "
+        "are committed, so a crash right after the answer loses nothing answered; relaxed: answers do not wait (the "
+        "store writes behind, every 50 ms), and a crash loses the runs of its last ~50 ms, answered or not.",
+    )
 
 
 class RedactionSettings(_Spec):

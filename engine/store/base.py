@@ -38,6 +38,8 @@ from .tool_settings import SettingsWatch, ToolSetting, ToolSettings
 from .writer import RunEvents, Writer
 
 if TYPE_CHECKING:
+    import asyncio
+
     from ..runtime.events import Event
     from ..runtime.run import Run
 
@@ -64,6 +66,11 @@ class Store:
     """The listener of one run's events (Engine.subscribe's `for_run`): the `append` of a list of
     the run's own, handed to the writer whole at the run's end (the writer's own method: no
     call of the facade's per run)."""
+    committed: Callable[[], "asyncio.Future[None] | None"]
+    """A future done once every run that ended before the call is committed (call on an event
+    loop; None: nothing to wait for, the store is closed or its database out of reach). What a
+    front door awaits before it answers (`store.durability: committed`); calls that end together
+    share one commit (the writer's own method, commits.py)."""
     where: str
     """The store as users name it in messages (a file, or a URL without its password)."""
 
@@ -88,6 +95,7 @@ class Store:
         self.listener = (self.writer.listener if redacted_events
                          else RedactingListener(self.redactor, self.writer.listener, self.failures))
         self.for_run = self.writer.for_run
+        self.committed = self.writer.committed
         _OPEN_STORES.add(self)
 
     def __enter__(self) -> "Store":

@@ -22,6 +22,8 @@ Imported only when a postgresql:// URL is opened (open.py): the default needs no
 from __future__ import annotations
 
 import contextlib
+import itertools
+import operator
 import os
 import re
 import time
@@ -192,11 +194,13 @@ class PostgresDatabase(Database):
         return lost
 
     def write_side(self, statements: list[Statement]) -> None:
+        """One transaction; a statement's run of rows in one `executemany` (pipelined: one round
+        trip, not one per owner of a call — each round trip is also a GIL hand-over to win back)."""
         try:
             db = self._writer_connection()
-            with db.transaction():
-                for sql, params in statements:
-                    db.execute(_pg(sql), params)
+            with db.transaction(), db.cursor() as cursor:
+                for sql, rows in itertools.groupby(statements, key=operator.itemgetter(0)):
+                    cursor.executemany(_pg(sql), [params for _, params in rows])
         except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
             self._close_writer()
             raise StoreUnavailable(self.reason(exc)) from None

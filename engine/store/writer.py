@@ -22,10 +22,15 @@ flush() says so at once (StoreError). Past MAX_PENDING_EVENTS kept events, the o
 dropped and counted (`unavailable`). The thread also writes the small writes beside the events
 (who started a run, approvals: `add_side`) before the next events, and gives the dialect its
 tick for the lease (`Database.housekeeping`: heartbeats).
+
+Spills are numbered, and the thread knows up to which one everything is committed: an answer
+that must wait for its run's commit (`committed`, commits.py) waits for the first spill after
+its run ended, and wakes the thread at once (group commit).
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections import deque
@@ -35,6 +40,7 @@ import orjson
 
 from ..logging import logger
 from ..runtime.events import Event, record_sink
+from .commits import CommitWaiters
 from .database import RETRY_MAX_S, Database, Statement
 from .errors import StoreError, StoreUnavailable
 from .failures import Failures
@@ -97,7 +103,12 @@ class Writer:
         self._lock = threading.Lock()  # taking from the queue (a spill) vs flush()'s count; never per event
         self._taken = 0  # events taken from the queue so far (under _lock)
         self._written = 0  # of those, how many are committed, or failed and reported (writer thread)
-        self._spilled: deque[tuple[Batch, int]] = deque()  # spilled, not yet written, in order: (rows, how many events)
+        # spilled, not yet written, in order: (rows, how many events, the spill's number, the spill's last part?)
+        self._spilled: deque[tuple[Batch, int, int, bool]] = deque()
+        self._spills = 0  # spills begun (under _lock): their numbers
+        self._committed = 0  # every spill up to this number is committed (or failed and reported): writer thread
+        self._sides_upto = 0  # every side write queued before this spill began is written: writer thread
+        self._waiters = CommitWaiters()  # answers waiting for a spill to be committed (`committed`)
         self._barriers: list[_Barrier] = []
         self._wake = threading.Lock()  # released to wake the writer (flush, close)
         self._wake.acquire()
@@ -106,7 +117,7 @@ class Writer:
         self._writing = True  # False once the thread is gone: a late event is let go
         self._unreachable: BaseException | None = None  # set while the database cannot be reached
         # Small writes beside the events (who started a run, approvals), written before the next events
-        self._side: list[Statement] = []
+        self._side: deque[Statement] = deque()  # appended by any thread, taken by the writer's (atomic ends)
         self.listener = record_sink(self._make_listener())
         self._thread = threading.Thread(target=self._write_loop, name="skillyard-store", daemon=True)
         self._thread.start()
@@ -169,10 +180,23 @@ class Writer:
 
     def wake(self) -> None:
         """Wake the writer thread now rather than at its next tick."""
-        try:
-            self._wake.release()
-        except RuntimeError:  # already awake
-            pass
+        if self._wake.locked():  # (checked first: every waiting answer calls this, most while it is awake already)
+            try:
+                self._wake.release()
+            except RuntimeError:  # woken meanwhile
+                pass
+
+    def committed(self) -> "asyncio.Future[None] | None":
+        """A future done once every run that ended before this call (and every event queued) is
+        committed, or reported lost (call on an event loop): the first spill that begins after now
+        takes them. Wakes the writer: it commits at once, with whatever else is queued. None when
+        there is nothing to wait for: the store is closed, or its database is out of reach (the
+        events are kept in memory meanwhile; waiting would hold the answer until it is back)."""
+        if self._closed or self._unreachable is not None:
+            return None
+        future = self._waiters.add(self._spills + 1)
+        self.wake()
+        return future
 
     @property
     def queue_depth(self) -> int:
@@ -222,6 +246,7 @@ class Writer:
         self.wake()
         self._thread.join(timeout=10)
         self._writing = False
+        self._waiters.release(None)
         return True
 
     def cpu(self) -> float | None:
@@ -246,7 +271,6 @@ class Writer:
         while True:
             self._wake.acquire(timeout=backoff if self._unreachable is not None else FLUSH_INTERVAL_S)
             stop = self._stop
-            self._write_side()
             self._database.housekeeping()
             self._spill()
             self._commit()
@@ -257,15 +281,21 @@ class Writer:
                 return
 
     def _write_side(self) -> None:
-        if not self._side:
+        """The side writes queued so far (each added before the events it goes with were spilled)."""
+        upto = self._spills  # read first: what was queued before this spill began is taken below
+        queued = self._side
+        if not queued:
+            self._sides_upto = upto
             return
-        side, self._side = self._side, []
+        side = [queued.popleft() for _ in range(len(queued))]  # (swapping the list for a new one could lose an append)
         try:
             self._database.write_side(side)
         except StoreUnavailable:
-            self._side[:0] = side  # kept, in order, for the next round (the events wait too)
+            queued.extendleft(reversed(side))  # kept, in order, for the next round (the events wait too)
+            return
         except Exception as exc:  # noqa: BLE001 - reported by flush()/close(); the engine keeps running
             self._failures.fail(exc)
+        self._sides_upto = upto
 
     def _spill(self, *, blocking: bool = True) -> int:
         """Take what waits (events queued by the listener, runs ended, the events of runs in
@@ -278,6 +308,8 @@ class Writer:
         if not self._lock.acquire(blocking):
             return 0
         try:
+            self._spills += 1  # before anything is taken: a run ended before a waiter asked is in this spill or an earlier one
+            number = self._spills
             queue = self._queue
             events = queue[:]  # taken before the runs ended: a late event of a run never precedes the run
             del queue[: len(events)]  # the listener only appends: what arrives meanwhile stays queued
@@ -290,12 +322,14 @@ class Writer:
                 return 0
             self._taken += count
             try:
-                for part_runs, part_events in _parts(runs, events):
-                    self._spilled.append((self._rows.ready(part_events, part_runs), len(part_events) + sum(map(len, part_runs))))
+                parts = [(self._rows.ready(part_events, part_runs), len(part_events) + sum(map(len, part_runs)))
+                         for part_runs, part_events in _parts(runs, events)]
             except Exception as exc:  # noqa: BLE001 - reported by flush()/close(); the engine keeps running
                 self._failures.fail(exc)
                 self._failures.count("write", count, f"{type(exc).__name__}: {exc}")
-                self._spilled.append((Batch(), count))  # nothing to write, but counted, in order
+                parts = [(Batch(), count)]  # nothing to write, but counted, in order
+            last = len(parts) - 1
+            self._spilled.extend((rows, size, number, at == last) for at, (rows, size) in enumerate(parts))
             return count
         finally:
             self._lock.release()
@@ -315,13 +349,14 @@ class Writer:
         """Write the spilled rows, in order, up to STATEMENT_EVENTS events per transaction (the
         write lock is held for one, so other processes wait little)."""
         spilled = self._spilled
-        while spilled:
+        while spilled:  # (under load the event loop spills meanwhile: this goes on, batch after batch)
+            self._write_side()  # before each batch: who started each of its runs goes first
             count = 0
             taken = []
             while spilled and (not count or count + spilled[0][1] <= STATEMENT_EVENTS):
                 taken.append(spilled.popleft())
                 count += taken[-1][1]
-            rows = taken[0][0] if len(taken) == 1 else Batch.joined([part for part, _ in taken])
+            rows = taken[0][0] if len(taken) == 1 else Batch.joined([item[0] for item in taken])
             if rows.count or rows.packs:
                 try:
                     self._write(rows, count)
@@ -333,8 +368,16 @@ class Writer:
                 logger.info("run store: the database is back", store=self._where)
                 self._unreachable = None
             self._written += count
+            _, _, number, last = taken[-1]
+            self._committed = number if last else number - 1
             self._release_barriers()  # a flush() waits for its own events only
+            self._release_waiters()
+        self._write_side()  # also when no events wait (an approval alone)
         self._release_barriers()  # also a flush() with nothing (left) to write
+        with self._lock:  # no spill is under way: every one begun so far is written (also those that took nothing)
+            if not spilled:
+                self._committed = self._spills
+        self._release_waiters()
 
     def _write(self, rows: Batch, count: int) -> None:
         """One batch (of `count` events) to the database; what fails is counted, not raised,
@@ -363,6 +406,7 @@ class Writer:
             logger.error("run store: the database cannot be reached; events are kept and written when it is back",
                          store=self._where, error=str(exc))
         self._unreachable = exc
+        self._waiters.release(None)  # answers are not held while it is down (the events are kept)
         with self._lock:
             waiting, self._barriers = self._barriers, []
         for barrier in waiting:
@@ -390,6 +434,11 @@ class Writer:
             last.update(zip(rows.packs[0::3], rows.packs[1::3]))
         assert self._notices is not None
         self._notices.deliver(EVENTS_CHANNEL, list(map("{} {}".format, last.keys(), last.values())))  # C calls only
+
+    def _release_waiters(self) -> None:
+        """An answer goes once its run's events are committed and who started it is written."""
+        if self._waiters:
+            self._waiters.release(min(self._committed, self._sides_upto))
 
     def _release_barriers(self) -> None:
         if self._barriers:
