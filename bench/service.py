@@ -134,15 +134,20 @@ class Server:
             shutil.rmtree(self.root, ignore_errors=True)
 
 
-def _project_copy() -> Path:
+def _project_copy(durability: str | None = None) -> Path:
     root = copy_shipped_project("skillyard-bench-service-")
-    with (root / "config" / "engine.yaml").open("a", encoding="utf-8") as config:
-        config.write(f"\nserver:\n  max_live_runs_per_key: {WAVE}  # a wave of {WAVE} calls, all from the one local caller\n")
+    config = root / "config" / "engine.yaml"
+    text = config.read_text(encoding="utf-8")
+    if durability is not None:
+        text = text.replace("  durability: committed", f"  durability: {durability}", 1)
+    text += f"\nserver:\n  max_live_runs_per_key: {WAVE}  # a wave of {WAVE} calls, all from the one local caller\n"
+    config.write_text(text, encoding="utf-8")
     return root
 
 
 def start_server(name: str, store: str | None) -> Server:
-    """`empty`, or `skillyard serve` with store None (`--no-store`), "sqlite" or a postgresql:// URL."""
+    """`empty`, or `skillyard serve` with store None (`--no-store`), "sqlite" or a postgresql:// URL
+    (a name ending in `-relaxed`: with `store.durability: relaxed`, answers not waiting for commits)."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("SKILLYARD_API_KEYS", "SKILLYARD_STORE_URL")}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
@@ -150,7 +155,7 @@ def start_server(name: str, store: str | None) -> Server:
     if name == "empty":
         command = [sys.executable, "-m", "bench.service", "--serve-empty", str(port)]
     else:
-        root = _project_copy()
+        root = _project_copy("relaxed" if name.endswith("-relaxed") else None)
         command = [sys.executable, "-m", "engine.cli.serve", "serve", "--dir", str(root), "--port", str(port)]
         if store is None:
             command.append("--no-store")
@@ -384,15 +389,15 @@ def run(ns: argparse.Namespace) -> dict[str, Any]:
         for store in stores:
             if store == "none":
                 servers.append(start_server("no-store", None))
-            elif store == "sqlite":
-                servers.append(start_server("sqlite", "sqlite"))
+            elif store in ("sqlite", "sqlite-relaxed"):
+                servers.append(start_server(store, "sqlite"))
             elif store == "postgres":
                 if pg_url is None:
                     print("postgres: skipped (no initdb here and no --postgres URL)", file=sys.stderr)
                     continue
                 servers.append(start_server("postgres", pg_url))
             else:
-                raise SystemExit(f"--stores: unknown store {store!r} (none, sqlite, postgres)")
+                raise SystemExit(f"--stores: unknown store {store!r} (none, sqlite, sqlite-relaxed, postgres)")
         for server in servers:
             _warm(server, client, scripts, ns.seconds)
         for round_ in range(ns.rounds):
