@@ -32,6 +32,7 @@ import json
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from ..errors import ErrorCode, StepFailure
+from ..runtime.ids import new_id
 
 if TYPE_CHECKING:
     from .._engine import Engine
@@ -90,8 +91,12 @@ def build_mcp_server(engine: "Engine", *, approve_all: bool = False, hub: "RunHu
                 return True
             return await _elicit_approval(ctx, tool.name, args)
 
+        caller, run_id = _caller(ctx), new_id("run")
+        if caller is not None and engine.store is not None:  # its owner, as the hub records one for the HTTP routes
+            engine.store.record_owner(run_id, caller)
         with counted(ctx):
-            result = await engine.call_tool(params.name, params.arguments or {}, on_event=on_event, approve=approve)
+            result = await engine.call_tool(params.name, params.arguments or {}, on_event=on_event, approve=approve,
+                                            run_id=run_id, principal=caller)
         recorded = commit() if commit is not None else None
         if recorded is not None:
             await recorded
@@ -121,15 +126,25 @@ def _uncounted(ctx: Any) -> Iterator[None]:
     yield
 
 
+def _caller(ctx: Any) -> str | None:
+    """Who makes a call over `/mcp`: the key name `Access` put in its HTTP request's scope (the
+    run's owner, as for the HTTP routes: only that key sees it); None over stdio (no request)."""
+    request = getattr(ctx, "request", None)
+    if request is None:
+        return None
+    from .access import request_principal
+
+    return request_principal(request).name
+
+
 def _caps(hub: "RunHub") -> Callable[[Any], contextlib.AbstractContextManager[None]]:
     """A call's place under the hub's live-run caps, counted for the key name of the HTTP
     request that carries it (`Access` put it in the scope); over a cap, the JSON-RPC error."""
-    from .access import request_principal
     from .hub import TooManyRuns
 
     @contextlib.contextmanager
     def counted(ctx: Any) -> Iterator[None]:
-        principal = request_principal(ctx.request).name
+        principal = _caller(ctx) or ""
         try:
             hub.reserve(principal)
         except TooManyRuns as exc:
