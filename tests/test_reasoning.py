@@ -194,3 +194,29 @@ def test_a_bad_reasoning_option_is_a_load_error_at_its_line(write_yaml_project: 
         load_project(root)
     (issue,) = [i for i in caught.value.issues if str(i.location).startswith("config/models.yaml")]
     assert str(issue.location) == f"config/models.yaml:5:{column}" and message in issue.message, str(issue)
+
+
+def test_a_span_shows_how_long_the_model_thought_never_what(tmp_path: Path, server: FakeServer) -> None:
+    """OpenTelemetry: `model_reasoning_done` is a span event on its model request, with the duration
+    and the length; the text reaches no span, even with `send: true` (issue 31 §2)."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    entry = OPENAI.model_entry(server.url, reasoning={"enabled": True})
+    engine = Engine.from_dir(write_project(tmp_path / "p", {"fake": entry}), tracer_provider=provider)
+    server.script(openai_reasoning_reply(THOUGHT, "Hi."))
+    result, _ = run(engine)
+    engine.close()
+    assert result.answer == "Hi."
+    spans = exporter.get_finished_spans()
+    chat = [span for span in spans if span.name.startswith("chat ")]
+    assert len(chat) == 1, [span.name for span in spans]
+    [thought] = [event for event in chat[0].events if event.name == "gen_ai.reasoning"]
+    assert thought.attributes["skillyard.reasoning.chars"] == len(THOUGHT)
+    assert thought.attributes["skillyard.reasoning.duration_ms"] >= 0
+    everything = repr([(span.name, span.attributes, [(e.name, e.attributes) for e in span.events]) for span in spans])
+    assert THOUGHT[:20] not in everything

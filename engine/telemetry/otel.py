@@ -4,7 +4,9 @@ The span tree of one run, in the OpenTelemetry GenAI conventions:
 
     [HTTP request span, or the caller's span from `traceparent`]
       invoke_agent                       an agent run (agent_start → agent_done)
-        chat <model>                     each model request of the agent (model_call_start → next event)
+        chat <model>                     each model request of the agent (model_call_start → next event),
+                                         with span events `gen_ai.reasoning` (how long it thought, how
+                                         many characters: never the text) and `skillyard.model_fallback`
         execute_tool <tool>              each tool call (tool_call_start → tool_call_result | _error)
           workflow <name>                a workflow tool (its "prepared" → "done" progress)
             step <step id>               one step, all its attempts ("step_started" → "step_finished")
@@ -126,7 +128,7 @@ class SpanSink:
             state = self._runs.get(event.run_id)
             if state is None:
                 state = self._open(event.run_id)
-            if state.chat is not None and event.type != "model_call_start":
+            if state.chat is not None and event.type not in _WITHIN_A_REQUEST:
                 state.chat.end(now)  # the agent's model answered: whatever comes next follows its request
                 state.chat = None
             handler(self, state, event, now)
@@ -188,6 +190,24 @@ class SpanSink:
         state.chat = self._start(f"chat {model}", state.agent, state, now, {
             "gen_ai.operation.name": "chat", "gen_ai.request.model": model, "skillyard.run_id": event.run_id,
             "skillyard.agent.step": int(event.data.get("step") or 0)}, SpanKind.CLIENT)
+
+    def _reasoning_done(self, state: _RunSpans, event: Event, now: int) -> None:
+        """How long the model thought, and how much: a span event on its request. Never the
+        text (it may be kept from every sink: `reasoning.send: false`)."""
+        span = state.chat or state.agent
+        if span is not None:
+            span.add_event("gen_ai.reasoning", {"skillyard.reasoning.duration_ms": float(event.data.get("duration_ms") or 0),
+                                                "skillyard.reasoning.chars": int(event.data.get("chars") or 0)}, timestamp=now)
+
+    def _fallback(self, state: _RunSpans, event: Event, now: int) -> None:
+        """A request that went to the next model (`fallback:` in config/models.yaml)."""
+        span = state.chat or state.agent
+        if span is not None:
+            data = event.data
+            span.add_event("skillyard.model_fallback", {"skillyard.fallback.from": str(data.get("from") or ""),
+                                                        "skillyard.fallback.to": str(data.get("to") or ""),
+                                                        "skillyard.fallback.reason": str(data.get("reason") or "")},
+                           timestamp=now)
 
     def _agent_done(self, state: _RunSpans, event: Event, now: int) -> None:
         span = state.agent
@@ -340,9 +360,14 @@ def _item_attribute(key: Key) -> dict[str, Any]:
     return {} if key[2] is None else {"skillyard.item_index": key[2]}
 
 
+# Events that happen during a model request: they do not end its span.
+_WITHIN_A_REQUEST = frozenset({"model_call_start", "model_reasoning_done", "model_fallback"})
+
 _HANDLERS: dict[str, Callable[[SpanSink, _RunSpans, Event, int], None]] = {
     "agent_start": SpanSink._agent_start,
     "model_call_start": SpanSink._model_call_start,
+    "model_reasoning_done": SpanSink._reasoning_done,
+    "model_fallback": SpanSink._fallback,
     "final_answer_delta": lambda sink, state, event, now: None,  # ends the model request (in __call__)
     "agent_error": lambda sink, state, event, now: None,  # likewise; agent_done says how the run ended
     "agent_done": SpanSink._agent_done,
