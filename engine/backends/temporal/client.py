@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ...errors import ErrorCode, StepFailure, UsageError
 from ...runtime.events import Event, report_listener_failure
+from ...runtime.router import confirm_call
 from ...store.schema import EVENTS_CHANNEL
 from .config import TemporalConfig, connect, require_sdk, require_shared_store
 from .protocol import CALL_WORKFLOW, EXECUTOR, REVISION_MISMATCH, STEP_FAILURE, WORKFLOW
@@ -99,22 +100,31 @@ class RemoteTool:
         self.workflow = WORKFLOW if self.kind == "workflow" else CALL_WORKFLOW
         self.revision = revision
         self.output_clean = getattr(tool.executor, "output_clean", None)
+        self._confirmed: dict[str, tuple[Any, Follower]] = {}  # run id → its execution, once `confirm` returned
+
+    async def confirm(self, run: "RunContext", tool: "LinkedTool", args: dict[str, Any]) -> None:
+        """A direct call's confirmation waits in its execution, started now (see confirmation.py):
+        it outlives this front door and every worker. Returns once the execution has its answer
+        (or ended); `execute` then follows it to its end (a no ends it `confirmation_denied`)."""
+        if run.events.kind != "tool":  # an agent's calls share a run: asked here, as locally
+            return await confirm_call(run, tool, args)
+        from .confirmation import until_answered
+
+        started = await self._start(args, run, confirm=True)
+        self._confirmed[run.run_id] = started
+        try:
+            await until_answered(started[0], started[1], run, tool, args)
+        except BaseException:  # cancelled, or this door's approver failed: the question goes with the call
+            self._confirmed.pop(run.run_id, None)
+            await asyncio.shield(cancel_and_wait(*started))
+            raise
 
     async def execute(self, args: dict[str, Any], run: "RunContext") -> Any:
         if run.events.kind != "tool":  # an agent's calls share a run (and its seq): they stay local for now
             return await self.local.execute(args, run)
         from temporalio.client import WorkflowFailureError
 
-        client = await self.backend.client()
-        first = run.events.last_seq + 1
-        call = {"revision": self.revision, "run_id": run.run_id, "tool_call_id": run.tool_call_id, "tool": run.tool,
-                "arguments": args, "model": run.model_override, "first_seq": first, "tool_timeout": self.tool.timeout}
-        self.backend.store.record_executor(run.run_id, EXECUTOR)  # if this process dies, a worker ends the run
-        handle = await client.start_workflow(
-            self.workflow, call, id=run.run_id, task_queue=self.backend.config.task_queue,
-            execution_timeout=timedelta(seconds=self.tool.timeout + 60),
-        )
-        follower = Follower(self.backend.store, run.events, first - 1)
+        handle, follower = self._confirmed.pop(run.run_id, None) or await self._start(args, run)
         try:
             outcome = await follower.follow(asyncio.ensure_future(handle.result()))
         except WorkflowFailureError as exc:
@@ -126,6 +136,21 @@ class RemoteTool:
             raise
         await follower.catch_up(outcome["last_seq"])
         return _as_local(self.kind, outcome["output"])
+
+    async def _start(self, args: dict[str, Any], run: "RunContext", confirm: bool = False) -> "tuple[Any, Follower]":
+        """Start the call's execution (workflow id = the run id); its handle and the follower of its events."""
+        client = await self.backend.client()
+        first = run.events.last_seq + 1
+        call = {"revision": self.revision, "run_id": run.run_id, "tool_call_id": run.tool_call_id, "tool": run.tool,
+                "arguments": args, "model": run.model_override, "first_seq": first, "tool_timeout": self.tool.timeout}
+        limit = self.tool.timeout + 60
+        if confirm:
+            call["confirm"], call["approval_timeout"] = True, run.events.approval_timeout
+            limit += run.events.approval_timeout
+        self.backend.store.record_executor(run.run_id, EXECUTOR)  # if this process dies, a worker ends the run
+        handle = await client.start_workflow(self.workflow, call, id=run.run_id, task_queue=self.backend.config.task_queue,
+                                             execution_timeout=timedelta(seconds=limit))
+        return handle, Follower(self.backend.store, run.events, first - 1)
 
 
 def call_failure(exc: Any, run_id: str, tool: str, revision: str | None) -> "tuple[StepFailure, int | None]":

@@ -13,8 +13,8 @@ adopter's runs are adopted again), and waits for the execution's end:
   the workflow's Run redacts the run's other events);
 - an agent run: the workflow writes `agent_done` itself; the adopter only ends a row the
   execution left running (terminated by an operator, say);
-- no execution at all (the front door died before starting it, e.g. while a confirmation
-  waited in it): the run is `interrupted`, as a local run would be.
+- no execution at all (the front door died before starting it): the run is `interrupted`,
+  as a local run would be.
 """
 
 from __future__ import annotations

@@ -19,6 +19,9 @@ RECORD_ACTIVITY = "skillyard.record_events"  # writes numbered events to the sto
 EXECUTOR = "temporal"  # run_executors.executor of the runs on this backend (orphans.py adopts them)
 REVISION_MISMATCH = "RevisionMismatch"  # the error type of a task refused for another project revision
 STEP_FAILURE = "StepFailure"  # the error type of a call that failed (code, details and last seq in its details)
+APPROVE_SIGNAL = "approve"  # args: tool_call_id, approve (bool); a direct call's and an agent run's confirmations
+PENDING_QUERY = "pending_approvals"  # the tool_call_ids waiting for an answer
+ANSWER_QUERY = "approval_answer"  # arg: tool_call_id; the answer the execution took (None: none yet)
 
 
 def mismatch_message(asked: str, served: str) -> str:

@@ -19,13 +19,14 @@ from temporalio import activity, workflow
 
 with workflow.unsafe.imports_passed_through():
     from ...errors import StepFailure
+    from .approvals import Confirmable
     from .protocol import BODY_ACTIVITY, CALL_WORKFLOW
     from .served import check_revision
     from .workflows import WorkflowEvents, run_body
 
 
 @workflow.defn(name=CALL_WORKFLOW)
-class OneActivityWorkflow:
+class OneActivityWorkflow(Confirmable):
     """One call of a tool that is not a workflow (workflow id = the run id)."""
 
     @workflow.run
@@ -34,6 +35,8 @@ class OneActivityWorkflow:
         ApplicationError (STEP_FAILURE) whose details hold the code and the last seq."""
         events, run = WorkflowEvents.of_call(call, check_revision(call["revision"]))
         try:
+            if call.get("confirm"):
+                await self.confirm_call(call, run, events.record)
             output = await run_body(call, events, run, f"tool {call['tool']}")
         except StepFailure as failure:
             await events.fail(failure, run)

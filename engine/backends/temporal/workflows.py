@@ -43,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
     from ...runtime.run import Run
     from .protocol import (BODY_ACTIVITY, RECORD_ACTIVITY, REVISION_MISMATCH, STEP_ACTIVITY, STEP_FAILURE, WORKFLOW,
                            failure_details)
+    from .approvals import Confirmable
     from .served import Served, check_revision, served
 
 GRACE_S = 5.0  # start-to-close beyond a step's own timeout (the step enforces that itself, with a clear event)
@@ -144,24 +145,27 @@ class _NotTheStep(BaseException):
 
 
 @workflow.defn(name=WORKFLOW)
-class ToolWorkflow:
+class ToolWorkflow(Confirmable):
     """One tool call (workflow id = the run id)."""
 
     def __init__(self) -> None:
+        super().__init__()
         self._call: dict[str, Any] = {}
         self._events = WorkflowEvents("")
         self._run: Run | None = None
 
     @workflow.run
     async def run(self, call: dict[str, Any]) -> dict[str, Any]:
-        """`call`: revision, run_id, tool_call_id, tool, arguments, model, first_seq, tool_timeout.
-        Returns {"output", "last_seq"}; a failure is an ApplicationError (STEP_FAILURE)."""
+        """`call`: revision, run_id, tool_call_id, tool, arguments, model, first_seq, tool_timeout,
+        and for a `confirm: true` tool `confirm` and `approval_timeout`. Returns {"output", "last_seq"}; a failure is an ApplicationError (STEP_FAILURE)."""
         self._call = call
         here = check_revision(call["revision"])
         events, run = WorkflowEvents.of_call(call, here)
         self._events, self._run = events, run
         executor = here.project.tools[call["tool"]].executor
         try:
+            if call.get("confirm"):
+                await self.confirm_call(call, run, events.record)
             if getattr(executor, "has_constructs", False):
                 output = await run_body(call, events, run, f"workflow of {call['tool']}")
             else:
