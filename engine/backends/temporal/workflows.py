@@ -13,7 +13,8 @@ Events get their `seq` here, and only here: the workflow's Run numbers and redac
 event (`Run.emit`, as locally; an activity returns its events unnumbered and unredacted),
 and the workflow writes numbered batches, keyed by (run_id, seq): the events so far go with
 the next step's activity, which writes them before its skill runs (one activity per step,
-not two), and the last ones through the record activity. A retried write changes nothing; a
+not two), and the last ones go with the execution's end (`protocol.ended`): the front door
+writes them with the call's last event (a worker that adopted the run, if it died). A retried write changes nothing; a
 step that ran twice (its worker died mid-step) reports only the events of the run that
 completed, so the store holds each seq once.
 
@@ -42,7 +43,7 @@ with workflow.unsafe.imports_passed_through():
     from ...runtime.events import Event
     from ...runtime.run import Run
     from .protocol import (BODY_ACTIVITY, RECORD_ACTIVITY, REVISION_MISMATCH, STEP_ACTIVITY, STEP_FAILURE, WORKFLOW,
-                           failure_details)
+                           ended, failure_details)
     from .approvals import Confirmable
     from .served import Served, check_revision, served
 
@@ -115,10 +116,10 @@ class WorkflowEvents:
                 cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,  # no write lands after the end
             )
 
-    async def fail(self, failure: StepFailure, run: Run) -> Any:
-        """End the execution with the call's failure (its code, details and last seq in the error's details)."""
-        await self.record()
-        raise ApplicationError(failure.message, failure_details(failure.code, failure.details, run.last_seq),
+    def fail(self, failure: StepFailure, run: Run) -> Any:
+        """End the execution with the call's failure (its code, details, last seq and last events
+        in the error's details)."""
+        raise ApplicationError(failure.message, failure_details(failure.code, failure.details, run.last_seq, self.take()),
                                type=STEP_FAILURE, non_retryable=True)
 
 
@@ -157,7 +158,8 @@ class ToolWorkflow(Confirmable):
     @workflow.run
     async def run(self, call: dict[str, Any]) -> dict[str, Any]:
         """`call`: revision, run_id, tool_call_id, tool, arguments, model, first_seq, tool_timeout,
-        and for a `confirm: true` tool `confirm` and `approval_timeout`. Returns {"output", "last_seq"}; a failure is an ApplicationError (STEP_FAILURE)."""
+        and for a `confirm: true` tool `confirm` and `approval_timeout`. Returns {"output", "last_seq",
+        "rows"} (protocol.ended); a failure is an ApplicationError (STEP_FAILURE)."""
         self._call = call
         here = check_revision(call["revision"])
         events, run = WorkflowEvents.of_call(call, here)
@@ -172,11 +174,10 @@ class ToolWorkflow(Confirmable):
                 context = RunContext(call["run_id"], call["tool_call_id"], call["tool"], run, here.project, call.get("model"))
                 output = await self._on_workers(executor).execute(call["arguments"], context)
         except StepFailure as failure:
-            await events.fail(failure, run)
+            events.fail(failure, run)
         except _NotTheStep as infrastructure:
             raise infrastructure.error
-        await events.record()
-        return {"output": output, "last_seq": run.last_seq}
+        return ended({"output": output, "last_seq": run.last_seq}, events.take())
 
     def _on_workers(self, executor: WorkflowExecutor) -> WorkflowExecutor:
         """The executor whose steps' skills are activities (their timeouts enforced on the worker,
