@@ -180,6 +180,39 @@ def test_a_direct_call_s_confirmation_survives_kill_9_of_every_worker_and_front_
     assert workflow_status(setup.address, run_id) == "COMPLETED"
 
 
+def test_a_direct_call_approved_by_its_own_front_door_streams_what_a_local_call_does(setup: Setup) -> None:
+    """`skillyard call --yes`: the CLI's approver answers, its answer goes to the workflow as the
+    signal, and the stream (confirmation_required in its place) is the local one."""
+    from test_temporal import comparable, events_of
+
+    setup.start_worker()
+    remote = setup.call("guarded", "--arg", "text=yes", "--yes", "--output", "events", "--quiet")
+    local = setup.call("guarded", "--arg", "text=yes", "--yes", "--output", "events", "--quiet", backend="local")
+    assert remote.returncode == 0 == local.returncode, remote.stderr + local.stderr
+    remote_events, remote_result = events_of(remote.stdout)
+    local_events, _ = events_of(local.stdout)
+    assert [comparable(e) for e in remote_events] == [comparable(e) for e in local_events]
+    assert [e["type"] for e in remote_events].count("confirmation_required") == 1
+    assert [comparable(e) for e in assert_gap_free(setup, remote_result["run_id"])] == [comparable(e) for e in remote_events]
+    assert signals_of(setup, remote_result["run_id"]) == [("approve", [remote_result["tool_call_id"], True])]
+
+
+def signals_of(setup: Setup, workflow_id: str) -> list[tuple[str, list[Any]]]:
+    """The signals the execution received: (name, arguments)."""
+    import asyncio
+    import json
+
+    from temporalio.client import Client
+
+    async def read() -> list[tuple[str, list[Any]]]:
+        history = await (await Client.connect(setup.address)).get_workflow_handle(workflow_id).fetch_history()
+        return [(event.workflow_execution_signaled_event_attributes.signal_name,
+                 [json.loads(p.data) for p in event.workflow_execution_signaled_event_attributes.input.payloads])
+                for event in history.events if event.HasField("workflow_execution_signaled_event_attributes")]
+
+    return asyncio.run(read())
+
+
 def test_a_direct_call_s_confirmation_denied_through_another_replica(setup: Setup) -> None:
     """The replica that started the call is alive; another answers no: the call ends as locally."""
     setup.start_worker()
