@@ -100,7 +100,7 @@ async def route_call(
             _refuse_sensitive(args, project.redactor)
         run.events.emit("tool_progress_delta", tool.matched_progress, tool_call_id=call_id, clean=True)  # engine-built
         if tool.confirm:  # an executor may keep the question itself (Temporal: durable, in its execution)
-            await getattr(tool.executor, "confirm", confirm_call)(run, tool, args)
+            await getattr(tool.executor, "ask_confirmation", confirm_call)(run, tool, args)
         limit = tool.timeout if timeout is None else min(timeout, tool.timeout)
         with deadline(limit):
             data = await tool.executor.execute(args, run)

@@ -103,9 +103,9 @@ class RemoteTool:
         self.workflow = WORKFLOW if self.kind == "workflow" else CALL_WORKFLOW
         self.revision = revision
         self.output_clean = getattr(tool.executor, "output_clean", None)
-        self._confirmed: dict[str, tuple[Any, Follower]] = {}  # run id → its execution, once `confirm` returned
+        self._confirmed: dict[str, tuple[Any, Follower]] = {}  # run id → its execution (ask_confirmation began it)
 
-    async def confirm(self, run: "RunContext", tool: "LinkedTool", args: dict[str, Any]) -> None:
+    async def ask_confirmation(self, run: "RunContext", tool: "LinkedTool", args: dict[str, Any]) -> None:
         """A direct call's confirmation waits in its execution, started now (see confirmation.py):
         it outlives this front door and every worker. Returns once the execution has its answer
         (or ended); `execute` then follows it to its end (a no ends it `confirmation_denied`)."""

@@ -1,6 +1,6 @@
 """A direct call's confirmation on Temporal, front door side.
 
-The router asks `RemoteTool.confirm` instead of asking in this process: the call's execution
+The router asks `RemoteTool.ask_confirmation` instead of asking in this process: the call's execution
 starts at once with `confirm` set, and its workflow emits `confirmation_required` and waits for
 the `approve` signal (approvals.py), so the question outlives this front door and every worker.
 Meanwhile this front door relays the execution's events (the question first) and asks its own
