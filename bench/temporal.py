@@ -178,11 +178,12 @@ def _worker_command(root: Path, profile: Path | None, name: str, *extra: str) ->
     return ["-m", "cProfile", "-o", str(profile / f"{name}.prof"), *command] if profile is not None else command
 
 
-async def _history(client: Any, workflow_id: str) -> tuple[int, int]:
-    """(history events, activities) of one execution."""
+async def _history(client: Any, workflow_id: str) -> tuple[int, int, int]:
+    """(history events, activities, bytes of history) of one execution."""
     history = await client.get_workflow_handle(workflow_id).fetch_history()
     names = [event.WhichOneof("attributes") for event in history.events]
-    return len(names), names.count("activity_task_scheduled_event_attributes")
+    size = sum(event.ByteSize() for event in history.events)
+    return len(names), names.count("activity_task_scheduled_event_attributes"), size
 
 
 class Bench:
@@ -248,8 +249,9 @@ async def _measure(root: Path, sleepy: Path, bench: Bench, calls: int, burst: in
         print(f"3-step call, median of {calls}: skillyard on Temporal {ours_ms:.1f} ms ({ours_ms / 3:.1f} ms/step), "
               f"hand-written workflow {theirs_ms:.1f} ms ({theirs_ms / 3:.1f} ms/step): {ratio:.2f}x "
               f"(target <= {TARGET_RATIO}x: {_verdict(ratio <= TARGET_RATIO)})")
-        print(f"  per call: skillyard {ours_history[0]} history events, {ours_history[1]} activities; "
-              f"hand-written {theirs_history[0]} history events, {theirs_history[1]} activities")
+        print(f"  per call: skillyard {ours_history[0]} history events, {ours_history[1]} activities, "
+              f"{ours_history[2]} bytes; hand-written {theirs_history[0]} history events, {theirs_history[1]} "
+              f"activities, {theirs_history[2]} bytes")
         before = METER.seconds()
         hand_rate = await _rate(lambda: asyncio.gather(*(hand_call() for _ in range(burst))), burst)
         hand_cpu = METER.per_call(before, METER.seconds(), burst)

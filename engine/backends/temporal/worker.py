@@ -27,6 +27,10 @@ if TYPE_CHECKING:
 # maps steps with the project this worker linked, and the engine's code is deterministic there.
 PASSED_THROUGH = ("engine", "jsonschema_rs", "jsonschema", "pydantic", "pydantic_core", "structlog", "orjson", "yaml",
                   "jinja2", "markupsafe", "httpx", "openai", "psycopg", "psycopg_pool")
+# Workflow tasks (short: a step's mapping, its events) at once, whatever --max-concurrent says of steps: with
+# one, the worker's single poll waits on the task queue while its own executions' tasks wait on its sticky
+# queue, and 100 calls ran at 2 calls/s on 1 or 2 workers (bench.temporal, steps sleeping 50 ms).
+WORKFLOW_TASKS_AT_LEAST = 10
 
 
 def describe(project: "Project", revision: str, config: TemporalConfig) -> dict[str, object]:
@@ -58,7 +62,8 @@ async def run_worker(project: "Project", store: "Store", *, max_concurrent: int 
     worker = Worker(client, task_queue=config.task_queue, workflows=[ToolWorkflow, OneActivityWorkflow, AgentWorkflow],
                     activities=[*activities.all(), *AgentActivities(activities).all(), run_tool],
                     workflow_runner=runner, max_concurrent_activities=max_concurrent,
-                    max_concurrent_workflow_tasks=max_concurrent, graceful_shutdown_timeout=timedelta(seconds=graceful_s))
+                    max_concurrent_workflow_tasks=max(max_concurrent, WORKFLOW_TASKS_AT_LEAST),
+                    graceful_shutdown_timeout=timedelta(seconds=graceful_s))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
