@@ -28,8 +28,8 @@ if TYPE_CHECKING:
 PASSED_THROUGH = ("engine", "jsonschema_rs", "jsonschema", "pydantic", "pydantic_core", "structlog", "orjson", "yaml",
                   "jinja2", "markupsafe", "httpx", "openai", "psycopg", "psycopg_pool")
 # Workflow tasks (short: a step's mapping, its events) at once, whatever --max-concurrent says of steps: with
-# one, the worker's single poll waits on the task queue while its own executions' tasks wait on its sticky
-# queue, and 100 calls ran at 2 calls/s on 1 or 2 workers (bench.temporal, steps sleeping 50 ms).
+# one, 100 calls of 50 ms steps ran at 2 calls/s on 1 worker and on 2 (bench.temporal; likely its one poll
+# waiting on the task queue while its executions' next tasks wait on its sticky queue); with 10, 4.6 and 7.3.
 WORKFLOW_TASKS_AT_LEAST = 10
 
 
