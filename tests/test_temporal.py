@@ -157,6 +157,35 @@ def test_a_call_on_temporal_streams_and_stores_what_a_local_call_does(setup: Set
     assert workflow_status(setup.address, remote_result["run_id"]) == "COMPLETED"  # workflow id = run id
 
 
+def test_a_call_is_one_activity_per_step_and_its_last_events_come_with_its_end(setup: Setup) -> None:
+    """As many activities as steps (a hand-written workflow's count): the events after the last
+    step travel with the execution's result and the front door stores them, once, in order."""
+    setup.start_worker()
+    done = setup.call("slowPipeline", "--arg", "text=acts", "--arg", "seconds=0", "--output", "events", "--quiet")
+    assert done.returncode == 0, done.stderr
+    events, result = events_of(done.stdout)
+    assert activities_of(setup.address, result["run_id"]) == ["skillyard.step"] * 3
+    stored = setup.stored(result["run_id"])
+    assert [e["seq"] for e in stored] == list(range(1, len(events) + 1))
+    assert [comparable(e) for e in stored] == [comparable(e) for e in events]
+    last_start = max(i for i, e in enumerate(stored) if e["type"] == "skill_start")
+    assert [e["type"] for e in stored[last_start:]][-1] == "tool_call_result" and len(stored) - last_start > 2
+
+
+def activities_of(address: str, workflow_id: str) -> list[str]:
+    """The activity types the execution scheduled, in order."""
+    import asyncio
+
+    from temporalio.client import Client
+
+    async def read() -> list[str]:
+        history = await (await Client.connect(address)).get_workflow_handle(workflow_id).fetch_history()
+        return [event.activity_task_scheduled_event_attributes.activity_type.name for event in history.events
+                if event.HasField("activity_task_scheduled_event_attributes")]
+
+    return asyncio.run(read())
+
+
 def test_a_step_retry_keeps_the_local_semantics(setup: Setup) -> None:
     setup.start_worker()
     done = setup.call("flaky", "--arg", "text=f1", "--output", "events", "--quiet")

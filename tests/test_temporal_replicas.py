@@ -3,8 +3,8 @@
 Real `skillyard serve` processes (replicas, sharing one PostgreSQL store), real `skillyard
 worker` processes and a real Temporal dev server: a replica killed with SIGKILL mid-call
 leaves a run that still completes (a worker adopts it and writes its end) and is never marked
-`interrupted`; an agent run's pending approval is answered through another replica as a signal
-to its workflow; cancellation over HTTP cancels the Temporal execution.
+`interrupted`; a pending approval (an agent run's, or a direct call's) is answered through another
+replica as a signal to its workflow, also after every worker and front door restarted; cancellation over HTTP cancels the Temporal execution.
 """
 
 from __future__ import annotations
@@ -138,20 +138,100 @@ def test_a_run_of_a_killed_replica_completes_on_the_workers_and_is_never_interru
     assert workflow_status(setup.address, run_id) == "COMPLETED"
 
 
-def test_a_confirmation_waiting_in_a_killed_replica_ends_interrupted(setup: Setup) -> None:
-    """A tool call's confirmation is asked in its front door, before any execution starts: with
-    the front door gone nothing runs, and the run ends `interrupted` as a local one would."""
+def test_a_direct_call_s_confirmation_survives_kill_9_of_every_worker_and_front_door(setup: Setup) -> None:
+    """A direct call's confirmation waits in its workflow: with its front door and every worker
+    killed, a new front door lists and answers it, and the call runs once, gap-free, to `ok`."""
     setup.start_worker()
     a = replica(setup)
     try:
-        run_id = start_background(a, "guarded", {"text": "never"})
-        wait_for(lambda: any(e["type"] == "confirmation_required" for e in setup.stored(run_id)), 30, "the question")
+        run_id = start_background(a, "guarded", {"text": "later"})
+        asked = wait_for(lambda: [e for e in setup.stored(run_id) if e["type"] == "confirmation_required"], 60,
+                         "the question")
+        call_id = asked[0]["tool_call_id"]
         kill(a)
-        seen = statuses_until_end(setup, run_id, 40)
+        setup.workers[0].send_signal(signal.SIGKILL)
+        setup.workers[0].wait(30)
+        setup.start_worker()
+        b = replica(setup)  # a new worker, a new front door
+        try:
+            time.sleep(10)  # past the store's process timeout: the sweep runs, and must leave the run alone
+            assert httpx.get(f"{b.url}/v1/runs/{run_id}", headers=CALLER, timeout=30).json()["pending_approvals"] == [call_id]
+            assert setup.counted("count", "later") == []  # nothing ran without a yes
+            missing = httpx.post(f"{b.url}/v1/runs/{run_id}/approvals/nope", json={"approve": True}, headers=CALLER)
+            assert missing.status_code == 409
+            answered = httpx.post(f"{b.url}/v1/runs/{run_id}/approvals/{call_id}", json={"approve": True},
+                                  headers=CALLER, timeout=30)
+            assert answered.status_code == 200, answered.text
+            seen = statuses_until_end(setup, run_id, 60)
+            summary = httpx.get(f"{b.url}/v1/runs/{run_id}", headers=CALLER, timeout=10).json()
+        finally:
+            b.stop()
     finally:
         a.stop()
-    assert seen[-1] == "interrupted"
-    assert setup.counted("count", "never") == [] and workflow_status(setup.address, run_id) is None
+    assert seen[-1] == "ok" and "interrupted" not in seen, seen
+    assert summary["status"] == "ok" and summary["pending_approvals"] == []
+    assert len(setup.counted("count", "later")) == 1
+    stored = assert_gap_free(setup, run_id)
+    types = [e["type"] for e in stored]
+    assert types[0] == "tool_call_start" and types[-1] == "tool_call_result"
+    assert types.count("confirmation_required") == 1 and types.count("tool_call_result") == 1
+    assert types.index("confirmation_required") < types.index("skill_start")
+    assert stored[-1]["data"]["ok"] is True and stored[-1]["tool_call_id"] == call_id
+    assert workflow_status(setup.address, run_id) == "COMPLETED"
+
+
+def test_a_direct_call_approved_by_its_own_front_door_streams_what_a_local_call_does(setup: Setup) -> None:
+    """`skillyard call --yes`: the CLI's approver answers, its answer goes to the workflow as the
+    signal, and the stream (confirmation_required in its place) is the local one."""
+    from test_temporal import comparable, events_of
+
+    setup.start_worker()
+    remote = setup.call("guarded", "--arg", "text=yes", "--yes", "--output", "events", "--quiet")
+    local = setup.call("guarded", "--arg", "text=yes", "--yes", "--output", "events", "--quiet", backend="local")
+    assert remote.returncode == 0 == local.returncode, remote.stderr + local.stderr
+    remote_events, remote_result = events_of(remote.stdout)
+    local_events, _ = events_of(local.stdout)
+    assert [comparable(e) for e in remote_events] == [comparable(e) for e in local_events]
+    assert [e["type"] for e in remote_events].count("confirmation_required") == 1
+    assert [comparable(e) for e in assert_gap_free(setup, remote_result["run_id"])] == [comparable(e) for e in remote_events]
+    assert signals_of(setup, remote_result["run_id"]) == [("approve", [remote_result["tool_call_id"], True])]
+
+
+def signals_of(setup: Setup, workflow_id: str) -> list[tuple[str, list[Any]]]:
+    """The signals the execution received: (name, arguments)."""
+    import asyncio
+    import json
+
+    from temporalio.client import Client
+
+    async def read() -> list[tuple[str, list[Any]]]:
+        history = await (await Client.connect(setup.address)).get_workflow_handle(workflow_id).fetch_history()
+        return [(event.workflow_execution_signaled_event_attributes.signal_name,
+                 [json.loads(p.data) for p in event.workflow_execution_signaled_event_attributes.input.payloads])
+                for event in history.events if event.HasField("workflow_execution_signaled_event_attributes")]
+
+    return asyncio.run(read())
+
+
+def test_a_direct_call_s_confirmation_denied_through_another_replica(setup: Setup) -> None:
+    """The replica that started the call is alive; another answers no: the call ends as locally."""
+    setup.start_worker()
+    with two_replicas(setup) as (a, b):
+        run_id = start_background(a, "guarded", {"text": "no"})
+        asked = wait_for(lambda: [e for e in setup.stored(run_id) if e["type"] == "confirmation_required"], 60,
+                         "the question")
+        call_id = asked[0]["tool_call_id"]
+        assert httpx.get(f"{a.url}/v1/runs/{run_id}", headers=CALLER, timeout=30).json()["pending_approvals"] == [call_id]
+        denied = httpx.post(f"{b.url}/v1/runs/{run_id}/approvals/{call_id}", json={"approve": False},
+                            headers=CALLER, timeout=30)
+        assert denied.status_code == 200, denied.text
+        seen = statuses_until_end(setup, run_id, 60)
+    assert seen[-1] == "error"
+    assert setup.counted("count", "no") == []
+    stored = assert_gap_free(setup, run_id)
+    assert [e["type"] for e in stored].count("tool_call_error") == 1
+    assert stored[-1]["type"] == "tool_call_error" and stored[-1]["data"]["error"]["code"] == "confirmation_denied"
+    assert workflow_status(setup.address, run_id) == "FAILED"  # the question was its execution's, not A's alone
 
 
 # ─── approvals and cancellation through another replica ──────────────────────────────────

@@ -25,7 +25,7 @@ def add_worker_parser(commands: Any) -> None:
     )
     worker.add_argument("--dir", default=".", help="project directory (default: current directory)")
     worker.add_argument("--max-concurrent", type=positive_int, default=100, metavar="N",
-                        help="steps (activities) and workflow tasks run at once by this worker (default 100)")
+                        help="steps (activities) run at once by this worker, and workflow tasks (at least 10) (default 100)")
     worker.add_argument("--grace", type=float, default=30.0, metavar="SECONDS",
                         help="on SIGTERM, how long running steps may finish before they are handed back (default 30)")
     worker.set_defaults(handler=cmd_worker)

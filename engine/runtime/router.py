@@ -101,8 +101,8 @@ async def route_call(
         if project.settings.redaction.arguments == "refuse":
             _refuse_sensitive(args, project.redactor)
         run.events.emit("tool_progress_delta", tool.matched_progress, tool_call_id=call_id, clean=True)  # engine-built
-        if tool.confirm:
-            await _confirm(run, tool, args)
+        if tool.confirm:  # an executor may keep the question itself (Temporal: durable, in its execution)
+            await getattr(tool.executor, "ask_confirmation", confirm_call)(run, tool, args)
         limit = tool.timeout if timeout is None else min(timeout, tool.timeout)
         with deadline(limit):
             data = await tool.executor.execute(args, run)
@@ -194,13 +194,18 @@ def _refuse_sensitive(args: dict[str, Any], redactor: Redactor) -> None:
         )
 
 
-async def _confirm(run: RunContext, tool: LinkedTool, args: dict[str, Any]) -> None:
+async def confirm_call(run: RunContext, tool: LinkedTool, args: dict[str, Any]) -> None:
+    """Ask for a yes before a `confirm: true` tool runs; `declined` when the answer is no."""
     run.events.emit(
         "confirmation_required", {"tool": tool.name, "arguments": args}, tool_call_id=run.tool_call_id
     )
     approved = await run.events.ask_approval(tool, args, run.tool_call_id)  # the Run: its approver, or any front door
     if not approved:
-        raise StepFailure(ErrorCode.CONFIRMATION_DENIED, f"the user declined the call of {tool.name!r}")
+        raise declined(tool.name)
+
+
+def declined(tool: str) -> StepFailure:
+    return StepFailure(ErrorCode.CONFIRMATION_DENIED, f"the user declined the call of {tool!r}")
 
 
 def _finish(run: RunContext, started: int, *, data: Any = None, error: ToolError | None = None, clean: bool = False) -> ToolResult:

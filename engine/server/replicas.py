@@ -9,7 +9,7 @@ cancelled through replica B:
 - **approve / cancel**: B checks the run (exists, is the caller's, is running; an approval is
   pending in the store) and sends a notice on `skillyard_control`; the replica whose
   `Engine.runs` holds the Run answers or cancels it there. A run on Temporal is steered
-  through Temporal instead (a signal to an agent run's workflow, a cancel of the execution),
+  through Temporal instead (a signal to the run's workflow, a cancel of the execution),
   so it can be answered and cancelled after the replica that started it died.
 
 With the SQLite store (one process) the same code runs: control notices are delivered
@@ -92,7 +92,7 @@ class Replicas:
             run.cancel()
 
     # ─── steering a run of another replica ───────────────────────────────────────
-    # A run on Temporal is steered through Temporal itself (an agent run's approvals are signals
+    # A run on Temporal is steered through Temporal itself (its approvals are signals
     # to its workflow, a cancel cancels its execution): that works when the replica that started
     # it is gone too. Any other run is steered by a notice to the replica that executes it.
 
@@ -101,7 +101,7 @@ class Replicas:
         if record.status != "running":
             return []
         temporal = await self._temporal(record)
-        if temporal is not None and record.kind == "agent":
+        if temporal is not None:  # its approvals wait in its workflow (an agent run's, or a direct call's)
             from ..backends.temporal.agent_client import pending_approvals
 
             with contextlib.suppress(Exception):  # no such execution (yet), or no worker to answer the query
@@ -113,7 +113,7 @@ class Replicas:
 
     async def answer(self, record: Any, tool_call_id: str, approve: bool) -> None:
         temporal = await self._temporal(record)
-        if temporal is not None and record.kind == "agent":
+        if temporal is not None:
             from ..backends.temporal.agent_client import send_approval
 
             await send_approval(await temporal.client(), record.id, tool_call_id, approve)

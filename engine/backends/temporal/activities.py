@@ -86,8 +86,11 @@ def off_the_loop(skill: "Skill") -> Callable[[Any, Any], Any]:
 
 
 async def heartbeat(every: float) -> None:
-    """Tell Temporal this worker still runs the activity (and hear of a cancellation)."""
+    """Tell Temporal this worker still runs the activity (and hear of a cancellation), every
+    `every` seconds from `every` on: a step shorter than that sends none (each heartbeat is a
+    call to the server, which records it), and a worker lost before its first one is found out
+    by the heartbeat timeout all the same."""
     while True:
-        activity.heartbeat()
         await asyncio.sleep(every)
+        activity.heartbeat()
 

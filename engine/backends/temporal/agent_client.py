@@ -39,12 +39,13 @@ def agent_for(engine: "Engine", agent: Agent) -> "Agent | TemporalAgent":
 
 
 async def send_approval(client: Any, run_id: str, tool_call_id: str, approve: bool) -> None:
-    """Answer a pending confirmation of an agent run on Temporal, from any front door."""
+    """Answer a pending confirmation of a run on Temporal (an agent run's call, or a direct call of a
+    `confirm: true` tool), from any front door."""
     await client.get_workflow_handle(run_id).signal(APPROVE_SIGNAL, args=[tool_call_id, approve])
 
 
 async def pending_approvals(client: Any, run_id: str) -> list[str]:
-    """The tool_call_ids of an agent run on Temporal that wait for an answer."""
+    """The tool_call_ids of a run on Temporal (an agent run, or a direct call) that wait for an answer."""
     return list(await client.get_workflow_handle(run_id).query(PENDING_QUERY))
 
 

@@ -11,12 +11,11 @@ from typing import Any
 
 from ...providers.base import ChatMessage, ModelRequest, ModelResponse, ToolCall, Usage
 from ...runtime.result import ToolError, ToolResult
+from .protocol import APPROVE_SIGNAL, PENDING_QUERY  # noqa: F401 - shared with a direct call's confirmation
 
 AGENT_WORKFLOW = "skillyard.agent"  # the workflow type of an agent run (workflow id = the run id)
 MODEL_ACTIVITY = "skillyard.model_request"  # one model request (its answer is recorded: never paid for twice)
 TOOL_ACTIVITY = "skillyard.agent_tool"  # one tool call of an agent, routed on a worker
-APPROVE_SIGNAL = "approve"  # args: tool_call_id, approve (bool)
-PENDING_QUERY = "pending_approvals"  # the tool_call_ids waiting for an answer
 
 
 def message_out(message: ChatMessage) -> dict[str, Any]:

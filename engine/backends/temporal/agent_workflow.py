@@ -32,9 +32,10 @@ with workflow.unsafe.imports_passed_through():
     from ...providers.base import ModelRequest, ModelResponse, ProviderError
     from ...runtime.result import ToolResult
     from ...runtime.run import Run
-    from .agent_protocol import (AGENT_WORKFLOW, APPROVE_SIGNAL, MODEL_ACTIVITY, PENDING_QUERY, TOOL_ACTIVITY,
+    from .agent_protocol import (AGENT_WORKFLOW, MODEL_ACTIVITY, TOOL_ACTIVITY,
                                  message_in, message_out, request_out, response_in, result_in, result_out,
                                  usage_out)
+    from .approvals import DEFAULT_APPROVAL_TIMEOUT_S, Confirmable
     from .served import check_revision, served
     from .workflows import GRACE_S, INFRASTRUCTURE_RETRY, WorkflowEvents
 
@@ -42,24 +43,14 @@ MODEL_TIMEOUT_S = 600.0  # start-to-close of one model request when the run has 
 
 
 @workflow.defn(name=AGENT_WORKFLOW)
-class AgentWorkflow:
+class AgentWorkflow(Confirmable):
     """One agent run (workflow id = the run id)."""
 
     def __init__(self) -> None:
+        super().__init__()
         self._call: dict[str, Any] = {}
         self._events = WorkflowEvents("")  # numbered events not yet written
-        self._answers: dict[str, bool] = {}
-        self._waiting: set[str] = set()
         self._run: Run | None = None
-
-    @workflow.signal(name=APPROVE_SIGNAL)
-    def approve(self, tool_call_id: str, approve: bool) -> None:
-        """An answer from any front door; the first one for a call wins."""
-        self._answers.setdefault(tool_call_id, bool(approve))
-
-    @workflow.query(name=PENDING_QUERY)
-    def pending_approvals(self) -> list[str]:
-        return sorted(self._waiting)
 
     @workflow.run
     async def run(self, call: dict[str, Any]) -> dict[str, Any]:
@@ -150,14 +141,7 @@ class AgentWorkflow:
         """Wait for the approve signal of this call (denied when the approval timeout passes)."""
         self._waiting.add(tool_call_id)
         await self._events.record()  # confirmation_required reaches the store: front doors see the question
-        try:
-            await workflow.wait_condition(lambda: tool_call_id in self._answers,
-                                          timeout=timedelta(seconds=self._call.get("approval_timeout", 600.0)))
-        except asyncio.TimeoutError:
-            return False
-        finally:
-            self._waiting.discard(tool_call_id)
-        return self._answers[tool_call_id]
+        return await self.wait_for_answer(tool_call_id, self._call.get("approval_timeout") or DEFAULT_APPROVAL_TIMEOUT_S)
 
 
 async def _cancellable(activity: Any) -> Any:

@@ -16,10 +16,11 @@ import asyncio
 import copy
 import dataclasses
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ...errors import ErrorCode, StepFailure, UsageError
 from ...runtime.events import Event, report_listener_failure
+from ...runtime.router import confirm_call
 from ...store.schema import EVENTS_CHANNEL
 from ...telemetry.traces import carrier
 from .config import TemporalConfig, connect, require_sdk, require_shared_store
@@ -34,7 +35,10 @@ if TYPE_CHECKING:
     from ...store import Store
 
 CANCEL_WAIT_S = 15.0  # after a cancel, how long the front door waits for the execution to end
-FOLLOW_POLL_S = 1.0  # the store is read this often even when no notice arrives (a lost notice costs ≤ this)
+FOLLOW_POLL_S = 5.0  # the store is read this often even when no notice arrives (a lost notice costs ≤ this;
+# notices are lost only with the listening connection, which says so: "*"). Every read of every call
+# in flight costs the database: at 1 s, 100 concurrent calls on a loaded machine (each waiting ~30 s)
+# read the store 72 times per call, 4 of them for a notice (bench.temporal --profile).
 
 
 class TemporalBackend:
@@ -100,34 +104,58 @@ class RemoteTool:
         self.workflow = WORKFLOW if self.kind == "workflow" else CALL_WORKFLOW
         self.revision = revision
         self.output_clean = getattr(tool.executor, "output_clean", None)
+        self._confirmed: dict[str, tuple[Any, Follower]] = {}  # run id → its execution (ask_confirmation began it)
+
+    async def ask_confirmation(self, run: "RunContext", tool: "LinkedTool", args: dict[str, Any]) -> None:
+        """A direct call's confirmation waits in its execution, started now (see confirmation.py):
+        it outlives this front door and every worker. Returns once the execution has its answer
+        (or ended); `execute` then follows it to its end (a no ends it `confirmation_denied`)."""
+        if run.events.kind != "tool":  # an agent's calls share a run: asked here, as locally
+            return await confirm_call(run, tool, args)
+        from .confirmation import until_answered
+
+        started = await self._start(args, run, confirm=True)
+        self._confirmed[run.run_id] = started
+        try:
+            await until_answered(started[0], started[1], run, tool, args)
+        except BaseException:  # cancelled, or this door's approver failed: the question goes with the call
+            self._confirmed.pop(run.run_id, None)
+            await asyncio.shield(cancel_and_wait(*started))
+            raise
 
     async def execute(self, args: dict[str, Any], run: "RunContext") -> Any:
         if run.events.kind != "tool":  # an agent's calls share a run (and its seq): they stay local for now
             return await self.local.execute(args, run)
         from temporalio.client import WorkflowFailureError
 
+        handle, follower = self._confirmed.pop(run.run_id, None) or await self._start(args, run)
+        try:
+            outcome = await follower.follow(asyncio.ensure_future(handle.result()))
+        except WorkflowFailureError as exc:
+            failure, last_seq = call_failure(exc, run.run_id, run.tool, self.revision)
+            await follower.catch_up(last_seq, last_rows(exc))
+            raise failure from None
+        except asyncio.CancelledError:
+            await asyncio.shield(cancel_and_wait(handle, follower))
+            raise
+        await follower.catch_up(outcome["last_seq"], outcome.get("rows") or ())
+        return _as_local(self.kind, outcome["output"])
+
+    async def _start(self, args: dict[str, Any], run: "RunContext", confirm: bool = False) -> "tuple[Any, Follower]":
+        """Start the call's execution (workflow id = the run id); its handle and the follower of its events."""
         client = await self.backend.client()
         first = run.events.last_seq + 1
         call = {"revision": self.revision, "run_id": run.run_id, "tool_call_id": run.tool_call_id, "tool": run.tool,
                 "arguments": args, "model": run.model_override, "first_seq": first, "tool_timeout": self.tool.timeout,
                 "trace": carrier(run.run_id, run.tool_call_id)}  # the worker's spans join this call's trace
+        limit = self.tool.timeout + 60
+        if confirm:
+            call["confirm"], call["approval_timeout"] = True, run.events.approval_timeout
+            limit += run.events.approval_timeout
         self.backend.store.record_executor(run.run_id, EXECUTOR)  # if this process dies, a worker ends the run
-        handle = await client.start_workflow(
-            self.workflow, call, id=run.run_id, task_queue=self.backend.config.task_queue,
-            execution_timeout=timedelta(seconds=self.tool.timeout + 60),
-        )
-        follower = Follower(self.backend.store, run.events, first - 1)
-        try:
-            outcome = await follower.follow(asyncio.ensure_future(handle.result()))
-        except WorkflowFailureError as exc:
-            failure, last_seq = call_failure(exc, run.run_id, run.tool, self.revision)
-            await follower.catch_up(last_seq)
-            raise failure from None
-        except asyncio.CancelledError:
-            await asyncio.shield(cancel_and_wait(handle, follower))
-            raise
-        await follower.catch_up(outcome["last_seq"])
-        return _as_local(self.kind, outcome["output"])
+        handle = await client.start_workflow(self.workflow, call, id=run.run_id, task_queue=self.backend.config.task_queue,
+                                             execution_timeout=timedelta(seconds=limit))
+        return handle, Follower(self.backend.store, run.events, first - 1)
 
 
 def call_failure(exc: Any, run_id: str, tool: str, revision: str | None) -> "tuple[StepFailure, int | None]":
@@ -145,6 +173,23 @@ def call_failure(exc: Any, run_id: str, tool: str, revision: str | None) -> "tup
     if isinstance(cause, ApplicationError) and cause.type == REVISION_MISMATCH:
         return StepFailure(ErrorCode.EXECUTION_ERROR, cause.message, {"revision": revision}), None
     return StepFailure(ErrorCode.EXECUTION_ERROR, f"the Temporal execution {run_id} failed: {cause or exc}"), None
+
+
+def last_rows(ended: Any) -> list[list[Any]]:
+    """The last events (numbered rows, not yet written) a call's execution ended with: from its
+    result, or from its failure's details (protocol.ended, failure_details)."""
+    if isinstance(ended, dict):
+        return ended.get("rows") or []
+    cause = getattr(ended, "cause", None)
+    details = getattr(cause, "details", None)
+    if getattr(cause, "type", None) == STEP_FAILURE and details and isinstance(details[0], dict):
+        return details[0].get("rows") or []
+    return []
+
+
+def row_event(run_id: str, row: list[Any]) -> Event:
+    seq, kind, ts, call_id, step_id, skill, data = row
+    return Event(kind, run_id, seq, ts, call_id, step_id, skill, data)
 
 
 def _as_local(kind: str, output: Any) -> Any:
@@ -185,7 +230,7 @@ class Follower:
         prefix = self.run.run_id + " "
 
         def heard(payload: str) -> None:
-            if payload.startswith(prefix):
+            if payload.startswith(prefix) or payload == "*":  # "*": notices may have been lost, read again
                 loop.call_soon_threadsafe(wake.set)
 
         stop = self.store.listen(EVENTS_CHANNEL, heard)
@@ -202,11 +247,17 @@ class Follower:
             if not ended.done():
                 ended.cancel()
 
-    async def catch_up(self, last_seq: int | None) -> None:
-        """Relay what is stored up to `last_seq` (None: whatever there is), then number on from it."""
-        if last_seq is None or self.after < last_seq:
+    async def catch_up(self, last_seq: int | None, rows: "Sequence[list[Any]]" = ()) -> None:
+        """Relay what is stored up to `last_seq` (None: whatever there is) and then `rows`, the
+        execution's last events, which came with its end: they go to the run's listeners, the
+        store's too (this front door writes them, with the call's last event), then number on."""
+        stored_up_to = rows[0][0] - 1 if rows else last_seq
+        if stored_up_to is None or self.after < stored_up_to:
             await self._relay()
-        self.run.number_after(self.after)  # the call's last event follows the execution's
+        for row in rows:
+            if row[0] > self.after:
+                self._deliver(row_event(self.run.run_id, row), None)
+        self.run.number_after(max(self.after, last_seq or 0))  # the call's last event follows the execution's
 
     async def _relay(self) -> None:
         rows = await asyncio.to_thread(self.store.events, self.run.run_id, after_seq=self.after)
@@ -215,10 +266,13 @@ class Follower:
                 break
             event = Event(row["type"], row["run_id"], row["seq"], row["ts"], row.get("tool_call_id"),
                           row.get("step_id"), row.get("skill"), row["data"])
-            self.after = row["seq"]
-            self.run.relay(event, skip=self.store.receives)  # the worker stored it already
-            for listener in self.listeners:
-                try:
-                    listener(event)
-                except Exception as exc:  # noqa: BLE001 - as Run.relay: a listener's bug must not hurt the run
-                    report_listener_failure(listener, event.type, exc)
+            self._deliver(event, self.store.receives)  # the worker stored it already
+
+    def _deliver(self, event: Event, skip: "Callable[[Any], bool] | None") -> None:
+        self.after = event.seq
+        self.run.relay(event, skip=skip)
+        for listener in self.listeners:
+            try:
+                listener(event)
+            except Exception as exc:  # noqa: BLE001 - as Run.relay: a listener's bug must not hurt the run
+                report_listener_failure(listener, event.type, exc)

@@ -7,14 +7,15 @@ Instead every worker looks, every ADOPT_EVERY_S, for such runs whose process has
 takes them over in the store (its host and pid on the row: one adopter per run, and a dead
 adopter's runs are adopted again), and waits for the execution's end:
 
-- a tool run: the front door would have written the call's last event (`tool_call_result` or
-  `tool_call_error`, which ends the run's row); the adopter emits it instead, from the
+- a tool run: the front door would have written the execution's last events (they come with
+  its end) and the call's last event (`tool_call_result` or `tool_call_error`, which ends the
+  run's row); the adopter writes them instead, from the
   execution's outcome, through a Run whose redaction first learned the call's arguments (as
   the workflow's Run redacts the run's other events);
 - an agent run: the workflow writes `agent_done` itself; the adopter only ends a row the
   execution left running (terminated by an operator, say);
-- no execution at all (the front door died before starting it, e.g. while a confirmation
-  waited in it): the run is `interrupted`, as a local run would be.
+- no execution at all (the front door died before starting it): the run is `interrupted`,
+  as a local run would be.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from ...logging import logger
 from ...runtime.run import Run
 from ...store import StoreError
-from .client import call_failure
+from .client import call_failure, last_rows, row_event
 from .protocol import EXECUTOR
 from .served import served
 
@@ -101,11 +102,14 @@ class Adopter:
 
     async def _write_end(self, run_id: str, call: dict[str, Any], started_at: int,
                          outcome: dict[str, Any] | BaseException) -> None:
-        """The call's last event, as the front door's router emits it (the run's row ends with it)."""
+        """The execution's last events (which came with its end: the front door would have written
+        them) and the call's last event, as the front door's router emits it (the run's row ends with it)."""
         stored = await asyncio.to_thread(self.store.events, run_id, after_seq=0)
         scrub = served().project.redactor.for_run()
         scrub(call.get("arguments"))  # the secrets its redaction knows, as the front door's Run knew them
         run = Run(run_id, [self.store.listener], scrub)
+        for row in last_rows(outcome):  # redacted by the workflow's Run; a seq stored already stays as it is
+            run.relay(row_event(run_id, row))
         run.number_after(stored[-1]["seq"] if stored else 0)
         metadata = {"duration_ms": max(0, int(time.time() * 1000) - started_at)}
         if isinstance(outcome, dict):

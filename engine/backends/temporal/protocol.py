@@ -19,6 +19,9 @@ RECORD_ACTIVITY = "skillyard.record_events"  # writes numbered events to the sto
 EXECUTOR = "temporal"  # run_executors.executor of the runs on this backend (orphans.py adopts them)
 REVISION_MISMATCH = "RevisionMismatch"  # the error type of a task refused for another project revision
 STEP_FAILURE = "StepFailure"  # the error type of a call that failed (code, details and last seq in its details)
+APPROVE_SIGNAL = "approve"  # args: tool_call_id, approve (bool); a direct call's and an agent run's confirmations
+PENDING_QUERY = "pending_approvals"  # the tool_call_ids waiting for an answer
+ANSWER_QUERY = "approval_answer"  # arg: tool_call_id; the answer the execution took (None: none yet)
 
 
 def mismatch_message(asked: str, served: str) -> str:
@@ -26,5 +29,14 @@ def mismatch_message(asked: str, served: str) -> str:
             "run workers of the same project files as the front doors (restart the workers after a deploy)")
 
 
-def failure_details(code: str, details: dict[str, Any] | None, last_seq: int) -> dict[str, Any]:
-    return {"code": code, "details": details or {}, "last_seq": last_seq}
+def failure_details(code: str, details: dict[str, Any] | None, last_seq: int, rows: list[list[Any]]) -> dict[str, Any]:
+    """A failed call's details; `rows`: its last events, not yet written (see `ended`)."""
+    return {"code": code, "details": details or {}, "last_seq": last_seq, "rows": rows}
+
+
+def ended(outcome: dict[str, Any], rows: list[list[Any]]) -> dict[str, Any]:
+    """A call's result with its last events (numbered rows), which no activity wrote: they travel
+    with the execution's end, and the front door (or the worker that adopted the run) writes
+    them with the call's last event, keyed by (run_id, seq), so a second write changes nothing.
+    One activity per step and none after the last: as many activities as the steps."""
+    return {**outcome, "rows": rows}

@@ -5,7 +5,7 @@ The front door runs the router's checks as for any tool and starts `CALL_WORKFLO
 id = the run id). The workflow runs `BODY_ACTIVITY` once: the tool's executor, on the
 project the worker linked, with the call's context; the events it emits (fetch's progress,
 a python tool's `tool_progress`) come back unnumbered and the workflow's Run numbers and
-redacts them, and the workflow records them, as workflows.py does for steps. A failure is
+redacts them, and they go with the execution's end, as workflows.py's last ones do. A failure is
 the call's (StepFailure's code, or execution_error), never retried by Temporal: only losing the worker (heartbeat) runs the
 body again, so a call with side effects runs twice only when its worker died mid-call.
 """
@@ -19,26 +19,28 @@ from temporalio import activity, workflow
 
 with workflow.unsafe.imports_passed_through():
     from ...errors import StepFailure
-    from .protocol import BODY_ACTIVITY, CALL_WORKFLOW
+    from .approvals import Confirmable
+    from .protocol import BODY_ACTIVITY, CALL_WORKFLOW, ended
     from .served import check_revision
     from .workflows import WorkflowEvents, run_body
 
 
 @workflow.defn(name=CALL_WORKFLOW)
-class OneActivityWorkflow:
+class OneActivityWorkflow(Confirmable):
     """One call of a tool that is not a workflow (workflow id = the run id)."""
 
     @workflow.run
     async def run(self, call: dict[str, Any]) -> dict[str, Any]:
-        """`call`: as workflows.ToolWorkflow's. Returns {"output", "last_seq"}; a failure is an
-        ApplicationError (STEP_FAILURE) whose details hold the code and the last seq."""
+        """`call`: as workflows.ToolWorkflow's. Returns {"output", "last_seq", "rows"}; a failure is an
+        ApplicationError (STEP_FAILURE) whose details hold the code, the last seq and the last rows."""
         events, run = WorkflowEvents.of_call(call, check_revision(call["revision"]))
         try:
+            if call.get("confirm"):
+                await self.confirm_call(call, run, events.record)
             output = await run_body(call, events, run, f"tool {call['tool']}")
         except StepFailure as failure:
-            await events.fail(failure, run)
-        await events.record()
-        return {"output": output, "last_seq": run.last_seq}
+            events.fail(failure, run)
+        return ended({"output": output, "last_seq": run.last_seq}, events.take())
 
 
 @activity.defn(name=BODY_ACTIVITY)

@@ -13,7 +13,8 @@ Events get their `seq` here, and only here: the workflow's Run numbers and redac
 event (`Run.emit`, as locally; an activity returns its events unnumbered and unredacted),
 and the workflow writes numbered batches, keyed by (run_id, seq): the events so far go with
 the next step's activity, which writes them before its skill runs (one activity per step,
-not two), and the last ones through the record activity. A retried write changes nothing; a
+not two), and the last ones go with the execution's end (`protocol.ended`): the front door
+writes them with the call's last event (a worker that adopted the run, if it died). A retried write changes nothing; a
 step that ran twice (its worker died mid-step) reports only the events of the run that
 completed, so the store holds each seq once.
 
@@ -42,7 +43,8 @@ with workflow.unsafe.imports_passed_through():
     from ...runtime.events import Event
     from ...runtime.run import Run
     from .protocol import (BODY_ACTIVITY, RECORD_ACTIVITY, REVISION_MISMATCH, STEP_ACTIVITY, STEP_FAILURE, WORKFLOW,
-                           failure_details)
+                           ended, failure_details)
+    from .approvals import Confirmable
     from .served import Served, check_revision, served
 
 GRACE_S = 5.0  # start-to-close beyond a step's own timeout (the step enforces that itself, with a clear event)
@@ -114,10 +116,10 @@ class WorkflowEvents:
                 cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,  # no write lands after the end
             )
 
-    async def fail(self, failure: StepFailure, run: Run) -> Any:
-        """End the execution with the call's failure (its code, details and last seq in the error's details)."""
-        await self.record()
-        raise ApplicationError(failure.message, failure_details(failure.code, failure.details, run.last_seq),
+    def fail(self, failure: StepFailure, run: Run) -> Any:
+        """End the execution with the call's failure (its code, details, last seq and last events
+        in the error's details)."""
+        raise ApplicationError(failure.message, failure_details(failure.code, failure.details, run.last_seq, self.take()),
                                type=STEP_FAILURE, non_retryable=True)
 
 
@@ -144,35 +146,38 @@ class _NotTheStep(BaseException):
 
 
 @workflow.defn(name=WORKFLOW)
-class ToolWorkflow:
+class ToolWorkflow(Confirmable):
     """One tool call (workflow id = the run id)."""
 
     def __init__(self) -> None:
+        super().__init__()
         self._call: dict[str, Any] = {}
         self._events = WorkflowEvents("")
         self._run: Run | None = None
 
     @workflow.run
     async def run(self, call: dict[str, Any]) -> dict[str, Any]:
-        """`call`: revision, run_id, tool_call_id, tool, arguments, model, first_seq, tool_timeout.
-        Returns {"output", "last_seq"}; a failure is an ApplicationError (STEP_FAILURE)."""
+        """`call`: revision, run_id, tool_call_id, tool, arguments, model, first_seq, tool_timeout,
+        and for a `confirm: true` tool `confirm` and `approval_timeout`. Returns {"output", "last_seq",
+        "rows"} (protocol.ended); a failure is an ApplicationError (STEP_FAILURE)."""
         self._call = call
         here = check_revision(call["revision"])
         events, run = WorkflowEvents.of_call(call, here)
         self._events, self._run = events, run
         executor = here.project.tools[call["tool"]].executor
         try:
+            if call.get("confirm"):
+                await self.confirm_call(call, run, events.record)
             if getattr(executor, "has_constructs", False):
                 output = await run_body(call, events, run, f"workflow of {call['tool']}")
             else:
                 context = RunContext(call["run_id"], call["tool_call_id"], call["tool"], run, here.project, call.get("model"))
                 output = await self._on_workers(executor).execute(call["arguments"], context)
         except StepFailure as failure:
-            await events.fail(failure, run)
+            events.fail(failure, run)
         except _NotTheStep as infrastructure:
             raise infrastructure.error
-        await events.record()
-        return {"output": output, "last_seq": run.last_seq}
+        return ended({"output": output, "last_seq": run.last_seq}, events.take())
 
     def _on_workers(self, executor: WorkflowExecutor) -> WorkflowExecutor:
         """The executor whose steps' skills are activities (their timeouts enforced on the worker,

@@ -1,0 +1,65 @@
+"""A direct call's confirmation on Temporal, front door side.
+
+The router asks `RemoteTool.ask_confirmation` instead of asking in this process: the call's execution
+starts at once with `confirm` set, and its workflow emits `confirmation_required` and waits for
+the `approve` signal (approvals.py), so the question outlives this front door and every worker.
+Meanwhile this front door relays the execution's events (the question first) and asks its own
+Run, as locally: its approver (the terminal, `--yes`, MCP elicitation) or an answer given to
+the Run in this process (`POST /v1/runs/{id}/approvals/{tool_call_id}` on this replica) goes
+to the workflow as the signal. An answer given elsewhere reaches the workflow directly; this
+side learns of it from the workflow (`ANSWER_QUERY`). A front door with nobody to ask leaves
+the question open for the others (as an agent run's front door does).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import TYPE_CHECKING, Any
+
+from .protocol import ANSWER_QUERY, APPROVE_SIGNAL
+
+if TYPE_CHECKING:
+    from ...runtime.context import RunContext
+    from ...runtime.project import LinkedTool
+
+ANSWER_POLL_S = 1.0  # how often the workflow is asked whether another front door answered
+
+
+async def until_answered(handle: Any, follower: Any, run: "RunContext", tool: "LinkedTool",
+                         args: dict[str, Any]) -> None:
+    """Relay the execution's events (`follower`: client.Follower) until it has its answer (from
+    here or elsewhere) or ended."""
+    await follower.follow(asyncio.ensure_future(_answered(handle, run, tool, args)))
+
+
+async def _answered(handle: Any, run: "RunContext", tool: "LinkedTool", args: dict[str, Any]) -> None:
+    call_id = run.tool_call_id
+    events = run.events
+    asking = asyncio.ensure_future(events.ask_approval(tool, args, call_id)) if events.approver is not None else None
+    ended = asyncio.ensure_future(handle.result())
+    try:
+        while True:
+            waiting = {ended} if asking is None else {ended, asking}
+            await asyncio.wait(waiting, timeout=ANSWER_POLL_S, return_when=asyncio.FIRST_COMPLETED)
+            if ended.done():
+                return
+            if asking is not None and asking.done():
+                await handle.signal(APPROVE_SIGNAL, args=[call_id, asking.result()])  # the first answer wins there
+                return
+            if await _answer_given(handle, call_id) is not None:
+                return
+    finally:
+        for task in (asking, ended):
+            if task is not None and not task.done():
+                task.cancel()
+        if ended.done() and not ended.cancelled():
+            ended.exception()  # retrieved here; `execute` reads the execution's outcome itself
+
+
+async def _answer_given(handle: Any, call_id: str) -> bool | None:
+    """The answer the workflow took for the call; None: none yet, or no worker to say so now."""
+    with contextlib.suppress(Exception):  # no worker up (all restarting), Temporal briefly away: ask again later
+        async with asyncio.timeout(ANSWER_POLL_S * 5):
+            return await handle.query(ANSWER_QUERY, call_id)
+    return None
