@@ -243,5 +243,8 @@ def test_the_page_works_mounted_in_chromium(tmp_path: Path) -> None:
             browser.close()
     assert badge == "admin" and "Ada" in result and not errors, (badge, errors)
     assert answered[0] == (307, "/skillyard"), answered
-    assert all(path.startswith("/skillyard/") and status < 400 for status, path in answered[1:]), answered
+    # the chat asks for its past conversations; without a run store that is 409 no_store (then it keeps them itself)
+    bad = [(status, path) for status, path in answered[1:]
+           if not (path.startswith("/skillyard/") and (status < 400 or (status, path) == (409, "/skillyard/v1/sessions")))]
+    assert not bad, bad
     assert {"/skillyard/static/app.css", "/skillyard/v1/whoami", "/skillyard/v1/tools/echo/call"} <= {p for _, p in answered}
