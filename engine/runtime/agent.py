@@ -149,7 +149,7 @@ class RunOpener(Protocol):
 class Agent:
     def __init__(
         self,
-        runs: "RunOpener",
+        runs: "RunOpener | None",
         model: str,
         *,
         tools: Collection[str] | None,
@@ -162,7 +162,7 @@ class Agent:
     ):
         """`output_schema`: the final answer must be JSON matching it (compiled here, once per
         agent; an AnswerSchema is taken as compiled); a wrong one gets `repairs` repair turns."""
-        self.runs = runs  # opens, and ends, the Run of each `run()` (the Engine)
+        self.runs = runs  # opens, and ends, the Run of each `run()` (the Engine); None: only `run_in` runs it
         self.model = model
         self.tools = set(tools) if tools is not None else None
         self.limits = limits
@@ -217,6 +217,12 @@ class Agent:
             yield event
 
 
+async def run_in(agent: Agent, run: "Run", project: "Project", messages: str | list[Any]) -> AgentResult:
+    """The loop inside a Run its caller opened and ends (an agent step of a workflow, in the
+    workflow's call): its events, tool calls and approvals are that Run's; `project` is the call's."""
+    return await _Loop(agent, run, as_messages(messages), project=project).run()
+
+
 def agent_run_end(result: AgentResult | None) -> tuple[Any, Any, dict[str, Any] | None]:
     """(status, result, error) of an agent run (None: it ended before it began), by the
     run's end rule (`end_status`)."""
@@ -240,11 +246,12 @@ class _Loop:
 
     route = staticmethod(route_in_run)
 
-    def __init__(self, agent: Agent, events: "Run", messages: list[ChatMessage], session: str | None = None):
+    def __init__(self, agent: Agent, events: "Run", messages: list[ChatMessage], session: str | None = None,
+                 project: "Project | None" = None):
         self.agent = agent
         self.limits = agent.limits
         self.events = events
-        self.project = agent.runs.project  # pinned for the whole run
+        self.project = project or agent.runs.project  # pinned for the whole run
         self.given = messages  # the transcript as it came (AgentResult.messages starts with it whole)
         kept, self.trimmed = self._trimmed(messages)
         self.messages = ([ChatMessage("system", agent.system)] if agent.system else []) + kept  # what the model reads
@@ -563,4 +570,4 @@ def _canonical(arguments: str) -> str:
         return arguments
 
 
-__all__ = ["Agent", "AgentLimits", "AgentResult", "StopReason"]
+__all__ = ["Agent", "AgentLimits", "AgentResult", "StopReason", "run_in"]
