@@ -207,3 +207,53 @@ def test_a_recorded_call_with_an_agent_step_keeps_its_own_output(tmp_path: Path,
     with contextlib.closing(sqlite3.connect(tmp_path / "runs.db")) as db:
         rows = db.execute("SELECT kind, name, status, output FROM runs").fetchall()
     assert rows == [("tool", "researchAll", "ok", '{"total":4620}')]
+
+
+def test_an_inner_confirm_tool_asks_the_caller_of_the_outer_call(tmp_path: Path, server: FakeServer) -> None:
+    tools = TOOLS.replace("    description: Facts about a company.\n", "    description: Facts about a company.\n    confirm: true\n")
+    engine = Engine.from_dir(write(tmp_path / "project", server.url, tools=tools))
+    asked: list[tuple[str, dict[str, Any], str]] = []
+
+    async def approve(tool: Any, args: dict[str, Any], tool_call_id: str) -> bool:
+        asked.append((tool.name, args, tool_call_id))
+        return False
+
+    server.script(WIRE.reply("", [call("ask1", "companyFacts", {"company": "Acme"})]),
+                  WIRE.reply('{"company": "Acme", "employees": 0}'))
+    events: list[Event] = []
+    try:
+        result = asyncio.run(asyncio.wait_for(engine.call_tool(
+            "researchAll", {"companies": ["Acme"]}, approve=approve, on_event=events.append), 20))
+    finally:
+        engine.close()
+    assert result.ok, result.error
+    assert asked == [("companyFacts", {"company": "Acme"}, "ask1")]
+    needed = next(e for e in events if e.type == "confirmation_required")
+    assert (needed.tool_call_id, needed.step_id, needed.skill) == ("ask1", "each", "researchCompany")
+    denied = next(e for e in events if e.type == "tool_call_error" and e.tool_call_id == "ask1")
+    assert denied.data["error"]["code"] == "confirmation_denied"
+    assert "declined" in server.bodies[1]["messages"][-1]["content"]
+
+
+def test_cancelling_the_outer_call_cancels_the_agent_and_its_tool(tmp_path: Path, server: FakeServer) -> None:
+    engine = Engine.from_dir(write(tmp_path / "project", server.url))
+    server.script(WIRE.reply("", [call("slow1", "companyFacts", {"company": "Acme"})], delay=0.0),
+                  WIRE.reply('{"company": "Acme", "employees": 1}', delay=5.0))  # the second turn never comes back in time
+    events: list[Event] = []
+
+    async def main() -> None:
+        task = asyncio.ensure_future(engine.call_tool("researchAll", {"companies": ["Acme"]}, on_event=events.append))
+        while not any(e.type == "model_call_start" and e.data["step"] == 2 for e in events):
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    try:
+        asyncio.run(asyncio.wait_for(main(), 10))
+    finally:
+        engine.close()
+    done = [e for e in events if e.type == "agent_done"]
+    assert [d.data["stop_reason"] for d in done] == ["cancelled"]
+    assert done[0].step_id == "each"
+    assert len(server.bodies) == 2
