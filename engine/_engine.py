@@ -307,12 +307,16 @@ class Engine:
         tool_choice: str = "auto",
         system: str | None = None,
         approve: Approver | None = None,
+        output_schema: dict[str, Any] | None = None,
     ) -> "Agent":
         """A tool-calling loop on `model` (default: the project's default model).
 
+        `output_schema`: the final answer must be JSON matching it (`AgentResult.data` holds it).
         Raises AgentSetupError (a UsageError with `code` and `field`) for a model, tool or
-        tool_choice the project does not have: every front door gets the same check.
+        tool_choice the project does not have, or an output_schema that is no JSON Schema:
+        every front door gets the same check.
         """
+        from .lang.schema import schema_problems
         from .runtime.agent import Agent, AgentLimits
 
         project = self._project
@@ -325,9 +329,13 @@ class Engine:
                                   f"known: {', '.join(project.tools)}", available_tools=sorted(project.tools))
         if tool_choice not in ("auto", "none", "required") and tool_choice not in project.tools:
             raise AgentSetupError("invalid_request", "tool_choice", tool_choice, "use auto, none, required or a tool name")
+        if output_schema is not None:
+            problems = schema_problems(output_schema) if isinstance(output_schema, dict) else ["it must be an object"]
+            if problems:
+                raise AgentSetupError("invalid_request", "output_schema", "", f"not a valid JSON Schema: {problems[0]}")
         return Agent(self, model, tools=tools, limits=limits or AgentLimits.from_settings(project.settings.agent),
                      tool_choice=tool_choice, system=system,
-                     approve=approve)
+                     approve=approve, output_schema=output_schema)
 
     async def stream_tool(self, name: str, args: str | dict[str, Any] | None = None, **options: Any) -> AsyncIterator[Event]:
         """Yield the call's events as they happen; the last one carries `.result`."""

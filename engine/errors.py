@@ -148,6 +148,7 @@ class ErrorCode(StrEnum):
     MAX_STEPS = "max_steps", 500
     TOKEN_BUDGET = "token_budget", 500
     REPEATED_CALL = "repeated_call", 500
+    INVALID_OUTPUT = "invalid_output", 500  # the typed answer stayed wrong after its repairs (runtime/answers.py)
     ERROR = "error", 500  # the model or the loop failed, or the run ended before it began
     # ─── tool administration (ToolAdminError, routes/admin.py) ────────────────────────────────
     READ_ONLY = "read_only", 403

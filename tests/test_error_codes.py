@@ -51,6 +51,7 @@ WIRE = {
     "SERVER_ERROR": "server_error", "STORE_UNAVAILABLE": "store_unavailable", "UNKNOWN_RUN": "unknown_run",
     "AMBIGUOUS_RUN_ID": "ambiguous_run_id", "NOT_PENDING": "not_pending", "NOT_RUNNING": "not_running",
     "INTERRUPTED": "interrupted", "MAX_STEPS": "max_steps", "TOKEN_BUDGET": "token_budget", "REPEATED_CALL": "repeated_call",
+    "INVALID_OUTPUT": "invalid_output",
     "ERROR": "error", "READ_ONLY": "read_only", "CODE_TOOLS_DISABLED": "code_tools_disabled", "INVALID_CONFIG": "invalid_config",
     "EXISTS": "exists", "NO_STORE": "no_store",
     "SESSION_BUSY": "session_busy", "UNKNOWN_SESSION": "unknown_session",

@@ -10,6 +10,7 @@ import pytest
 
 from engine.providers.base import ChatMessage, ModelRequest, ProviderError
 from engine.providers.openai import OpenAIProvider
+from engine.runtime.answers import AnswerSchema
 from engine.spec.models import ModelSpec
 from fake_llm_servers import FakeServer, OpenAIWire, Reply, call, module_server, server  # noqa: F401 - shared fixtures
 
@@ -94,14 +95,15 @@ def test_structured_output_falls_back_when_refused(server: FakeServer) -> None:
         WIRE.reply('{"title": "Engineer"}'),
     )
     p = provider(server)
-    response = ask(p, ModelRequest(HELLO.messages, output_schema=PLAN))
+    strict = AnswerSchema.of(PLAN).strict  # the strict form comes with the request (computed once, at link time)
+    response = ask(p, ModelRequest(HELLO.messages, output_schema=PLAN, output_strict=strict))
     assert json.loads(response.text) == {"title": "Engineer"}
     first, second = server.bodies
     strict_plan = {**PLAN, "additionalProperties": False}  # it qualifies for strict mode (docs/configuration.md)
     assert first["response_format"] == {"type": "json_schema", "json_schema": {"name": "output", "schema": strict_plan, "strict": True}}
     assert second["response_format"] == {"type": "json_object"}
     server.script(WIRE.reply('{"title": "x"}'))  # the provider remembers what the server accepts
-    ask(p, ModelRequest(HELLO.messages, output_schema=PLAN))
+    ask(p, ModelRequest(HELLO.messages, output_schema=PLAN, output_strict=strict))
     assert server.bodies[-1]["response_format"] == {"type": "json_object"}
 
 

@@ -119,10 +119,10 @@ def test_fenced_json_is_accepted() -> None:
         "s", model=None, system=None, user="x", input_schema={"type": "object"},
         output_schema={"type": "object", "required": ["a"]}, temperature=None, max_tokens=None, repairs=0,
     )
-    assert skill._parse('```json\n{"a": 1}\n```') == ({"a": 1}, [])
-    assert skill._parse('  {"a": 1}  ') == ({"a": 1}, [])
-    assert [e["message"] for e in skill._parse('{"b": 1}')[1]] == ["'a' is a required property"]
-    assert "not JSON" in skill._parse("{oops")[1][0]["message"]
+    assert skill.answer.parse('```json\n{"a": 1}\n```') == ({"a": 1}, [])
+    assert skill.answer.parse('  {"a": 1}  ') == ({"a": 1}, [])
+    assert [e["message"] for e in skill.answer.parse('{"b": 1}')[1]] == ["'a' is a required property"]
+    assert "not JSON" in skill.answer.parse("{oops")[1][0]["message"]
 
 
 # ─── model override ─────────────────────────────────────────────────────────────────────

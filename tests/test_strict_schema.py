@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from engine.lang.strict_schema import NotStrict, StrictForms, StrictSchema, to_strict
+from engine.lang.strict_schema import NotStrict, StrictSchema, to_strict
 
 
 def strict(schema: dict[str, Any]) -> StrictSchema:
@@ -106,22 +106,6 @@ def test_a_schema_without_optional_properties_has_no_null_plan() -> None:
     assert form.nulls is None
     value = {"q": None}
     assert form.drop_nulls(value) is value
-
-
-def test_strict_forms_find_a_tool_by_identity_or_an_equal_copy_and_answers_once() -> None:
-    forms = StrictForms()
-    parameters = {"type": "object", "properties": {"q": {"type": "string"}}}
-    form = strict(parameters)
-    forms.add_tool("search", parameters, form)
-    assert forms.tool("search", parameters) is form
-    assert forms.tool("search", {"type": "object", "properties": {"q": {"type": "string"}}}) is form  # crossed a process
-    assert forms.tool("search", {"type": "object", "properties": {}}) is None
-    assert forms.tool("other", parameters) is None
-    forms.add_tool("search", parameters, None)  # relinked with strict: false
-    assert forms.tool("search", parameters) is None
-    output = {"type": "object", "properties": {"a": {"type": "string"}}}
-    first = forms.output(output)
-    assert first is not None and forms.output(output) is first
 
 
 def _objects(schema: Any) -> list[dict[str, Any]]:

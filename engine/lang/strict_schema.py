@@ -17,15 +17,14 @@ A keyword strict mode does not support (`oneOf`, `allOf`, `minLength`, `patternP
 an object that allows other keys…) makes the schema not qualify: `to_strict` returns a
 `NotStrict` naming the keyword and its JSON Pointer.
 
-`StrictForms` keeps what the linker computed, so a provider finds the sent form of a request's
-schema again without computing anything per call.
+The linker keeps each tool's form on its LinkedTool and a skill or agent its answer's on its
+AnswerSchema (runtime/answers.py); requests carry them to the provider (ModelRequest), so
+nothing is computed per call.
 """
 
 from __future__ import annotations
 
 import json
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -308,63 +307,13 @@ def _with_null(node: dict[str, Any]) -> dict[str, Any]:
     return {"anyOf": [node, {"type": "null"}]}
 
 
-class StrictForms:
-    """The strict forms the linker computed, found again by the schema a request carries.
-
-    A tool's entry is keyed by its name (one name may hold a few, from reloads); a request's
-    schema is the linked object itself (found by identity), or, when it crossed a process
-    (a Temporal activity), an equal copy. Answer schemas are keyed by identity. None for a
-    schema means "sent as it is" (it does not qualify, or the tool says `strict: false`).
-    """
-
-    _PER_NAME = 4
-    _OUTPUTS = 1024
-
-    def __init__(self) -> None:
-        self._tools: dict[str, list[tuple[dict[str, Any], StrictSchema | None]]] = {}
-        self._outputs: OrderedDict[int, tuple[dict[str, Any], StrictSchema | None]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def add_tool(self, name: str, parameters: dict[str, Any], form: StrictSchema | None) -> None:
-        with self._lock:
-            kept = [entry for entry in self._tools.get(name, ()) if entry[0] is not parameters]
-            self._tools[name] = [(parameters, form), *kept][: self._PER_NAME]
-
-    def tool(self, name: str, parameters: Any) -> StrictSchema | None:
-        """The linked strict form of a tool definition (None: send it as it is)."""
-        entries = self._tools.get(name, ())
-        for schema, form in entries:
-            if schema is parameters:
-                return form
-        for schema, form in entries:
-            if schema == parameters:
-                return form
-        return None
-
-    def output(self, schema: dict[str, Any]) -> StrictSchema | None:
-        """The strict form of an answer schema: computed once per schema object."""
-        found = self._outputs.get(id(schema))
-        if found is not None and found[0] is schema:
-            return found[1]
-        result = to_strict(schema)
-        form = result if isinstance(result, StrictSchema) else None
-        with self._lock:
-            self._outputs[id(schema)] = (schema, form)  # the schema is held: its id is not reused
-            while len(self._outputs) > self._OUTPUTS:
-                self._outputs.popitem(last=False)
-        return form
-
-
-STRICT_FORMS = StrictForms()  # filled at link time; read by the openai provider
-
-
-def openai_function(name: str, description: str, parameters: dict[str, Any], form: StrictSchema | None) -> dict[str, Any]:
-    """A tool definition as OpenAI-compatible models are sent it: the strict form with
-    `strict: true` when there is one, else the parameters as they are."""
-    if form is None:
+def openai_function(name: str, description: str, parameters: dict[str, Any], strict: dict[str, Any] | None) -> dict[str, Any]:
+    """A tool definition as OpenAI-compatible models are sent it: the strict form (`strict`, a
+    StrictSchema's `schema`) with `strict: true` when there is one, else the parameters as they are."""
+    if strict is None:
         function = {"name": name, "description": description, "parameters": parameters}
     else:
-        function = {"name": name, "description": description, "parameters": form.schema, "strict": True}
+        function = {"name": name, "description": description, "parameters": strict, "strict": True}
     return {"type": "function", "function": function}
 
 

@@ -55,7 +55,7 @@ def tool_closure(specs: LoadedSpecs, tool: str) -> set[str]:
 def _skill_models(specs: LoadedSpecs, skill: str) -> set[str]:
     entry = specs.skills.get(skill)
     spec: Any = entry.spec if entry is not None else None
-    if spec is None or getattr(spec, "kind", None) != "prompt":
+    if spec is None or getattr(spec, "kind", None) not in ("prompt", "agent"):
         return set()
     return {f"models.{spec.model or specs.default_model}"}
 

@@ -34,6 +34,7 @@ from ..skills.tool import ToolSkill
 from ..spec.loader import Entry, LoadedSpecs, load_specs, report_pydantic_error
 from ..spec.mcp_config import check_sampling_models
 from ..spec.models import (
+    AgentSkillSpec,
     ModelSpec,
     PromptSkillSpec,
     PythonSkillSpec,
@@ -41,6 +42,7 @@ from ..spec.models import (
     ToolSkillSpec,
     ToolSpec,
 )
+from .agent_link import agent_skill, check_agent_cycles
 from .closure import problems_by_tool, project_wide
 from .expect import ExpectationError, compile_checks
 from .data_flow import DataFlow, Site, leaves, suggest
@@ -149,6 +151,7 @@ class _Linker:
             skill = self._skill(entry, models)
             if skill is not None:
                 self.skills[entry.name] = skill
+        check_agent_cycles(self.specs, self.issues)
         ordered = workflow_order(self)  # called workflows first; those in a call cycle are left out
         for name in ordered + [name for name in self.specs.workflows if name not in ordered]:
             link = WorkflowLink(self, self.specs.workflows[name])
@@ -252,13 +255,15 @@ class _Linker:
         if spec.output is not None:
             ok = self._schema(entry, "output", spec.output) and ok
         declared = _declared_properties(spec.input) if input_ok else None
-        if isinstance(spec, PromptSkillSpec):
+        if isinstance(spec, (PromptSkillSpec, AgentSkillSpec)):
             if spec.model is not None and spec.model not in models and not self.specs.reported("models", spec.model):
                 self.issues.add(entry.loc("model"), f"skill {entry.name!r} uses unknown model {spec.model!r}", f"define it in config/models.yaml or use one of: {', '.join(sorted(models))}")
                 ok = False
             if spec.system is not None:
                 ok = self._template(entry, "system", spec.system, declared) and ok
             ok = self._template(entry, "user", spec.user, declared) and ok
+            if isinstance(spec, AgentSkillSpec):
+                return agent_skill(entry, self.specs, self.issues, ok, partial(_template_place, entry))
             if not ok:
                 return None
             return PromptSkill(

@@ -26,10 +26,12 @@ backoff with jitter (0.5 s, doubling, at most 8 s); `x-should-retry: true|false`
 The key goes as `x-api-key`, and the SDK reads no credential of its own (environment,
 profiles); its OpenTelemetry spans are off (the engine's own carry the call).
 
-Structured output (a prompt skill with an output schema): by default (`options.structured_output:
-tool`) the request carries one forced tool, `json_output`, whose `input_schema` is the output
-schema, and the tool's input comes back as the answer text — Anthropic's documented way to
-get schema-shaped JSON. A non-object schema is wrapped as `{"value": …}` and unwrapped.
+Structured output (a prompt skill with an output schema, an agent with a typed answer): by
+default (`options.structured_output: tool`) the request carries one forced tool, `json_output`,
+whose `input_schema` is the output schema, and the tool's input comes back as the answer text —
+Anthropic's documented way to get schema-shaped JSON. Beside an agent's own tools it is one
+more tool and `tool_choice: auto` becomes `any`: the model calls a tool, or answers through
+`json_output`. A non-object schema is wrapped as `{"value": …}` and unwrapped.
 With `structured_output: prompt` only the skill's own instruction asks for JSON; either way
 the skill validates the answer and asks for a repair when it does not match.
 
@@ -237,20 +239,16 @@ class AnthropicProvider:
         if request.tools:
             body["tools"] = to_anthropic_tools(request.tools)
             body["tool_choice"] = to_anthropic_tool_choice(request.tool_choice)
-        elif request.output_schema is not None and self.structured == "tool":
-            body["tools"] = [{
-                "name": OUTPUT_TOOL,
-                "description": "Give your answer as this tool's input. It must match the input schema exactly.",
-                "input_schema": _object_schema(request.output_schema),
-            }]
-            body["tool_choice"] = {"type": "tool", "name": OUTPUT_TOOL}
+        if request.output_schema is not None and self.structured == "tool":
+            _force_output_tool(body, request.output_schema)
         return body
 
     async def request(self, request: ModelRequest, on_text: Callable[[str], None] | None = None) -> ModelResponse:
         if not self.url.startswith(("http://", "https://")):
             raise ProviderError(f"base_url must start with http:// or https:// (got {self.url})")
         body = self.build_body(request)
-        output = _OutputMode(request.output_schema) if body.get("tool_choice", {}).get("name") == OUTPUT_TOOL and not request.tools else None
+        forced = any(tool["name"] == OUTPUT_TOOL for tool in body.get("tools", ()))
+        output = _OutputMode(request.output_schema) if forced else None
         stream = _Stream(on_text, output)
         try:
             return await self._stream(body, stream)
@@ -335,6 +333,22 @@ class _OutputMode:
         return json.dumps(value.get("value"), ensure_ascii=False) if isinstance(value, dict) else arguments
 
 
+def _force_output_tool(body: dict[str, Any], schema: dict[str, Any]) -> None:
+    """Structured output by a forced tool, `json_output`: alone, the request must call it; beside
+    an agent's tools, the model must call some tool (`any`), `json_output` being its answer."""
+    tools = body.setdefault("tools", [])
+    tools.append({
+        "name": OUTPUT_TOOL,
+        "description": "Give your final answer as this tool's input. It must match the input schema exactly.",
+        "input_schema": _object_schema(schema),
+    })
+    choice = body.get("tool_choice", {}).get("type")
+    if len(tools) == 1 or choice == "none":
+        body["tool_choice"] = {"type": "tool", "name": OUTPUT_TOOL}
+    elif choice == "auto":
+        body["tool_choice"] = {"type": "any"}
+
+
 def _object_schema(schema: dict[str, Any]) -> dict[str, Any]:
     """`input_schema` must describe an object; anything else is wrapped as `{"value": …}`."""
     if schema.get("type") == "object":
@@ -402,7 +416,7 @@ class _Stream:
             elif delta.get("type") == "input_json_delta":
                 piece = delta.get("partial_json", "")
                 slot["json"].append(piece)
-                if self.output is not None and piece and self.on_text is not None:
+                if self.output is not None and slot["name"] == OUTPUT_TOOL and piece and self.on_text is not None:
                     self.on_text(piece)  # structured output streams as the answer's progress
             elif delta.get("type") == "thinking_delta":
                 piece = delta.get("thinking", "")

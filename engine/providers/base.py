@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Protocol
 
 from ..errors import ProviderError  # noqa: F401 - part of the provider seam (defined with the error tree)
+from ..lang.strict_schema import StrictSchema
 from ..safety.untrusted import scrub_surrogates
 
 
@@ -58,7 +59,9 @@ class Usage:
 
 @dataclass(frozen=True, slots=True)
 class ModelRequest:
-    """What a skill asks of a model. `output_schema` asks for JSON matching it."""
+    """What a skill asks of a model. `output_schema` asks for JSON matching it; `output_strict` is
+    its OpenAI strict form, computed at link time (None: the schema is sent as written).
+    `tools` carry their own strict form the same way (`"strict"`: the parameters to send strict)."""
 
     messages: tuple[ChatMessage, ...]
     model: str | None = None  # the provider's model id
@@ -67,6 +70,7 @@ class ModelRequest:
     max_tokens: int | None = None
     tools: tuple[dict[str, Any], ...] = ()  # in the engine's neutral form: name, description, parameters
     tool_choice: str = "auto"  # auto | none | required | <tool name>
+    output_strict: StrictSchema | None = None
 
 
 @dataclass(frozen=True, slots=True)

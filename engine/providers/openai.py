@@ -20,7 +20,7 @@ from typing import Any, Callable
 import httpx
 import openai
 
-from ..lang.strict_schema import STRICT_FORMS, openai_function, openai_json_schema
+from ..lang.strict_schema import StrictSchema, openai_function, openai_json_schema
 from ..spec.models import ModelSpec
 from .base import ChatMessage, ModelRequest, ModelResponse, ProviderError, ToolCall, Usage, reasoning_sink, without_key
 
@@ -92,9 +92,9 @@ def from_openai_messages(messages: list[dict[str, Any]]) -> list[ChatMessage]:
 
 
 def to_openai_tools(tools: tuple[dict[str, Any], ...]) -> list[dict[str, Any]]:
-    """With `strict: true` and the strict form the linker computed for the tool, when it has one."""
-    return [openai_function(t["name"], t["description"], t["parameters"], STRICT_FORMS.tool(t["name"], t["parameters"]))
-            for t in tools]
+    """With `strict: true` and the strict form the linker computed for the tool (its spec's
+    `"strict"`, the parameters to send), when it has one."""
+    return [openai_function(t["name"], t["description"], t["parameters"], t.get("strict")) for t in tools]
 
 
 def to_openai_tool_choice(choice: str) -> Any:
@@ -154,10 +154,10 @@ class OpenAIProvider:
             params["reasoning_effort"] = reasoning.effort
         while True:
             if request.output_schema is not None:
-                _set_response_format(params, self._format, request.output_schema)
+                _set_response_format(params, self._format, request.output_schema, request.output_strict)
             stream = _StreamState()
             try:
-                return _strict_answer(await self._stream(params, on_text, stream), params, request.output_schema)
+                return _strict_answer(await self._stream(params, on_text, stream), params, request.output_strict)
             except openai.BadRequestError as exc:
                 if request.output_schema is None or self._format == "none" or "response_format" not in str(exc):
                     raise self._translate(exc, stream) from None
@@ -239,20 +239,20 @@ class _StreamState:
         self.started = False
 
 
-def _set_response_format(params: dict[str, Any], mode: str, schema: dict[str, Any]) -> None:
+def _set_response_format(params: dict[str, Any], mode: str, schema: dict[str, Any], form: StrictSchema | None) -> None:
     params.pop("response_format", None)
     if mode == "json_schema":
-        params["response_format"] = {"type": "json_schema", "json_schema": openai_json_schema(schema, STRICT_FORMS.output(schema))}
+        params["response_format"] = {"type": "json_schema", "json_schema": openai_json_schema(schema, form)}
     elif mode == "json_object":
         params["response_format"] = {"type": "json_object"}
 
 
-def _strict_answer(response: ModelResponse, params: dict[str, Any], schema: Any) -> ModelResponse:
+def _strict_answer(response: ModelResponse, params: dict[str, Any], form: StrictSchema | None) -> ModelResponse:
     """The answer to a strict `response_format` without the nulls strict mode made the model
     write for optional properties (the skill validates against the schema as written)."""
-    if not params.get("response_format", {}).get("json_schema", {}).get("strict"):
+    if form is None or not params.get("response_format", {}).get("json_schema", {}).get("strict"):
         return response
-    text = STRICT_FORMS.output(schema).answer_text(response.text)  # type: ignore[union-attr]
+    text = form.answer_text(response.text)
     return response if text is response.text else dataclasses.replace(response, text=text)
 
 

@@ -22,6 +22,7 @@ from ..providers.base import ChatMessage, ModelRequest, ModelResponse, ProviderE
 from ..providers.pricing import priced_response
 from ..safety.redaction import Redactor, enter_run, leave_run
 from ..safety.untrusted import replace_lone_surrogates
+from .answers import DEFAULT_REPAIRS, AnswerSchema, problem_lines, refusal_details, repair_message, with_instruction
 from .events import Event, Listener, stream_run
 from .ids import new_id
 from .result import ToolResult
@@ -35,7 +36,8 @@ if TYPE_CHECKING:
     from .run import Approver, Run, RunKind
     from .turns import SessionBook
 
-StopReason = Literal["answer", "max_steps", "timeout", "token_budget", "repeated_call", "error", "cancelled"]
+StopReason = Literal["answer", "max_steps", "timeout", "token_budget", "repeated_call", "error", "cancelled",
+                     "invalid_output"]
 CORRECTABLE = frozenset({"unknown_tool", "invalid_arguments"})
 
 
@@ -97,6 +99,8 @@ class AgentResult:
     steps: int = 0
     error: str | None = None
     session_id: str | None = None
+    data: Any = None  # the parsed answer, when the agent has an output schema and the answer matched it
+    error_details: dict[str, Any] | None = None  # invalid_output: the errors and the last answer
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form: `messages` in the OpenAI chat format (what `run` takes back)."""
@@ -109,15 +113,18 @@ class AgentResult:
             "usage": self.usage.as_dict(),
             "tool_results": [r.to_dict() for r in self.tool_results],
             "error": self.error,
+            **({"data": self.data} if self.data is not None else {}),
+            **({"details": self.error_details} if self.error_details is not None else {}),
             "messages": chat_format(self.messages),
         }
 
 
 class _Stop(Exception):
-    def __init__(self, reason: StopReason, message: str | None = None):
+    def __init__(self, reason: StopReason, message: str | None = None, details: dict[str, Any] | None = None):
         super().__init__(message or reason)
         self.reason = reason
         self.message = message
+        self.details = details
 
 
 as_messages = parse_messages  # a prompt, or ChatMessages / OpenAI chat-format dicts, checked (runtime/turns.py)
@@ -142,7 +149,7 @@ class RunOpener(Protocol):
 class Agent:
     def __init__(
         self,
-        runs: "RunOpener",
+        runs: "RunOpener | None",
         model: str,
         *,
         tools: Collection[str] | None,
@@ -150,13 +157,20 @@ class Agent:
         tool_choice: str = "auto",
         system: str | None = None,
         approve: "Approver | None" = None,
+        output_schema: "dict[str, Any] | AnswerSchema | None" = None,
+        repairs: int = DEFAULT_REPAIRS,
     ):
-        self.runs = runs  # opens, and ends, the Run of each `run()` (the Engine)
+        """`output_schema`: the final answer must be JSON matching it (compiled here, once per
+        agent; an AnswerSchema is taken as compiled); a wrong one gets `repairs` repair turns."""
+        self.runs = runs  # opens, and ends, the Run of each `run()` (the Engine); None: only `run_in` runs it
         self.model = model
         self.tools = set(tools) if tools is not None else None
         self.limits = limits
         self.tool_choice = tool_choice
-        self.system = system
+        self.answer = output_schema if isinstance(output_schema, AnswerSchema) or output_schema is None \
+            else AnswerSchema.of(output_schema)
+        self.repairs = repairs
+        self.system = with_instruction(system, self.answer)
         self.approve = approve
         self.last_result: AgentResult | None = None
 
@@ -203,13 +217,24 @@ class Agent:
             yield event
 
 
+async def run_in(agent: Agent, run: "Run", project: "Project", messages: str | list[Any]) -> AgentResult:
+    """The loop inside a Run its caller opened and ends (an agent step of a workflow, in the
+    workflow's call): its events, tool calls and approvals are that Run's; `project` is the call's."""
+    return await _Loop(agent, run, as_messages(messages), project=project).run()
+
+
 def agent_run_end(result: AgentResult | None) -> tuple[Any, Any, dict[str, Any] | None]:
     """(status, result, error) of an agent run (None: it ended before it began), by the
     run's end rule (`end_status`)."""
     if result is None:
         return "error", None, {"code": "error", "message": "the run ended before it began"}
     code = stop_code(result.stop_reason)
-    return end_status(code), result.answer, None if code is None else {"code": code, "message": result.error}
+    if code is None:
+        return end_status(code), result.answer, None
+    error = {"code": code, "message": result.error}
+    if result.error_details is not None:
+        error["details"] = result.error_details
+    return end_status(code), result.answer, error
 
 
 class _Loop:
@@ -221,21 +246,22 @@ class _Loop:
 
     route = staticmethod(route_in_run)
 
-    def __init__(self, agent: Agent, events: "Run", messages: list[ChatMessage], session: str | None = None):
+    def __init__(self, agent: Agent, events: "Run", messages: list[ChatMessage], session: str | None = None,
+                 project: "Project | None" = None):
         self.agent = agent
         self.limits = agent.limits
         self.events = events
-        self.project = agent.runs.project  # pinned for the whole run
+        self.project = project or agent.runs.project  # pinned for the whole run
         self.given = messages  # the transcript as it came (AgentResult.messages starts with it whole)
         kept, self.trimmed = self._trimmed(messages)
         self.messages = ([ChatMessage("system", agent.system)] if agent.system else []) + kept  # what the model reads
         self.produced_from = len(self.messages)
         self.result = AgentResult(events.run_id, "answer", "", list(messages), session_id=session)
         self.corrections: dict[str, int] = {}
+        self.repairs_left = agent.repairs
         self.recent_calls: list[str] = []
-        self.tool_specs = tuple(  # the provider-neutral form of ModelRequest.tools
-            {"name": t.name, "description": t.description, "parameters": t.parameters}
-            for t in self.project.callable_tools(agent.tools)
+        self.tool_specs = tuple(  # the provider-neutral form of ModelRequest.tools, with its link-time strict form
+            t.model_spec for t in self.project.callable_tools(agent.tools)
         )
         self.allowed = {s["name"] for s in self.tool_specs}
 
@@ -264,9 +290,11 @@ class _Loop:
                 await self._loop()
         except _Stop as stop:
             self.result.stop_reason = stop.reason
-            self.result.error = stop.message if stop.reason == "error" else None
-            if stop.reason == "error":
-                self.events.emit("agent_error", {"message": stop.message})
+            self.result.error = stop.message if stop.reason in ("error", "invalid_output") else None
+            self.result.error_details = stop.details
+            if stop.reason in ("error", "invalid_output"):
+                self.events.emit("agent_error", {"message": stop.message, **({"code": stop.reason, "details": stop.details}
+                                                                             if stop.details is not None else {})})
         except LimitExceeded as limit:  # the run's event cap (limits.max_events_per_run): it says which
             self.result.stop_reason, self.result.error = "error", limit.message
             self.events.emit("agent_error", {"message": limit.message, "code": limit.code})
@@ -288,6 +316,7 @@ class _Loop:
         self.events.emit("agent_done", {
             "stop_reason": result.stop_reason,
             "answer": result.answer,
+            **({"data": result.data} if result.data is not None else {}),
             "steps": result.steps,
             "usage": result.usage.as_dict(),
             "duration_ms": round((time.perf_counter() - started) * 1000, 2),
@@ -301,10 +330,32 @@ class _Loop:
             if not response.tool_calls:
                 self.result.answer = response.text
                 self.messages.append(ChatMessage("assistant", response.text))
-                self.events.emit("final_answer_delta", {"text": response.text})
-                raise _Stop("answer")
+                if self.agent.answer is None or self._typed(response.text, step):
+                    self.events.emit("final_answer_delta", {"text": response.text})
+                    raise _Stop("answer")
+                continue
             await self._act(response.text, _unique_ids(response.tool_calls, step), response.reasoning)
         raise _Stop("max_steps")
+
+    def _typed(self, text: str, step: int) -> bool:
+        """Whether the answer matches the agent's output schema (then `result.data` holds it).
+        A wrong one gets a repair turn while the repairs last (the prompt skills' policy), else
+        the run stops with `invalid_output`, the errors and the last answer in its details."""
+        assert self.agent.answer is not None
+        value, problems = self.agent.answer.parse(text)
+        if not problems:
+            self.result.data = value
+            return True
+        lines = problem_lines(problems)
+        if self.repairs_left == 0:
+            tries = self.agent.repairs + 1
+            raise _Stop("invalid_output", f"model {self.agent.model!r} gave an answer that does not match the output "
+                        f"schema after {tries} attempt(s): {lines[0]}", refusal_details(problems, text))
+        self.repairs_left -= 1
+        self.events.emit("answer_invalid", {"step": step, "errors": lines[:5],
+                                            "repairs_left": self.repairs_left})
+        self.messages.append(ChatMessage("user", repair_message(problems)))
+        return False
 
     async def _think(self, step: int) -> ModelResponse:
         try:
@@ -317,8 +368,11 @@ class _Loop:
         # which Anthropic accepts only with tools defined) but forbids calling them.
         choice = self.agent.tool_choice if first or self.agent.tool_choice in ("auto", "none") else "auto"
         tools = self.tool_specs
+        answer = self.agent.answer
         request = ModelRequest(tuple(self.messages), model=spec.model, temperature=spec.temperature,
-                               max_tokens=spec.max_tokens, tools=tools, tool_choice=choice if tools else "auto")
+                               max_tokens=spec.max_tokens, tools=tools, tool_choice=choice if tools else "auto",
+                               output_schema=answer.raw if answer is not None else None,
+                               output_strict=answer.strict if answer is not None else None)
         self.events.emit("model_call_start", {"step": step, "model": self.agent.model, "messages": len(self.messages)})
         sinks = TextSinks(self.events, step, spec.reasoning is None or spec.reasoning.send)
         try:
@@ -516,4 +570,4 @@ def _canonical(arguments: str) -> str:
         return arguments
 
 
-__all__ = ["Agent", "AgentLimits", "AgentResult", "StopReason"]
+__all__ = ["Agent", "AgentLimits", "AgentResult", "StopReason", "run_in"]

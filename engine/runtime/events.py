@@ -44,6 +44,7 @@ EventType = Literal[
     "confirmation_required",
     "input_required",  # an MCP server asks for input during a call (answered like an approval)
     "final_answer_delta",
+    "answer_invalid",  # a typed answer did not match the agent's output schema: a repair turn follows
     "agent_error",
     "agent_done",
 ]

@@ -16,7 +16,7 @@ from typing import Any, Iterable, Literal
 
 from ..errors import ConfigIssue, ErrorCode, StepFailure
 from ..lang.schema import CompiledSchema
-from ..lang.strict_schema import STRICT_FORMS, StrictSchema, openai_function
+from ..lang.strict_schema import StrictSchema, openai_function
 from ..providers.base import Provider, ProviderError
 from ..providers.registry import build_provider, provider_factory
 from ..safety.redaction import Redactor
@@ -60,7 +60,17 @@ class LinkedTool:
     def openai_definition(self) -> dict[str, Any]:
         """What an OpenAI-compatible model is sent: the strict form with `strict: true` when
         the tool has one (the same dict every time; `skillyard tools --format openai` shows it)."""
-        return openai_function(self.name, self.description, self.parameters, self.strict)
+        return openai_function(self.name, self.description, self.parameters, self.strict.schema if self.strict else None)
+
+    @functools.cached_property
+    def model_spec(self) -> dict[str, Any]:
+        """The provider-neutral definition a ModelRequest carries (name, description,
+        parameters), with `strict`, the parameters' strict form, when the tool has one: the
+        link-time form goes to the provider with the request (plain JSON, so it crosses a process)."""
+        spec = {"name": self.name, "description": self.description, "parameters": self.parameters}
+        if self.strict is not None:
+            spec["strict"] = self.strict.schema
+        return spec
 
     def schema(self, format: Literal["openai", "anthropic", "mcp"]) -> dict[str, Any]:
         if format == "openai":
@@ -149,12 +159,6 @@ class Project:
         self.redactor = redactor = Redactor(self.settings.redaction.sensitive_keys)
         self._mark_clean(redactor)
         self.falls_back = any(spec.fallback for spec in self.models.values())
-        for tool in self.tools.values():  # what the openai provider sends for each tool definition
-            STRICT_FORMS.add_tool(tool.name, tool.parameters, tool.strict)
-        for skill in self.skills.values():  # and for each answer schema (response_format), computed now
-            produced = skill.produces
-            if isinstance(produced, dict) and produced.get("type") == "object":
-                STRICT_FORMS.output(produced)
 
     def _mark_clean(self, redactor: Redactor) -> None:
         """Decide once which event payloads can skip redaction (see Redactor.schema_is_clean)."""

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import re
 import time
 from functools import partial
 from typing import Any, Callable
@@ -14,11 +12,11 @@ from ..errors import ErrorCode, StepFailure
 from ..lang.templating import LazyTemplate
 from ..providers.base import ChatMessage, ModelRequest, ProviderError, clean_response
 from ..providers.pricing import priced_response
+from ..runtime.answers import AnswerSchema, problem_lines, refusal_details, repair_message, with_instruction
 from ..runtime.context import SkillContext
 from ..runtime.contracts import Skill
 
 STREAM_PROGRESS_EVERY_S = 0.1
-_FENCE = re.compile(r"^\s*```(?:json)?\s*\n(.*?)\n\s*```\s*$", re.DOTALL)
 
 
 class PromptSkill(Skill):
@@ -46,12 +44,8 @@ class PromptSkill(Skill):
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.repairs = repairs
-        self.schema_instruction = (
-            "Answer with one JSON value only, no prose, matching this JSON Schema:\n"
-            + json.dumps(output_schema, ensure_ascii=False)
-            if output_schema is not None
-            else None
-        )
+        # what the answer must be, compiled once (its validator, strict form and instruction)
+        self.answer = AnswerSchema.of(output_schema, self.output_schema) if output_schema is not None else None
 
     @property
     def produces(self) -> dict[str, Any]:
@@ -67,8 +61,7 @@ class PromptSkill(Skill):
         except jinja2.TemplateError as exc:
             assert template is not None
             raise StepFailure(ErrorCode.EXECUTION_ERROR, f"prompt of skill {self.name!r} failed to render: {template.explain(exc)}") from None
-        if self.schema_instruction:
-            system = f"{system}\n\n{self.schema_instruction}" if system else self.schema_instruction
+        system = with_instruction(system, self.answer) or ""
         messages = [ChatMessage("system", system)] if system else []
         messages.append(ChatMessage("user", user))
         return tuple(messages)
@@ -85,6 +78,7 @@ class PromptSkill(Skill):
                 messages=messages,
                 model=spec.model,
                 output_schema=self.output_schema_raw,
+                output_strict=self.answer.strict if self.answer is not None else None,
                 temperature=self.temperature if self.temperature is not None else spec.temperature,
                 max_tokens=self.max_tokens or spec.max_tokens,
             )
@@ -106,45 +100,27 @@ class PromptSkill(Skill):
                 input_tokens=response.usage.input_tokens,
                 output_tokens=response.usage.output_tokens,
             )
-            if self.output_schema is None:
+            if self.answer is None:
                 return response.text
-            value, problems = self._parse(response.text)
+            value, problems = self.answer.parse(response.text)
             if not problems:
                 ctx.progress("output validated", stage="validated")
                 return value
-            lines = [f"{p['pointer']}: {p['message']}" for p in problems]
+            lines = problem_lines(problems)
             if attempt == attempts:
                 raise StepFailure(
                     ErrorCode.INVALID_MODEL_OUTPUT,
                     f"model {model_name!r} gave output that does not match skill {self.name!r}'s output schema "
                     f"after {attempts} attempt(s): {lines[0]}",
-                    {"errors": problems[:20], "output": response.text[:2000]},
+                    refusal_details(problems, response.text),
                     retryable=True,
                 )
             ctx.progress(f"retry {attempt} of {attempts - 1}: output invalid", stage="repair", attempt=attempt, errors=lines[:5])
             messages = messages + (
                 ChatMessage("assistant", response.text),
-                ChatMessage(
-                    "user",
-                    "Your answer was not valid:\n- "
-                    + "\n- ".join(lines[:10])
-                    + "\nAnswer again with only the corrected JSON.",
-                ),
+                ChatMessage("user", repair_message(problems)),
             )
         raise AssertionError("unreachable")  # pragma: no cover
-
-    def _parse(self, text: str) -> tuple[Any, list[dict[str, str]]]:
-        """The answer's JSON value and what is wrong with it, in the shape of argument errors."""
-        assert self.output_schema is not None
-        candidate = text.strip()
-        fenced = _FENCE.match(candidate)
-        if fenced:
-            candidate = fenced.group(1)
-        try:
-            value = json.loads(candidate)
-        except json.JSONDecodeError as exc:
-            return None, [{"pointer": "/", "message": f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", "keyword": "json"}]
-        return value, [v.as_dict() for v in self.output_schema.check(value)]
 
 
 class _StreamProgress:

@@ -122,8 +122,36 @@ class ToolSkillSpec(_Spec):
     config: dict[str, Any] = Field(default_factory=dict, description="Settings of that tool type.")
 
 
+class AgentSkillLimits(_Spec):
+    """An agent skill's limits: the `agent:` ones of config/engine.yaml, lower only (link checks it)."""
+
+    max_steps: int | None = Field(default=None, ge=1)
+    max_parallel_tool_calls: int | None = Field(default=None, ge=1)
+    tool_timeout: Duration | None = None
+    total_timeout: Duration | None = None
+    token_budget: int | None = Field(default=None, ge=1)
+    max_repeated_calls: int | None = Field(default=None, ge=2)
+    max_result_chars: int | None = Field(default=None, ge=1)
+    max_history_tokens: int | None = Field(default=None, ge=1)
+
+
+class AgentSkillSpec(_Spec):
+    """A model working with tools as a step: the agent loop over rendered templates."""
+
+    kind: Literal["agent"]
+    description: str = ""
+    model: str | None = Field(default=None, description="Model name from config/models.yaml (default: the project's).")
+    system: str | None = Field(default=None, description="Jinja2 template of the system message.")
+    user: str = Field(description="Jinja2 template of the user message.")
+    tools: list[str] = Field(default_factory=list, description="The tools this agent may call.")
+    limits: AgentSkillLimits = Field(default_factory=AgentSkillLimits)
+    input: JsonSchema = Field(default_factory=lambda: {"type": "object"})
+    output: JsonSchema | None = Field(default=None, description="JSON Schema of the answer. Without it the answer is text.")
+    repairs: int = Field(default=2, ge=0, le=5, description="Repair turns for an answer that misses `output`.")
+
+
 SkillSpec = Annotated[
-    Union[PromptSkillSpec, PythonSkillSpec, TemplateSkillSpec, ToolSkillSpec], Field(discriminator="kind")
+    Union[PromptSkillSpec, PythonSkillSpec, TemplateSkillSpec, ToolSkillSpec, AgentSkillSpec], Field(discriminator="kind")
 ]
 
 

@@ -70,6 +70,9 @@ class AgentRequest(BaseModel):
     max_result_chars: int | None = Field(None, ge=1, description="A tool result is cut to this many characters for the model.")
     max_history_tokens: int | None = Field(None, ge=1, description="The history is cut to about this many tokens, "
                                            "dropping the oldest whole turns.")
+    output_schema: dict[str, Any] | None = Field(None, description="A JSON Schema the final answer must match "
+                                                 "(JSON; `data` in the result holds it parsed). A wrong answer gets "
+                                                 "repair turns, then the run stops with `invalid_output`.")
     background: bool = Field(False, description="Keep running if the client disconnects.")
 
 
@@ -95,12 +98,17 @@ def router(service: Service) -> APIRouter:
         run_limits = _limits(body, AgentLimits.from_settings(engine.project.settings.agent))
         try:
             runner = engine.agent(body.model, tools=body.tools if body.enable_tools else [], tool_choice=body.tool_choice,
-                                  limits=run_limits, system=body.system, approve=hub.approver(run_id))
+                                  limits=run_limits, system=body.system, approve=hub.approver(run_id),
+                                  output_schema=body.output_schema)
         except AgentSetupError as exc:
             # 422 for each, unknown_tool too (not a call's 404): the request's body names what is missing
             raise ApiError(ErrorCode(exc.code), exc.message, status=422, **exc.details) from None
         if engine.backend is not None:  # serve --backend temporal: the loop runs as a workflow on the workers
             from ...backends.temporal.agent_client import agent_for
+
+            if body.output_schema is not None:  # the agent workflow does not carry one yet: refused, never ignored
+                raise ApiError(ErrorCode.INVALID_REQUEST, "output_schema is not supported on the Temporal backend yet; "
+                               "send the request to a service without --backend temporal, or leave output_schema out")
 
             runner = agent_for(engine, runner)
         _check_prompt_size(body, limits.max_prompt_chars)
