@@ -190,8 +190,6 @@ def test_load_checks_unknown_tool_limits_above_the_configured_and_an_undeclared_
     assert "uses {{ country }}, which the skill's input schema does not declare" in message
 
 
-@pytest.mark.xfail(strict=True, reason="engine/store (not this branch's) reads every agent_start/agent_done as its "
-                   "run's own: an agent step's (step_id set) must be skipped in store/rows.py and store/redacting.py")
 def test_a_recorded_call_with_an_agent_step_keeps_its_own_output(tmp_path: Path, server: FakeServer) -> None:
     import sqlite3
 

@@ -63,6 +63,7 @@ class RedactingListener:
         kind = event.type
         if kind == "tool_call_start" and event.seq == 1:
             self._run_tools[event.run_id] = event.tool_call_id
-        elif kind in RUN_ENDING_EVENTS and (kind == "agent_done" or self._run_tools.get(event.run_id, "") == event.tool_call_id):
+        elif kind in RUN_ENDING_EVENTS and ((kind == "agent_done" and event.step_id is None)  # not an agent step's end
+                                            or self._run_tools.get(event.run_id, "") == event.tool_call_id):
             self._run_tools.pop(event.run_id, None)
             self._scrubbers.pop(event.run_id, None)

@@ -204,10 +204,10 @@ class Implier:
             self._remember(run_id, call, _scalar(tool), arguments)
             if seq == 1:
                 self._open_run(index, out, run_id, call, self._run_row(run_id, "tool", _scalar(tool), ts, arguments))
-        elif kind == "agent_start":
+        elif kind == "agent_start" and row[5] is None:  # an agent step's own (with its step_id) opens nothing
             self._open_run(index, out, run_id, _AGENT,
                            self._run_row(run_id, "agent", _scalar(_get(data, "model")), ts, json_text(_get(data, "input"))))
-        elif kind == "agent_done":
+        elif kind == "agent_done" and row[5] is None:  # an agent step's end is not its run's
             code = stop_code(_get(data, "stop_reason"))
             error = None if code is None else json_text({"code": code, "message": _get(data, "error")})
             end = (end_status(code), ts, json_text(_get(data, "answer")), error, json_text(_get(data, "usage")))

@@ -181,6 +181,8 @@ class SpanSink:
     # ─── agent ───────────────────────────────────────────────────────────────────
 
     def _agent_start(self, state: _RunSpans, event: Event, now: int) -> None:
+        if event.step_id is not None:  # an agent step's loop: its step and skill spans cover it
+            return
         state.model = model = str(event.data.get("model") or "")
         state.agent = self._start("invoke_agent", None, state, now, {
             "gen_ai.operation.name": "invoke_agent", "gen_ai.request.model": model, "skillyard.run_id": event.run_id})
@@ -210,6 +212,8 @@ class SpanSink:
                            timestamp=now)
 
     def _agent_done(self, state: _RunSpans, event: Event, now: int) -> None:
+        if event.step_id is not None:  # an agent step's end is not its run's
+            return
         span = state.agent
         if span is not None:
             data = event.data
