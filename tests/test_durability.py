@@ -117,9 +117,9 @@ def test_calls_that_end_together_share_commits(tmp_path: Path, slow_writer: None
     commits: list[int] = []
     write_rows = database.write_rows
 
-    def counted(rows: Any) -> Any:
+    def counted(rows: Any, side: Any = ()) -> Any:
         commits.append(1)
-        return write_rows(rows)
+        return write_rows(rows, side)
 
     database.write_rows = counted  # type: ignore[method-assign]
 
@@ -135,6 +135,41 @@ def test_calls_that_end_together_share_commits(tmp_path: Path, slow_writer: None
     finally:
         engine.close()
     assert 1 <= len(commits) <= 25, f"{len(commits)} commits for 50 calls: answers do not share commits"
+
+
+def test_owners_share_the_events_commit(tmp_path: Path, slow_writer: None) -> None:
+    """Who started a run (a side write) goes in the transaction of the run's events: an answer
+    costs one commit, not two, and is released with its owner row committed."""
+    engine = Engine.from_dir(write_project(tmp_path), store=True)
+    assert engine.store is not None
+    database = engine.store.database
+    transactions: list[str] = []
+    write_rows, write_side = database.write_rows, database.write_side
+
+    def rows_counted(rows: Any, side: Any = ()) -> Any:
+        transactions.append("rows")
+        return write_rows(rows, side)
+
+    def side_counted(statements: Any) -> Any:
+        transactions.append("side")
+        return write_side(statements)
+
+    database.write_rows, database.write_side = rows_counted, side_counted  # type: ignore[method-assign]
+
+    async def main() -> None:
+        async with served(engine) as client:
+            answers = await asyncio.gather(*(client.post("/v1/tools/echo/call", json={"text": f"t{n}"}) for n in range(20)))
+            for answer in answers:
+                assert answer.status_code == 200
+                run_id = answer.json()["run_id"]
+                assert_whole(engine, run_id)
+                assert database.fetch("SELECT principal FROM run_owners WHERE run_id = ?", (run_id,)), run_id
+
+    try:
+        asyncio.run(main())
+    finally:
+        engine.close()
+    assert "side" not in transactions and transactions, transactions
 
 
 def test_mcp_result_waits_for_the_commit(tmp_path: Path, slow_writer: None) -> None:

@@ -108,9 +108,9 @@ class Database:
 
     # ─── the writer thread ───────────────────────────────────────────────────────────
 
-    def write_rows(self, rows: "Batch") -> list[tuple[str, BaseException]]:
-        """One transaction: the event rows, then the rows they imply (rows.py), in the
-        statements' order IMPLIED_ORDER. Returns the events it had to leave out, each as
+    def write_rows(self, rows: "Batch", side: Sequence[Statement] = ()) -> list[tuple[str, BaseException]]:
+        """One transaction: the side writes `side` (as `write_side` runs them), the event rows,
+        then the rows they imply (rows.py), in the statements' order IMPLIED_ORDER. Returns the events it had to leave out, each as
         (what it was, why): none, unless the dialect writes a refused batch one by one.
         Raises StoreUnavailable when the database cannot be reached (the batch is kept)."""
         raise NotImplementedError

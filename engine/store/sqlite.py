@@ -49,6 +49,8 @@ WRITER_CACHE_KIB = 65_536  # the writer's page cache, at most (SQLite's default:
 WRITER_MMAP_BYTES = 256 << 20  # the writer reads the file through a mapping up to this size
 IMPLIED = implied_statements(SQLITE)
 MAX_STATEMENT_ROWS = 256  # rows per INSERT statement (fewer if the SQLite build takes fewer parameters)
+EXACT_ROWS = 16  # up to this many rows, an INSERT of exactly that many (the few rows of a small batch: one statement)
+CACHED_STATEMENTS = 256  # the writer's prepared statements (sqlite3's default, 128, is fewer than the INSERTs of all sizes)
 _HEARTBEAT = ("INSERT INTO processes (id, host, pid, heartbeat_at) VALUES (?, ?, ?, ?) "
               "ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at")
 
@@ -70,7 +72,7 @@ _NULL = float("nan")
 _DECODE = bytes.decode
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=CACHED_STATEMENTS)
 def _insert_rows(sql: str, size: int) -> str:
     """An `INSERT … VALUES (?, …) [tail]` statement for `size` rows at once."""
     head, rest = sql.split("VALUES (", 1)
@@ -98,6 +100,13 @@ def _bindable_events(events: Sequence[Any]) -> list[Any]:
     return values
 
 
+def _run_side(db: sqlite3.Connection, statements: Sequence[Statement]) -> None:
+    """Side writes (Writer.add_side), in order, in the transaction under way; a statement's
+    run of rows in one call (an owner per call)."""
+    for sql, rows in groupby(statements, key=_STATEMENT):
+        db.executemany(sql, map(_PARAMS, rows))
+
+
 def _bindable(values: Sequence[Any]) -> list[Any]:
     """Values with None as the NaN (see _NULL). Not a dict's `get`: that hashes every value,
     and a run's output and packed events are long new strings (siphash over each byte)."""
@@ -107,7 +116,8 @@ def _bindable(values: Sequence[Any]) -> list[Any]:
 def connect(path: Path) -> sqlite3.Connection:
     """The writer's connection; the file (made if new) and its -wal/-shm get FILE_MODE."""
     own_file(path)
-    connection = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
+    connection = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False,
+                                 cached_statements=CACHED_STATEMENTS)
     try:
         connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         _set_wal(connection)
@@ -213,17 +223,18 @@ class SqliteDatabase(Database):
         try:
             with db:
                 db.execute("BEGIN IMMEDIATE")
-                for sql, rows in groupby(statements, key=_STATEMENT):
-                    db.executemany(sql, map(_PARAMS, rows))
+                _run_side(db, statements)
         except sqlite3.OperationalError as exc:
             raise StoreUnavailable(str(exc)) from None
 
-    def write_rows(self, rows: Batch) -> list[tuple[str, BaseException]]:
-        """One transaction: the events, then the rows they imply, all as plain values (no JSON
-        for SQLite to parse). A run that starts and ends in the batch gets its events packed
-        into its row (packing.py); the others' events go in through multi-row INSERTs: each
-        statement lets go of the GIL once and must win it back from a busy event loop, so few
-        big ones beat executemany's one per row; so do the implied rows (schema.SQLITE_BULK ends runs)."""
+    def write_rows(self, rows: Batch, side: Sequence[Statement] = ()) -> list[tuple[str, BaseException]]:
+        """One transaction: the side writes, the events, then the rows they imply, all as plain
+        values (no JSON for SQLite to parse). A run that starts and ends in the batch gets its
+        events packed into its row (packing.py); the others' events go in through multi-row
+        INSERTs: each statement lets go of the GIL once and must win it back from a busy event
+        loop, so few big ones beat executemany's one per row; so do the implied rows
+        (schema.SQLITE_BULK ends runs). A commit is the dearest step of a small batch (the WAL's
+        pages): the side writes share the events' one."""
         db = self._write
         assert db is not None
         events, implied = self._packed(rows)
@@ -231,6 +242,8 @@ class SqliteDatabase(Database):
             try:
                 db.execute("BEGIN IMMEDIATE")
                 try:
+                    if side:
+                        _run_side(db, side)
                     if events:
                         self._insert_many(db, INSERT_EVENT, _bindable_events(events), EVENT_WIDTH)
                     for name, values in implied:
@@ -265,8 +278,12 @@ class SqliteDatabase(Database):
 
     def _insert_many(self, db: sqlite3.Connection, sql: str, values: list[Any], width: int) -> None:
         """Rows of `width` values each, in statements of several rows (sizes: powers of two,
-        each statement prepared once, the module caches them): a handful per batch."""
+        each statement prepared once, the module caches them): a handful per batch; up to
+        EXACT_ROWS rows (the batches of answers that wait for their commit), one statement."""
         count, done = len(values) // width, 0
+        if count <= EXACT_ROWS and count * width <= self._max_parameters:
+            db.execute(_insert_rows(sql, count), values)
+            return
         size = 1 << (min(MAX_STATEMENT_ROWS, self._max_parameters // width).bit_length() - 1)
         while done < count:
             while count - done < size:

@@ -280,22 +280,32 @@ class Writer:
             if stop and not self._queue and not self._ended and not self._spilled:
                 return
 
-    def _write_side(self) -> None:
-        """The side writes queued so far (each added before the events it goes with were spilled)."""
+    def _take_side(self) -> tuple[list[Statement], int]:
+        """The side writes queued so far (each added before the events it goes with were
+        spilled), and the spill number up to which they are all there."""
         upto = self._spills  # read first: what was queued before this spill began is taken below
         queued = self._side
-        if not queued:
-            self._sides_upto = upto
-            return
-        side = [queued.popleft() for _ in range(len(queued))]  # (swapping the list for a new one could lose an append)
+        return [queued.popleft() for _ in range(len(queued))], upto  # (swapping the deque could lose an append)
+
+    def _write_side(self) -> None:
+        """The side writes queued so far, alone (no events wait: an approval)."""
+        side, upto = self._take_side()
+        if side:
+            try:
+                self._side_alone(side)
+            except StoreUnavailable:
+                self._side.extendleft(reversed(side))  # kept, in order, for the next round (the events wait too)
+                return
+        self._sides_upto = upto
+
+    def _side_alone(self, side: list[Statement]) -> None:
+        """Write `side` in a transaction of its own; a failure is reported, but StoreUnavailable."""
         try:
             self._database.write_side(side)
         except StoreUnavailable:
-            queued.extendleft(reversed(side))  # kept, in order, for the next round (the events wait too)
-            return
+            raise
         except Exception as exc:  # noqa: BLE001 - reported by flush()/close(); the engine keeps running
             self._failures.fail(exc)
-        self._sides_upto = upto
 
     def _spill(self, *, blocking: bool = True) -> int:
         """Take what waits (events queued by the listener, runs ended, the events of runs in
@@ -350,20 +360,23 @@ class Writer:
         write lock is held for one, so other processes wait little)."""
         spilled = self._spilled
         while spilled:  # (under load the event loop spills meanwhile: this goes on, batch after batch)
-            self._write_side()  # before each batch: who started each of its runs goes first
+            # who started each of the batch's runs goes first, in the batch's transaction (one commit, not two)
+            side, upto = self._take_side()
             count = 0
             taken = []
             while spilled and (not count or count + spilled[0][1] <= STATEMENT_EVENTS):
                 taken.append(spilled.popleft())
                 count += taken[-1][1]
             rows = taken[0][0] if len(taken) == 1 else Batch.joined([item[0] for item in taken])
-            if rows.count or rows.packs:
+            if rows.count or rows.packs or side:
                 try:
-                    self._write(rows, count)
+                    self._write(rows, count, side)
                 except StoreUnavailable as exc:  # kept, in order, for the next attempt
+                    self._side.extendleft(reversed(side))
                     spilled.extendleft(reversed(taken))
                     self._out_of_reach(exc)
                     return
+            self._sides_upto = upto
             if self._unreachable is not None:
                 logger.info("run store: the database is back", store=self._where)
                 self._unreachable = None
@@ -379,17 +392,23 @@ class Writer:
                 self._committed = self._spills
         self._release_waiters()
 
-    def _write(self, rows: Batch, count: int) -> None:
-        """One batch (of `count` events) to the database; what fails is counted, not raised,
-        but StoreUnavailable (the caller keeps the batch)."""
+    def _write(self, rows: Batch, count: int, side: list[Statement]) -> None:
+        """One batch (of `count` events) to the database, after the side writes `side` in the
+        same transaction; what fails is counted, not raised, but StoreUnavailable (the caller
+        keeps the batch and the side writes)."""
         try:
             try:
-                lost = self._database.write_rows(rows)
+                lost = self._database.write_rows(rows, side)
             except (UnicodeEncodeError, orjson.JSONEncodeError):  # a lone surrogate in an id (the data's were repaired)
-                lost = self._database.write_rows(self._rows.scrubbed(rows))
+                lost = self._database.write_rows(self._rows.scrubbed(rows), side)
         except StoreUnavailable:
             raise
         except Exception as exc:  # noqa: BLE001 - reported by flush()/close(); the engine keeps running
+            if side:  # the side writes or the rows: each in a transaction of its own, so one cannot cost the other
+                self._side_alone(side)
+                side.clear()  # written: the caller keeps none of them if the rows' write finds the database gone
+                self._write(rows, count, side)
+                return
             self._failures.fail(exc)
             self._failures.count("write", count, f"{type(exc).__name__}: {exc}")
             return
