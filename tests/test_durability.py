@@ -172,6 +172,35 @@ def test_owners_share_the_events_commit(tmp_path: Path, slow_writer: None) -> No
     assert "side" not in transactions and transactions, transactions
 
 
+def test_answers_of_one_turn_of_the_loop_wake_the_writer_once(tmp_path: Path, slow_writer: None) -> None:
+    """Answers asking for their commit in the same turn of the event loop wake the writer once,
+    after that turn: they share one spill and one commit (each wake could start a commit of its own)."""
+    engine = Engine.from_dir(write_project(tmp_path), store=True)
+    store = engine.store
+    assert store is not None
+    wakes: list[int] = []
+    wake = store.writer.wake
+
+    def counted() -> None:
+        wakes.append(1)
+        wake()
+
+    store.writer.wake = counted  # type: ignore[method-assign]
+
+    async def main() -> None:
+        futures = [store.committed() for _ in range(20)]
+        assert all(future is not None for future in futures)
+        await asyncio.wait_for(asyncio.gather(*futures), 10)  # (the writer's tick is 30 s: only a wake commits)
+        assert len(wakes) == 1, f"{len(wakes)} wakes for 20 answers of one turn"
+        await asyncio.wait_for(store.committed(), 10)  # a later turn wakes it again
+        assert len(wakes) == 2
+
+    try:
+        asyncio.run(main())
+    finally:
+        engine.close()
+
+
 def test_mcp_result_waits_for_the_commit(tmp_path: Path, slow_writer: None) -> None:
     pytest.importorskip("mcp")
     engine = Engine.from_dir(write_project(tmp_path), store=True)

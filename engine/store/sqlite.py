@@ -20,7 +20,7 @@ import os
 import sqlite3
 import threading
 import time
-from itertools import groupby
+from itertools import chain, groupby
 from operator import itemgetter
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -98,13 +98,6 @@ def _bindable_events(events: Sequence[Any]) -> list[Any]:
         if None in part:  # (a C loop; tool_call_id is seldom None)
             values[column::EVENT_WIDTH] = [_NULL if value is None else value for value in part]
     return values
-
-
-def _run_side(db: sqlite3.Connection, statements: Sequence[Statement]) -> None:
-    """Side writes (Writer.add_side), in order, in the transaction under way; a statement's
-    run of rows in one call (an owner per call)."""
-    for sql, rows in groupby(statements, key=_STATEMENT):
-        db.executemany(sql, map(_PARAMS, rows))
 
 
 def _bindable(values: Sequence[Any]) -> list[Any]:
@@ -223,7 +216,7 @@ class SqliteDatabase(Database):
         try:
             with db:
                 db.execute("BEGIN IMMEDIATE")
-                _run_side(db, statements)
+                self._side(db, statements)
         except sqlite3.OperationalError as exc:
             raise StoreUnavailable(str(exc)) from None
 
@@ -243,7 +236,7 @@ class SqliteDatabase(Database):
                 db.execute("BEGIN IMMEDIATE")
                 try:
                     if side:
-                        _run_side(db, side)
+                        self._side(db, side)
                     if events:
                         self._insert_many(db, INSERT_EVENT, _bindable_events(events), EVENT_WIDTH)
                     for name, values in implied:
@@ -265,6 +258,14 @@ class SqliteDatabase(Database):
                     raise
                 time.sleep(0.05 * 4**attempt)
         return []  # (not reached: the last attempt returns or raises)
+
+    def _side(self, db: sqlite3.Connection, statements: Sequence[Statement]) -> None:
+        """Side writes (Writer.add_side), in order, in the transaction under way; a statement's
+        run of rows (an owner per call) in one multi-row statement: executemany's step per row
+        lets go of the GIL each time, and wins it back from the busy event loop each time."""
+        for sql, group in groupby(statements, key=_STATEMENT):
+            rows = list(map(_PARAMS, group))
+            self._insert_many(db, sql, list(chain.from_iterable(rows)), len(rows[0]))
 
     @staticmethod
     def _packed(rows: Batch) -> tuple[Sequence[Any], list[tuple[str, Sequence[Any]]]]:

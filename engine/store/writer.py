@@ -109,6 +109,7 @@ class Writer:
         self._committed = 0  # every spill up to this number is committed (or failed and reported): writer thread
         self._sides_upto = 0  # every side write queued before this spill began is written: writer thread
         self._waiters = CommitWaiters()  # answers waiting for a spill to be committed (`committed`)
+        self._wake_from: asyncio.AbstractEventLoop | None = None  # the loop that will wake the writer for its answers
         self._barriers: list[_Barrier] = []
         self._wake = threading.Lock()  # released to wake the writer (flush, close)
         self._wake.acquire()
@@ -195,8 +196,17 @@ class Writer:
         if self._closed or self._unreachable is not None:
             return None
         future = self._waiters.add(self._spills + 1)
-        self.wake()
+        loop = future.get_loop()
+        if self._wake_from is not loop:  # the first answer of this turn of the loop: wake the writer at its end
+            self._wake_from = loop
+            loop.call_soon(self._woken_by_answers)
         return future
+
+    def _woken_by_answers(self) -> None:
+        """Wake the writer for the answers that asked for a commit in the loop's last turn:
+        once for them all, after them, so they share a spill (and a commit)."""
+        self._wake_from = None
+        self.wake()
 
     @property
     def queue_depth(self) -> int:
