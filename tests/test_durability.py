@@ -14,7 +14,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import shutil
+import sqlite3
 import textwrap
+import time
 from pathlib import Path
 from typing import Any, AsyncIterator
 
@@ -23,6 +26,7 @@ import pytest
 pytest.importorskip("fastapi")
 import httpx  # noqa: E402
 
+import engine.store.sqlite as sqlite_module  # noqa: E402
 import engine.store.writer as writer_module  # noqa: E402
 from engine import ConfigError, Engine  # noqa: E402
 from engine.link.linker import load_project  # noqa: E402
@@ -199,6 +203,40 @@ def test_answers_of_one_turn_of_the_loop_wake_the_writer_once(tmp_path: Path, sl
         asyncio.run(main())
     finally:
         engine.close()
+
+
+def checkpointed_runs(tmp_path: Path, database: Path) -> int:
+    """How many runs the database file itself holds, without its WAL (what checkpoints copied)."""
+    alone = tmp_path / "alone" / "runs.db"
+    alone.parent.mkdir(exist_ok=True)
+    shutil.copyfile(database, alone)
+    with contextlib.closing(sqlite3.connect(alone)) as db:
+        try:
+            return int(db.execute("SELECT count(*) FROM runs").fetchone()[0])
+        except sqlite3.OperationalError:  # no table yet: not even the schema was checkpointed
+            return 0
+
+
+@pytest.mark.parametrize("rows", [10**9, 50])
+def test_commits_do_not_wait_for_checkpoints(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rows: int) -> None:
+    """A checkpoint syncs the file to disk: answers waiting for a commit must not wait for one
+    too. The writer's commits never checkpoint (SQLite's would, past 1,000 pages of WAL: this
+    writes ~2,000); a thread of its own does, every CHECKPOINT_ROWS rows (10**9: never here)."""
+    monkeypatch.setattr(sqlite_module, "CHECKPOINT_ROWS", rows)
+    monkeypatch.setattr(sqlite_module, "CHECKPOINT_S", 0.05)
+    engine = Engine.from_dir(write_project(tmp_path), store=True)
+    assert engine.store is not None
+    try:
+        for n in range(400):
+            assert asyncio.run(engine.call_tool("echo", {"text": f"{n} " + "x" * 20_000})).ok
+        engine.store.flush()
+        deadline = time.monotonic() + 10
+        while rows < 10**9 and checkpointed_runs(tmp_path, tmp_path / "runs.db") < 400 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        in_file = checkpointed_runs(tmp_path, tmp_path / "runs.db")
+    finally:
+        engine.close()
+    assert in_file == (0 if rows == 10**9 else 400), in_file
 
 
 def test_mcp_result_waits_for_the_commit(tmp_path: Path, slow_writer: None) -> None:
