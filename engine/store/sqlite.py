@@ -1,7 +1,8 @@
 """The embedded run store: SQLite in WAL mode, written off the hot path (writer.py says how).
 
-A batch's ready rows go in through multi-row statements, one transaction per batch. Many processes may share one database
-file (WAL + busy timeout). A run that was `running` when its process died is marked
+A batch's ready rows go in through multi-row statements, one transaction per batch; the WAL
+is copied back into the file by a thread of its own (`Checkpoints`), never in a commit that
+answers wait for. Many processes may share one database file (WAL + busy timeout). A run that was `running` when its process died is marked
 `interrupted` the next time the store opens, or within PROCESS_TIMEOUT_MS by a process that
 has it open (the heartbeat in `processes`: a killed process not yet reaped keeps its pid, not
 its heartbeat). The file and its -wal/-shm are readable by their

@@ -20,12 +20,13 @@ A database that cannot be reached for a while (a server restarting: `StoreUnavai
 dialect) loses nothing: the writer keeps the batches, in order, and tries again with backoff;
 flush() says so at once (StoreError). Past MAX_PENDING_EVENTS kept events, the oldest are
 dropped and counted (`unavailable`). The thread also writes the small writes beside the events
-(who started a run, approvals: `add_side`) before the next events, and gives the dialect its
-tick for the lease (`Database.housekeeping`: heartbeats).
+(who started a run, approvals: `add_side`) first in the next events' transaction (one commit,
+not two: a commit is the dearest step of a small batch), and gives the dialect its tick for
+the lease (`Database.housekeeping`: heartbeats).
 
 Spills are numbered, and the thread knows up to which one everything is committed: an answer
 that must wait for its run's commit (`committed`, commits.py) waits for the first spill after
-its run ended, and wakes the thread at once (group commit).
+its run ended, and wakes the thread at the end of the event loop's turn (group commit).
 """
 
 from __future__ import annotations
@@ -190,7 +191,8 @@ class Writer:
     def committed(self) -> "asyncio.Future[None] | None":
         """A future done once every run that ended before this call (and every event queued) is
         committed, or reported lost (call on an event loop): the first spill that begins after now
-        takes them. Wakes the writer: it commits at once, with whatever else is queued. None when
+        takes them. Wakes the writer at the end of this turn of the loop (once for every answer
+        of the turn): it commits at once, with whatever else is queued. None when
         there is nothing to wait for: the store is closed, or its database is out of reach (the
         events are kept in memory meanwhile; waiting would hold the answer until it is back)."""
         if self._closed or self._unreachable is not None:
