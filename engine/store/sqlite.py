@@ -411,8 +411,9 @@ class Checkpoints:
     (`store.durability: committed`: bench.service at 10 connections, at once, 0.50 of the empty
     app with SQLite's checkpoints, 0.59 without). The writer's connection does not checkpoint
     (`wal_autocheckpoint = 0`); it tells this thread how many rows it has changed, and every
-    CHECKPOINT_ROWS rows (or CHECKPOINT_S after a change) the thread checkpoints, PASSIVE:
-    the writer goes on appending meanwhile, never waiting for it."""
+    CHECKPOINT_ROWS rows, CHECKPOINT_S after a change, and at close, the thread checkpoints,
+    PASSIVE: the writer goes on appending meanwhile, never waiting for it. (A checkpoint copies
+    the whole WAL, other processes' commits too.)"""
 
     def __init__(self, path: Path) -> None:
         self._path = path
@@ -426,14 +427,14 @@ class Checkpoints:
     def wrote(self, changes: int) -> None:
         """The writer committed (its thread): `changes` rows changed since its connection opened."""
         self._changes = changes
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="skillyard-store-checkpoint", daemon=True)
+            self._thread.start()
         if changes - self._checkpointed >= CHECKPOINT_ROWS and not self._due.is_set():
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="skillyard-store-checkpoint", daemon=True)
-                self._thread.start()
             self._due.set()
 
     def close(self) -> None:
-        """Stop the thread (closing the last connection checkpoints what is left)."""
+        """Checkpoint what this process wrote since the last one, and stop the thread."""
         self._stop = True
         self._due.set()
         if self._thread is not None:
@@ -442,26 +443,34 @@ class Checkpoints:
     def _run(self) -> None:
         connection: sqlite3.Connection | None = None
         try:
-            while not self._stop:
+            while True:
                 self._due.wait(CHECKPOINT_S)
-                if self._stop:
+                stop = self._stop
+                if self._changes != self._checkpointed:
+                    self._checkpointed = self._changes
+                    self._due.clear()
+                    connection = self._checkpoint(connection)
+                if stop:
                     return
-                if self._changes == self._checkpointed:
-                    continue
-                self._checkpointed = self._changes
-                self._due.clear()
-                try:
-                    connection = connection or sqlite3.connect(self._path, timeout=BUSY_TIMEOUT_MS / 1000,
-                                                               isolation_level=None)
-                    connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-                    self._failed = False
-                except sqlite3.Error as exc:  # (a checkpoint that fails is tried again later: the WAL only grows meanwhile)
-                    if not self._failed:
-                        logger.warning("run store: checkpoint failed", store=str(self._path), error=str(exc))
-                    self._failed = True
         finally:
             if connection is not None:
                 connection.close()
+
+    def _checkpoint(self, connection: sqlite3.Connection | None) -> sqlite3.Connection | None:
+        """One PASSIVE checkpoint through the thread's connection (made if None); the
+        connection to use next time (None after a failure: a new one then)."""
+        try:
+            connection = connection or sqlite3.connect(self._path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+            connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            self._failed = False
+            return connection
+        except sqlite3.Error as exc:  # tried again after the next change: the WAL only grows meanwhile
+            if not self._failed:
+                logger.warning("run store: checkpoint failed", store=str(self._path), error=str(exc))
+            self._failed = True
+            if connection is not None:
+                connection.close()
+            return None
 
 
 class SettingsPoll:
