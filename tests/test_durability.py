@@ -14,7 +14,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import shutil
+import sqlite3
 import textwrap
+import time
 from pathlib import Path
 from typing import Any, AsyncIterator
 
@@ -23,6 +26,7 @@ import pytest
 pytest.importorskip("fastapi")
 import httpx  # noqa: E402
 
+import engine.store.sqlite as sqlite_module  # noqa: E402
 import engine.store.writer as writer_module  # noqa: E402
 from engine import ConfigError, Engine  # noqa: E402
 from engine.link.linker import load_project  # noqa: E402
@@ -117,9 +121,9 @@ def test_calls_that_end_together_share_commits(tmp_path: Path, slow_writer: None
     commits: list[int] = []
     write_rows = database.write_rows
 
-    def counted(rows: Any) -> Any:
+    def counted(rows: Any, side: Any = ()) -> Any:
         commits.append(1)
-        return write_rows(rows)
+        return write_rows(rows, side)
 
     database.write_rows = counted  # type: ignore[method-assign]
 
@@ -135,6 +139,105 @@ def test_calls_that_end_together_share_commits(tmp_path: Path, slow_writer: None
     finally:
         engine.close()
     assert 1 <= len(commits) <= 25, f"{len(commits)} commits for 50 calls: answers do not share commits"
+
+
+def test_owners_share_the_events_commit(tmp_path: Path, slow_writer: None) -> None:
+    """Who started a run (a side write) goes in the transaction of the run's events: an answer
+    costs one commit, not two, and is released with its owner row committed."""
+    engine = Engine.from_dir(write_project(tmp_path), store=True)
+    assert engine.store is not None
+    database = engine.store.database
+    transactions: list[str] = []
+    write_rows, write_side = database.write_rows, database.write_side
+
+    def rows_counted(rows: Any, side: Any = ()) -> Any:
+        transactions.append("rows")
+        return write_rows(rows, side)
+
+    def side_counted(statements: Any) -> Any:
+        transactions.append("side")
+        return write_side(statements)
+
+    database.write_rows, database.write_side = rows_counted, side_counted  # type: ignore[method-assign]
+
+    async def main() -> None:
+        async with served(engine) as client:
+            answers = await asyncio.gather(*(client.post("/v1/tools/echo/call", json={"text": f"t{n}"}) for n in range(20)))
+            for answer in answers:
+                assert answer.status_code == 200
+                run_id = answer.json()["run_id"]
+                assert_whole(engine, run_id)
+                assert database.fetch("SELECT principal FROM run_owners WHERE run_id = ?", (run_id,)), run_id
+
+    try:
+        asyncio.run(main())
+    finally:
+        engine.close()
+    assert "side" not in transactions and transactions, transactions
+
+
+def test_answers_of_one_turn_of_the_loop_wake_the_writer_once(tmp_path: Path, slow_writer: None) -> None:
+    """Answers asking for their commit in the same turn of the event loop wake the writer once,
+    after that turn: they share one spill and one commit (each wake could start a commit of its own)."""
+    engine = Engine.from_dir(write_project(tmp_path), store=True)
+    store = engine.store
+    assert store is not None
+    wakes: list[int] = []
+    wake = store.writer.wake
+
+    def counted() -> None:
+        wakes.append(1)
+        wake()
+
+    store.writer.wake = counted  # type: ignore[method-assign]
+
+    async def main() -> None:
+        futures = [store.committed() for _ in range(20)]
+        assert all(future is not None for future in futures)
+        await asyncio.wait_for(asyncio.gather(*futures), 10)  # (the writer's tick is 30 s: only a wake commits)
+        assert len(wakes) == 1, f"{len(wakes)} wakes for 20 answers of one turn"
+        await asyncio.wait_for(store.committed(), 10)  # a later turn wakes it again
+        assert len(wakes) == 2
+
+    try:
+        asyncio.run(main())
+    finally:
+        engine.close()
+
+
+def checkpointed_runs(tmp_path: Path, database: Path) -> int:
+    """How many runs the database file itself holds, without its WAL (what checkpoints copied)."""
+    alone = tmp_path / "alone" / "runs.db"
+    alone.parent.mkdir(exist_ok=True)
+    shutil.copyfile(database, alone)
+    with contextlib.closing(sqlite3.connect(alone)) as db:
+        try:
+            return int(db.execute("SELECT count(*) FROM runs").fetchone()[0])
+        except sqlite3.OperationalError:  # no table yet: not even the schema was checkpointed
+            return 0
+
+
+@pytest.mark.parametrize("rows", [10**9, 50])
+def test_commits_do_not_wait_for_checkpoints(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rows: int) -> None:
+    """A checkpoint syncs the file to disk: answers waiting for a commit must not wait for one
+    too. The writer's commits never checkpoint (SQLite's would, past 1,000 pages of WAL: this
+    writes ~2,000); a thread of its own does, every CHECKPOINT_ROWS rows (10**9: not while
+    the process runs)."""
+    monkeypatch.setattr(sqlite_module, "CHECKPOINT_ROWS", rows)
+    monkeypatch.setattr(sqlite_module, "CHECKPOINT_S", 3600 if rows == 10**9 else 0.05)
+    engine = Engine.from_dir(write_project(tmp_path), store=True)
+    assert engine.store is not None
+    try:
+        for n in range(400):
+            assert asyncio.run(engine.call_tool("echo", {"text": f"{n} " + "x" * 20_000})).ok
+        engine.store.flush()
+        deadline = time.monotonic() + 10
+        while rows < 10**9 and checkpointed_runs(tmp_path, tmp_path / "runs.db") < 400 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        in_file = checkpointed_runs(tmp_path, tmp_path / "runs.db")
+    finally:
+        engine.close()
+    assert in_file == (0 if rows == 10**9 else 400), in_file
 
 
 def test_mcp_result_waits_for_the_commit(tmp_path: Path, slow_writer: None) -> None:

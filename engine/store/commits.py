@@ -6,7 +6,9 @@ the commit that holds them. No run is named: the future waits for the first spil
 after it was asked for, which takes every run ended (and every event queued) before, so one
 counter serves every waiter and a commit releases all the answers whose runs it holds (group
 commit: calls that end together share one commit). Asking wakes the writer: the added latency
-is one commit, not a tick of the writer.
+is one commit, not a tick of the writer. The first answer of a turn of the event loop asks
+for the wake-up at that turn's end (`loop.call_soon`), once for all the answers of the turn:
+they share one spill and one commit (the writer woken by the first would commit it alone).
 
 The writer thread sets the futures through `call_soon_threadsafe`, once per event loop per
 commit, not once per answer.

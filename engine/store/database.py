@@ -3,8 +3,8 @@
 A Store (base.py) is made of parts (the writer, the queries, batches, tool settings, notices);
 each reaches its database through this interface and nothing else:
 
-- the writer thread: `write_rows` (a batch of ready rows, one transaction), `write_side` (the
-  small writes beside the events), `housekeeping` (the lease heartbeat, every tick);
+- the writer thread: `write_rows` (a batch of ready rows and the small writes beside the
+  events, one transaction), `write_side` (those small writes alone), `housekeeping` (the lease heartbeat, every tick);
 - everyone else: `fetch` (one query), `transaction` (statements, one transaction), `events`
   (a run's events as `Event.to_dict()` gives them);
 - where the dialects differ: the class attributes below, `pack_run`, `settings_notice`.
@@ -108,9 +108,9 @@ class Database:
 
     # ─── the writer thread ───────────────────────────────────────────────────────────
 
-    def write_rows(self, rows: "Batch") -> list[tuple[str, BaseException]]:
-        """One transaction: the event rows, then the rows they imply (rows.py), in the
-        statements' order IMPLIED_ORDER. Returns the events it had to leave out, each as
+    def write_rows(self, rows: "Batch", side: Sequence[Statement] = ()) -> list[tuple[str, BaseException]]:
+        """One transaction: the side writes `side` (as `write_side` runs them), the event rows,
+        then the rows they imply (rows.py), in the statements' order IMPLIED_ORDER. Returns the events it had to leave out, each as
         (what it was, why): none, unless the dialect writes a refused batch one by one.
         Raises StoreUnavailable when the database cannot be reached (the batch is kept)."""
         raise NotImplementedError

@@ -93,6 +93,14 @@ def _pg(query: str) -> str:
     return out
 
 
+def _run_side(db: "psycopg.Connection[Any]", statements: Sequence[Statement]) -> None:
+    """Side writes (Writer.add_side), in order, in the transaction under way; a statement's
+    run of rows in one `executemany` (pipelined: one round trip, not one per owner of a call)."""
+    with db.cursor() as cursor:
+        for sql, rows in itertools.groupby(statements, key=operator.itemgetter(0)):
+            cursor.executemany(_pg(sql), [params for _, params in rows])
+
+
 def _pg_quoted(query: str) -> str:
     """As `_pg`, leaving a `?` inside a quoted SQL literal alone."""
     return re.sub(r"'[^']*'|\?", lambda m: "%s" if m.group() == "?" else m.group(), query.replace("%", "%%"))
@@ -153,22 +161,28 @@ class PostgresDatabase(Database):
                 raise StoreUnavailable(self.reason(exc)) from None
         return self._write
 
-    def write_rows(self, rows: Batch) -> list[tuple[str, BaseException]]:
-        """One transaction: the events, then the rows they imply. A batch PostgreSQL refuses
-        (e.g. \\u0000 in a text column) is written one event at a time: the others still go."""
+    def write_rows(self, rows: Batch, side: Sequence[Statement] = ()) -> list[tuple[str, BaseException]]:
+        """One transaction: the side writes, the events, then the rows they imply. A batch
+        PostgreSQL refuses (e.g. \\u0000 in a text column) is written one event at a time: the
+        others still go (with side writes, it is raised: the writer writes them apart first)."""
         try:
-            self._write_batch(rows)
+            self._write_batch(rows, side)
         except (psycopg.OperationalError, psycopg.InterfaceError) as exc:  # the server went away, restarts…
             self._close_writer()
             raise StoreUnavailable(self.reason(exc)) from None
         except psycopg.Error:
+            if side:
+                raise
             return self._write_one_by_one(rows)
         return []
 
-    def _write_batch(self, rows: Batch) -> None:
+    def _write_batch(self, rows: Batch, side: Sequence[Statement] = ()) -> None:
         db = self._writer_connection()
         with db.transaction():
-            db.execute(INSERT_EVENTS_PG, (orjson.dumps(rows.events).decode(),))
+            if side:
+                _run_side(db, side)
+            if rows.events:
+                db.execute(INSERT_EVENTS_PG, (orjson.dumps(rows.events).decode(),))
             for name, params in rows.implied_by_statement():
                 bulk = POSTGRES_BULK.get(name)
                 if bulk is not None:
@@ -198,9 +212,8 @@ class PostgresDatabase(Database):
         trip, not one per owner of a call — each round trip is also a GIL hand-over to win back)."""
         try:
             db = self._writer_connection()
-            with db.transaction(), db.cursor() as cursor:
-                for sql, rows in itertools.groupby(statements, key=operator.itemgetter(0)):
-                    cursor.executemany(_pg(sql), [params for _, params in rows])
+            with db.transaction():
+                _run_side(db, statements)
         except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
             self._close_writer()
             raise StoreUnavailable(self.reason(exc)) from None

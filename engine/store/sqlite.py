@@ -1,7 +1,8 @@
 """The embedded run store: SQLite in WAL mode, written off the hot path (writer.py says how).
 
-A batch's ready rows go in through multi-row statements, one transaction per batch. Many processes may share one database
-file (WAL + busy timeout). A run that was `running` when its process died is marked
+A batch's ready rows go in through multi-row statements, one transaction per batch; the WAL
+is copied back into the file by a thread of its own (`Checkpoints`), never in a commit that
+answers wait for. Many processes may share one database file (WAL + busy timeout). A run that was `running` when its process died is marked
 `interrupted` the next time the store opens, or within PROCESS_TIMEOUT_MS by a process that
 has it open (the heartbeat in `processes`: a killed process not yet reaped keeps its pid, not
 its heartbeat). The file and its -wal/-shm are readable by their
@@ -20,7 +21,7 @@ import os
 import sqlite3
 import threading
 import time
-from itertools import groupby
+from itertools import chain, groupby
 from operator import itemgetter
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -45,10 +46,14 @@ BUSY_TIMEOUT_MS = 10_000
 WRITE_ATTEMPTS = 4  # a batch that fails with a transient error (database locked…) is retried, in order
 FILE_MODE = 0o600  # runs.db, -wal, -shm: the inputs and outputs of every run, for the owner only
 SETTINGS_POLL_S = 0.5  # how often another process's tool-settings change is looked for
+CHECKPOINT_ROWS = 2_000  # rows written between two checkpoints (Checkpoints): a few MiB of WAL
+CHECKPOINT_S = 1.0  # … or this long after a change
 WRITER_CACHE_KIB = 65_536  # the writer's page cache, at most (SQLite's default: 2 MiB)
 WRITER_MMAP_BYTES = 256 << 20  # the writer reads the file through a mapping up to this size
 IMPLIED = implied_statements(SQLITE)
 MAX_STATEMENT_ROWS = 256  # rows per INSERT statement (fewer if the SQLite build takes fewer parameters)
+EXACT_ROWS = 16  # up to this many rows, an INSERT of exactly that many (the few rows of a small batch: one statement)
+CACHED_STATEMENTS = 256  # the writer's prepared statements (sqlite3's default, 128, is fewer than the INSERTs of all sizes)
 _HEARTBEAT = ("INSERT INTO processes (id, host, pid, heartbeat_at) VALUES (?, ?, ?, ?) "
               "ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at")
 
@@ -70,7 +75,7 @@ _NULL = float("nan")
 _DECODE = bytes.decode
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=CACHED_STATEMENTS)
 def _insert_rows(sql: str, size: int) -> str:
     """An `INSERT … VALUES (?, …) [tail]` statement for `size` rows at once."""
     head, rest = sql.split("VALUES (", 1)
@@ -107,7 +112,8 @@ def _bindable(values: Sequence[Any]) -> list[Any]:
 def connect(path: Path) -> sqlite3.Connection:
     """The writer's connection; the file (made if new) and its -wal/-shm get FILE_MODE."""
     own_file(path)
-    connection = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
+    connection = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False,
+                                 cached_statements=CACHED_STATEMENTS)
     try:
         connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         _set_wal(connection)
@@ -166,6 +172,7 @@ class SqliteDatabase(Database):
         self._lease: str | None = None  # this process's row in `processes`, once the writer wrote it
         self._beat_failed = False  # the last heartbeat failed (logged once, not every HEARTBEAT_S)
         self._next_heartbeat = 0.0
+        self._checkpoints = Checkpoints(self.path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._write = connect(self.path)
@@ -191,9 +198,11 @@ class SqliteDatabase(Database):
                 "is a skillyard store (move it away to start a new one), or run with --no-store"
             ) from None
         self._max_parameters = self._write.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)  # 999 before SQLite 3.32
+        self._write.execute("PRAGMA wal_autocheckpoint = 0")  # the thread of Checkpoints does them
 
     def close(self) -> None:
         if self._write is not None:
+            self._checkpoints.close()
             with contextlib.suppress(sqlite3.Error):
                 if self._lease is not None:  # a clean stop: nobody need wait for this process's timeout
                     self._write.execute("DELETE FROM processes WHERE id = ?", (self._lease,))
@@ -213,17 +222,18 @@ class SqliteDatabase(Database):
         try:
             with db:
                 db.execute("BEGIN IMMEDIATE")
-                for sql, rows in groupby(statements, key=_STATEMENT):
-                    db.executemany(sql, map(_PARAMS, rows))
+                self._side(db, statements)
         except sqlite3.OperationalError as exc:
             raise StoreUnavailable(str(exc)) from None
 
-    def write_rows(self, rows: Batch) -> list[tuple[str, BaseException]]:
-        """One transaction: the events, then the rows they imply, all as plain values (no JSON
-        for SQLite to parse). A run that starts and ends in the batch gets its events packed
-        into its row (packing.py); the others' events go in through multi-row INSERTs: each
-        statement lets go of the GIL once and must win it back from a busy event loop, so few
-        big ones beat executemany's one per row; so do the implied rows (schema.SQLITE_BULK ends runs)."""
+    def write_rows(self, rows: Batch, side: Sequence[Statement] = ()) -> list[tuple[str, BaseException]]:
+        """One transaction: the side writes, the events, then the rows they imply, all as plain
+        values (no JSON for SQLite to parse). A run that starts and ends in the batch gets its
+        events packed into its row (packing.py); the others' events go in through multi-row
+        INSERTs: each statement lets go of the GIL once and must win it back from a busy event
+        loop, so few big ones beat executemany's one per row; so do the implied rows
+        (schema.SQLITE_BULK ends runs). A commit is the dearest step of a small batch (the WAL's
+        pages): the side writes share the events' one."""
         db = self._write
         assert db is not None
         events, implied = self._packed(rows)
@@ -231,6 +241,8 @@ class SqliteDatabase(Database):
             try:
                 db.execute("BEGIN IMMEDIATE")
                 try:
+                    if side:
+                        self._side(db, side)
                     if events:
                         self._insert_many(db, INSERT_EVENT, _bindable_events(events), EVENT_WIDTH)
                     for name, values in implied:
@@ -246,12 +258,21 @@ class SqliteDatabase(Database):
                     if db.in_transaction:
                         db.execute("ROLLBACK")
                     raise
+                self._checkpoints.wrote(db.total_changes)
                 return []
             except sqlite3.OperationalError:  # locked beyond the busy timeout, disk I/O: again, same order
                 if attempt == WRITE_ATTEMPTS:
                     raise
                 time.sleep(0.05 * 4**attempt)
         return []  # (not reached: the last attempt returns or raises)
+
+    def _side(self, db: sqlite3.Connection, statements: Sequence[Statement]) -> None:
+        """Side writes (Writer.add_side), in order, in the transaction under way; a statement's
+        run of rows (an owner per call) in one multi-row statement: executemany's step per row
+        lets go of the GIL each time, and wins it back from the busy event loop each time."""
+        for sql, group in groupby(statements, key=_STATEMENT):
+            rows = list(map(_PARAMS, group))
+            self._insert_many(db, sql, list(chain.from_iterable(rows)), len(rows[0]))
 
     @staticmethod
     def _packed(rows: Batch) -> tuple[Sequence[Any], list[tuple[str, Sequence[Any]]]]:
@@ -265,8 +286,12 @@ class SqliteDatabase(Database):
 
     def _insert_many(self, db: sqlite3.Connection, sql: str, values: list[Any], width: int) -> None:
         """Rows of `width` values each, in statements of several rows (sizes: powers of two,
-        each statement prepared once, the module caches them): a handful per batch."""
+        each statement prepared once, the module caches them): a handful per batch; up to
+        EXACT_ROWS rows (the batches of answers that wait for their commit), one statement."""
         count, done = len(values) // width, 0
+        if count <= EXACT_ROWS and count * width <= self._max_parameters:
+            db.execute(_insert_rows(sql, count), values)
+            return
         size = 1 << (min(MAX_STATEMENT_ROWS, self._max_parameters // width).bit_length() - 1)
         while done < count:
             while count - done < size:
@@ -375,6 +400,77 @@ class SqliteDatabase(Database):
                     db.execute("ROLLBACK")
                 raise
         return counts
+
+
+class Checkpoints:
+    """Copies the WAL back into the database file (a checkpoint) on a thread of its own.
+
+    SQLite checkpoints on the connection that commits, once the WAL passes 1,000 pages, and a
+    checkpoint syncs the files to disk (with `synchronous = NORMAL` nothing else does): a commit
+    now and then waited for the disk, and every answer waiting for that commit with it
+    (`store.durability: committed`: bench.service at 10 connections, at once, 0.50 of the empty
+    app with SQLite's checkpoints, 0.59 without). The writer's connection does not checkpoint
+    (`wal_autocheckpoint = 0`); it tells this thread how many rows it has changed, and every
+    CHECKPOINT_ROWS rows, CHECKPOINT_S after a change, and at close, the thread checkpoints,
+    PASSIVE: the writer goes on appending meanwhile, never waiting for it. (A checkpoint copies
+    the whole WAL, other processes' commits too.)"""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._due = threading.Event()
+        self._changes = 0  # rows the writer changed so far (its connection's total_changes)
+        self._checkpointed = 0  # … up to the last checkpoint begun
+        self._stop = False
+        self._thread: threading.Thread | None = None
+        self._failed = False  # logged once, not every checkpoint
+
+    def wrote(self, changes: int) -> None:
+        """The writer committed (its thread): `changes` rows changed since its connection opened."""
+        self._changes = changes
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="skillyard-store-checkpoint", daemon=True)
+            self._thread.start()
+        if changes - self._checkpointed >= CHECKPOINT_ROWS and not self._due.is_set():
+            self._due.set()
+
+    def close(self) -> None:
+        """Checkpoint what this process wrote since the last one, and stop the thread."""
+        self._stop = True
+        self._due.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        connection: sqlite3.Connection | None = None
+        try:
+            while True:
+                self._due.wait(CHECKPOINT_S)
+                stop = self._stop
+                if self._changes != self._checkpointed:
+                    self._checkpointed = self._changes
+                    self._due.clear()
+                    connection = self._checkpoint(connection)
+                if stop:
+                    return
+        finally:
+            if connection is not None:
+                connection.close()
+
+    def _checkpoint(self, connection: sqlite3.Connection | None) -> sqlite3.Connection | None:
+        """One PASSIVE checkpoint through the thread's connection (made if None); the
+        connection to use next time (None after a failure: a new one then)."""
+        try:
+            connection = connection or sqlite3.connect(self._path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+            connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            self._failed = False
+            return connection
+        except sqlite3.Error as exc:  # tried again after the next change: the WAL only grows meanwhile
+            if not self._failed:
+                logger.warning("run store: checkpoint failed", store=str(self._path), error=str(exc))
+            self._failed = True
+            if connection is not None:
+                connection.close()
+            return None
 
 
 class SettingsPoll:

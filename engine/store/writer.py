@@ -20,12 +20,13 @@ A database that cannot be reached for a while (a server restarting: `StoreUnavai
 dialect) loses nothing: the writer keeps the batches, in order, and tries again with backoff;
 flush() says so at once (StoreError). Past MAX_PENDING_EVENTS kept events, the oldest are
 dropped and counted (`unavailable`). The thread also writes the small writes beside the events
-(who started a run, approvals: `add_side`) before the next events, and gives the dialect its
-tick for the lease (`Database.housekeeping`: heartbeats).
+(who started a run, approvals: `add_side`) first in the next events' transaction (one commit,
+not two: a commit is the dearest step of a small batch), and gives the dialect its tick for
+the lease (`Database.housekeeping`: heartbeats).
 
 Spills are numbered, and the thread knows up to which one everything is committed: an answer
 that must wait for its run's commit (`committed`, commits.py) waits for the first spill after
-its run ended, and wakes the thread at once (group commit).
+its run ended, and wakes the thread at the end of the event loop's turn (group commit).
 """
 
 from __future__ import annotations
@@ -109,6 +110,7 @@ class Writer:
         self._committed = 0  # every spill up to this number is committed (or failed and reported): writer thread
         self._sides_upto = 0  # every side write queued before this spill began is written: writer thread
         self._waiters = CommitWaiters()  # answers waiting for a spill to be committed (`committed`)
+        self._wake_from: asyncio.AbstractEventLoop | None = None  # the loop that will wake the writer for its answers
         self._barriers: list[_Barrier] = []
         self._wake = threading.Lock()  # released to wake the writer (flush, close)
         self._wake.acquire()
@@ -189,14 +191,24 @@ class Writer:
     def committed(self) -> "asyncio.Future[None] | None":
         """A future done once every run that ended before this call (and every event queued) is
         committed, or reported lost (call on an event loop): the first spill that begins after now
-        takes them. Wakes the writer: it commits at once, with whatever else is queued. None when
+        takes them. Wakes the writer at the end of this turn of the loop (once for every answer
+        of the turn): it commits at once, with whatever else is queued. None when
         there is nothing to wait for: the store is closed, or its database is out of reach (the
         events are kept in memory meanwhile; waiting would hold the answer until it is back)."""
         if self._closed or self._unreachable is not None:
             return None
         future = self._waiters.add(self._spills + 1)
-        self.wake()
+        loop = future.get_loop()
+        if self._wake_from is not loop:  # the first answer of this turn of the loop: wake the writer at its end
+            self._wake_from = loop
+            loop.call_soon(self._woken_by_answers)
         return future
+
+    def _woken_by_answers(self) -> None:
+        """Wake the writer for the answers that asked for a commit in the loop's last turn:
+        once for them all, after them, so they share a spill (and a commit)."""
+        self._wake_from = None
+        self.wake()
 
     @property
     def queue_depth(self) -> int:
@@ -280,22 +292,32 @@ class Writer:
             if stop and not self._queue and not self._ended and not self._spilled:
                 return
 
-    def _write_side(self) -> None:
-        """The side writes queued so far (each added before the events it goes with were spilled)."""
+    def _take_side(self) -> tuple[list[Statement], int]:
+        """The side writes queued so far (each added before the events it goes with were
+        spilled), and the spill number up to which they are all there."""
         upto = self._spills  # read first: what was queued before this spill began is taken below
         queued = self._side
-        if not queued:
-            self._sides_upto = upto
-            return
-        side = [queued.popleft() for _ in range(len(queued))]  # (swapping the list for a new one could lose an append)
+        return [queued.popleft() for _ in range(len(queued))], upto  # (swapping the deque could lose an append)
+
+    def _write_side(self) -> None:
+        """The side writes queued so far, alone (no events wait: an approval)."""
+        side, upto = self._take_side()
+        if side:
+            try:
+                self._side_alone(side)
+            except StoreUnavailable:
+                self._side.extendleft(reversed(side))  # kept, in order, for the next round (the events wait too)
+                return
+        self._sides_upto = upto
+
+    def _side_alone(self, side: list[Statement]) -> None:
+        """Write `side` in a transaction of its own; a failure is reported, but StoreUnavailable."""
         try:
             self._database.write_side(side)
         except StoreUnavailable:
-            queued.extendleft(reversed(side))  # kept, in order, for the next round (the events wait too)
-            return
+            raise
         except Exception as exc:  # noqa: BLE001 - reported by flush()/close(); the engine keeps running
             self._failures.fail(exc)
-        self._sides_upto = upto
 
     def _spill(self, *, blocking: bool = True) -> int:
         """Take what waits (events queued by the listener, runs ended, the events of runs in
@@ -350,20 +372,23 @@ class Writer:
         write lock is held for one, so other processes wait little)."""
         spilled = self._spilled
         while spilled:  # (under load the event loop spills meanwhile: this goes on, batch after batch)
-            self._write_side()  # before each batch: who started each of its runs goes first
+            # who started each of the batch's runs goes first, in the batch's transaction (one commit, not two)
+            side, upto = self._take_side()
             count = 0
             taken = []
             while spilled and (not count or count + spilled[0][1] <= STATEMENT_EVENTS):
                 taken.append(spilled.popleft())
                 count += taken[-1][1]
             rows = taken[0][0] if len(taken) == 1 else Batch.joined([item[0] for item in taken])
-            if rows.count or rows.packs:
+            if rows.count or rows.packs or side:
                 try:
-                    self._write(rows, count)
+                    self._write(rows, count, side)
                 except StoreUnavailable as exc:  # kept, in order, for the next attempt
+                    self._side.extendleft(reversed(side))
                     spilled.extendleft(reversed(taken))
                     self._out_of_reach(exc)
                     return
+            self._sides_upto = upto
             if self._unreachable is not None:
                 logger.info("run store: the database is back", store=self._where)
                 self._unreachable = None
@@ -379,17 +404,23 @@ class Writer:
                 self._committed = self._spills
         self._release_waiters()
 
-    def _write(self, rows: Batch, count: int) -> None:
-        """One batch (of `count` events) to the database; what fails is counted, not raised,
-        but StoreUnavailable (the caller keeps the batch)."""
+    def _write(self, rows: Batch, count: int, side: list[Statement]) -> None:
+        """One batch (of `count` events) to the database, after the side writes `side` in the
+        same transaction; what fails is counted, not raised, but StoreUnavailable (the caller
+        keeps the batch and the side writes)."""
         try:
             try:
-                lost = self._database.write_rows(rows)
+                lost = self._database.write_rows(rows, side)
             except (UnicodeEncodeError, orjson.JSONEncodeError):  # a lone surrogate in an id (the data's were repaired)
-                lost = self._database.write_rows(self._rows.scrubbed(rows))
+                lost = self._database.write_rows(self._rows.scrubbed(rows), side)
         except StoreUnavailable:
             raise
         except Exception as exc:  # noqa: BLE001 - reported by flush()/close(); the engine keeps running
+            if side:  # the side writes or the rows: each in a transaction of its own, so one cannot cost the other
+                self._side_alone(side)
+                side.clear()  # written: the caller keeps none of them if the rows' write finds the database gone
+                self._write(rows, count, side)
+                return
             self._failures.fail(exc)
             self._failures.count("write", count, f"{type(exc).__name__}: {exc}")
             return
