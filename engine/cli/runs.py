@@ -86,7 +86,7 @@ def add_store_parsers(commands: Any) -> None:
     logs.set_defaults(handler=cmd_logs)
 
 
-def _store_command(handler: Callable[[argparse.Namespace, Store], int]) -> Callable[[argparse.Namespace], int]:
+def store_command(handler: Callable[[argparse.Namespace, Store], int]) -> Callable[[argparse.Namespace], int]:
     """Open the store, run the command, close the store; store errors become one clear message."""
 
     @functools.wraps(handler)
@@ -128,7 +128,7 @@ def _when(ms: int | None) -> str:
     return "-" if ms is None else datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M:%S")
 
 
-@_store_command
+@store_command
 def cmd_runs(ns: argparse.Namespace, store: Store) -> int:
     since = int(time.time() * 1000) - parse_age(ns.since, "--since") if ns.since else None
     batch = getattr(ns, "batch", None)
@@ -155,7 +155,7 @@ def _status(run: RunRecord) -> str:
     return f"{run.status}: {code}" if code and code != run.status else run.status
 
 
-@_store_command
+@store_command
 def cmd_show(ns: argparse.Namespace, store: Store) -> int:
     run = _find_run(store, ns.run_id)
     events = store.events(run.id)
@@ -180,7 +180,7 @@ def cmd_show(ns: argparse.Namespace, store: Store) -> int:
     return 0
 
 
-@_store_command
+@store_command
 def cmd_export(ns: argparse.Namespace, store: Store) -> int:
     run = _find_run(store, ns.run_id)
     for event in store.events(run.id):
@@ -188,7 +188,7 @@ def cmd_export(ns: argparse.Namespace, store: Store) -> int:
     return 0
 
 
-@_store_command
+@store_command
 def cmd_replay(ns: argparse.Namespace, store: Store) -> int:
     run = _find_run(store, ns.run_id)
     if run.kind != "tool":
@@ -216,14 +216,14 @@ def cmd_replay(ns: argparse.Namespace, store: Store) -> int:
     return 0 if same else 1
 
 
-@_store_command
+@store_command
 def cmd_prune(ns: argparse.Namespace, store: Store) -> int:
     count = store.prune(parse_age(ns.older_than, "--older-than"))
     print(f"deleted {count} run(s) older than {ns.older_than}")
     return 0
 
 
-@_store_command
+@store_command
 def cmd_logs(ns: argparse.Namespace, store: Store) -> int:
     logs = store.tool_logs(tool=ns.tool, status=ns.status, limit=ns.limit)
     if ns.json:

@@ -9,9 +9,9 @@ from datetime import datetime
 from typing import Any
 
 from ..errors import UsageError
-from ..store import Store, StoreError
+from ..store import Store
 from .common import emit_json
-from .runs import open_store
+from .runs import store_command
 
 FOLD = 100  # characters of a tool call or result shown on its one line
 
@@ -29,17 +29,8 @@ def add_sessions_parser(commands: Any) -> None:
     delete.add_argument("name")
 
 
-def run_sessions(ns: argparse.Namespace) -> int:
-    store = open_store(ns.dir)
-    try:
-        return _command(ns, store)
-    except StoreError as exc:
-        raise UsageError(str(exc)) from None
-    finally:
-        store.close()
-
-
-def _command(ns: argparse.Namespace, store: Store) -> int:
+@store_command
+def run_sessions(ns: argparse.Namespace, store: Store) -> int:
     if ns.action == "delete":
         if not store.sessions.delete(ns.name):
             raise UsageError(f"no session {ns.name!r}; see `skillyard sessions`")
