@@ -131,3 +131,21 @@ def test_kill_9_after_the_first_model_request_and_a_new_worker_finishes_without_
     assert_gap_free_and_stored(setup, events, result["run_id"])
     assert [e["type"] for e in events].count("model_call_start") == 3
     assert workflow_status(setup.address, result["run_id"]) == "COMPLETED"
+
+
+def test_chat_with_an_output_schema_on_temporal_gets_a_typed_answer_after_a_repair(
+        setup: Setup, server: FakeServer, tmp_path: Path) -> None:
+    setup.start_worker()
+    schema = tmp_path / "answer.json"
+    schema.write_text(json.dumps({"type": "object", "properties": {"verdict": {"type": "string"}},
+                                  "required": ["verdict"], "additionalProperties": False}))
+    server.script(WIRE.reply("I think it is fine."), WIRE.reply('{"verdict": "fine"}'))
+    done = subprocess.run([*setup.command("chat", "go", "--model", "fake", "--output-schema", str(schema)),
+                           "--backend", "temporal", "--output", "events", "--quiet"],
+                          env=setup.env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr  # refused with exit 2 before typed answers worked on Temporal
+    events = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+    assert [e["type"] for e in events].count("answer_invalid") == 1
+    assert events[-1]["type"] == "agent_done" and events[-1]["data"]["data"] == {"verdict": "fine"}
+    assert len(server.requests) == 2
+    assert "json_schema" in json.dumps(server.requests[0].body.get("response_format"))  # sent from the worker

@@ -101,7 +101,8 @@ class TemporalAgent:
                 "tools": sorted(agent.tools) if agent.tools is not None else None,
                 "limits": dict(agent.limits.__dict__), "tool_choice": agent.tool_choice, "system": agent.system,
                 "messages": [message_out(m) for m in messages], "principal": run.principal,
-                "approval_timeout": run.approval_timeout}
+                "approval_timeout": run.approval_timeout,
+                "output_schema": agent.answer.raw if agent.answer is not None else None, "repairs": agent.repairs}
         self.backend.store.record_executor(run.run_id, EXECUTOR)  # if the worker writing its row dies, another ends it
         handle = await client.start_workflow(AGENT_WORKFLOW, call, id=run.run_id, task_queue=self.backend.config.task_queue)
         follower = Follower(self.backend.store, run, 0)
@@ -145,7 +146,7 @@ def _result(run_id: str, outcome: dict[str, Any]) -> AgentResult:
     return AgentResult(run_id, outcome["stop_reason"], outcome["answer"],
                        [message_in(m) for m in outcome.get("messages", ())],
                        [result_in(r) for r in outcome["tool_results"]], Usage(*outcome["usage"]), outcome["steps"],
-                       outcome["error"])
+                       outcome["error"], data=outcome.get("data"), error_details=outcome.get("error_details"))
 
 
 class _Answers:

@@ -30,6 +30,7 @@ from temporalio.workflow import ActivityCancellationType
 with workflow.unsafe.imports_passed_through():
     from ...errors import StepFailure
     from ...runtime.agent import Agent, AgentLimits, _Loop, as_messages
+    from ...runtime.answers import DEFAULT_REPAIRS
     from ...skills.agent import StepEvents
     from ...providers.base import ModelRequest, ModelResponse, ProviderError
     from ...runtime.result import ToolResult
@@ -58,7 +59,7 @@ class AgentWorkflow(Confirmable):
     @workflow.run
     async def run(self, call: dict[str, Any]) -> dict[str, Any]:
         """`call`: revision, run_id, model, tools, limits, tool_choice, system, messages, principal,
-        approval_timeout. Returns the AgentResult's fields (tool results as plain JSON) and last_seq.
+        approval_timeout, output_schema, repairs. Returns the AgentResult's fields (tool results as plain JSON) and last_seq.
         With `step`, an agent step of a tool's workflow instead (`_step`)."""
         self._call = call
         here = check_revision(call["revision"])
@@ -69,13 +70,15 @@ class AgentWorkflow(Confirmable):
         self._run = run = Run(call["run_id"], [self._events.collect], project.redactor.for_run(), kind="agent",
                               name=call["model"], principal=call.get("principal"))
         agent = Agent(_Opener(project), call["model"], tools=call.get("tools"), limits=AgentLimits(**call["limits"]),
-                      tool_choice=call.get("tool_choice", "auto"), system=call.get("system"))
+                      tool_choice=call.get("tool_choice", "auto"), system=call.get("system"),
+                      output_schema=call.get("output_schema"), repairs=call.get("repairs", DEFAULT_REPAIRS))
         result = await self._loop(agent, run, [message_in(m) for m in call["messages"]])
         await self._events.record()
         return {"stop_reason": result.stop_reason, "answer": result.answer, "steps": result.steps,
                 "usage": usage_out(result.usage), "error": result.error,
                 "tool_results": [result_out(r) for r in result.tool_results],
-                "messages": [message_out(m) for m in result.messages], "last_seq": run.last_seq}
+                "messages": [message_out(m) for m in result.messages], "last_seq": run.last_seq,
+                "data": result.data, "error_details": result.error_details}
 
     async def _loop(self, agent: Agent, events: Any, messages: list[Any]) -> Any:
         """The durable loop to its stop (its AgentResult)."""
