@@ -28,6 +28,11 @@ RESEARCH_TOOL = """
     description: Research a text with an agent that may run slowPipeline.
     parameters: {type: object, properties: {topic: {type: string}}, required: [topic]}
     workflow: research
+  guarded:
+    description: Count the text, once a person said yes.
+    confirm: true
+    parameters: {type: object, properties: {text: {type: string}}, required: [text]}
+    workflow: counted
 """
 RESEARCH_SKILL = """
   researcher:
@@ -35,7 +40,7 @@ RESEARCH_SKILL = """
     model: fake
     system: You research things.
     user: "Research {{ topic }}."
-    tools: [slowPipeline]
+    tools: [slowPipeline, guarded]
     limits: {max_steps: 5}
     input: {type: object, properties: {topic: {type: string}}, required: [topic]}
     output: {type: object, properties: {verdict: {type: string}}, required: [verdict], additionalProperties: false}
@@ -45,6 +50,9 @@ RESEARCH_WORKFLOW = """
     steps:
       - {id: ask, skill: researcher, input: {topic: $toolArgs.topic}}
     output: {verdict: $steps.ask.output.verdict}
+  counted:
+    steps:
+      - {id: count, skill: count, input: {text: $toolArgs.text}}
 """
 
 
@@ -149,3 +157,20 @@ def test_chat_with_an_output_schema_on_temporal_gets_a_typed_answer_after_a_repa
     assert events[-1]["type"] == "agent_done" and events[-1]["data"]["data"] == {"verdict": "fine"}
     assert len(server.requests) == 2
     assert "json_schema" in json.dumps(server.requests[0].body.get("response_format"))  # sent from the worker
+
+
+def test_an_inner_confirm_tool_of_the_agent_step_asks_the_caller_of_the_outer_call(setup: Setup, server: FakeServer) -> None:
+    setup.start_worker()
+    for backend in ("temporal", "local"):
+        server.script(WIRE.reply(calls=[call("g1", "guarded", {"text": "g1"})]), WIRE.reply('{"verdict": "fine"}'))
+        done = setup.call("research", "--arg", "topic=tea", "--yes", "--output", "events", "--quiet", backend=backend)
+        assert done.returncode == 0, done.stderr
+        events, result = events_of(done.stdout)
+        assert result["data"] == {"verdict": "fine"}
+        asked = [e for e in events if e["type"] == "confirmation_required"]
+        assert [(e["step_id"], e["skill"]) for e in asked] == [("ask", "researcher")]
+        assert "confirmation_denied" not in json.dumps(events)
+        if backend == "temporal":
+            remote = events
+    assert [shape(e) for e in remote] == [shape(e) for e in events]
+    assert len(setup.counted("count", "g1")) == 2  # the guarded tool ran once on each backend

@@ -106,7 +106,7 @@ class TemporalAgent:
         self.backend.store.record_executor(run.run_id, EXECUTOR)  # if the worker writing its row dies, another ends it
         handle = await client.start_workflow(AGENT_WORKFLOW, call, id=run.run_id, task_queue=self.backend.config.task_queue)
         follower = Follower(self.backend.store, run, 0)
-        answers = _Answers(self.engine, run, handle)
+        answers = Answers(self.engine.project, run, handle)
         follower.listeners.append(answers.heard)
         try:
             outcome = await follower.follow(asyncio.ensure_future(handle.result()))
@@ -149,12 +149,13 @@ def _result(run_id: str, outcome: dict[str, Any]) -> AgentResult:
                        outcome["error"], data=outcome.get("data"), error_details=outcome.get("error_details"))
 
 
-class _Answers:
-    """Asks this front door's approver about each confirmation it sees, and signals the answer;
-    notes the run's end (a client leaving after `agent_done` cancels nothing)."""
+class Answers:
+    """Asks this front door's approver about each confirmation it sees, and signals the answer
+    (an agent run's, or one of an agent step inside a tool's call); notes the run's end (a client
+    leaving after `agent_done` cancels nothing)."""
 
-    def __init__(self, engine: "Engine", run: "Run", handle: Any) -> None:
-        self.engine = engine
+    def __init__(self, project: "Project", run: "Run", handle: Any) -> None:
+        self.project = project
         self.run = run
         self.handle = handle
         self.asking: dict[str, asyncio.Task[None]] = {}
@@ -165,7 +166,7 @@ class _Answers:
         if event.type == "agent_done":
             self.ended = True
         if event.type == "confirmation_required" and call_id and self.run.approver is not None:
-            tool = self.engine.project.tools.get(event.data.get("tool"))
+            tool = self.project.tools.get(event.data.get("tool"))
             if tool is not None and call_id not in self.asking:
                 self.asking[call_id] = asyncio.ensure_future(self._ask(tool, event.data.get("arguments") or {}, call_id))
         elif event.type in ("tool_call_result", "tool_call_error") and call_id in self.asking:

@@ -42,8 +42,8 @@ with workflow.unsafe.imports_passed_through():
     from ...runtime.contracts import Skill
     from ...runtime.events import Event
     from ...runtime.run import Run
-    from .protocol import (BODY_ACTIVITY, RECORD_ACTIVITY, REVISION_MISMATCH, STEP_ACTIVITY, STEP_FAILURE, WORKFLOW,
-                           ended, failure_details)
+    from .protocol import (APPROVE_SIGNAL, BODY_ACTIVITY, RECORD_ACTIVITY, REVISION_MISMATCH, STEP_ACTIVITY,
+                           STEP_FAILURE, WORKFLOW, ended, failure_details)
     from .agent_protocol import AGENT_WORKFLOW
     from .approvals import Confirmable
     from .served import Served, check_revision, served
@@ -155,6 +155,15 @@ class ToolWorkflow(Confirmable):
         self._call: dict[str, Any] = {}
         self._events = WorkflowEvents("")
         self._run: Run | None = None
+        self._child: Any = None  # the running agent step's workflow (approvals go on to it)
+
+    @workflow.signal(name=APPROVE_SIGNAL)
+    async def approve(self, tool_call_id: str, approve: bool) -> None:
+        """An answer from any front door: this call's own, or one an agent step's tool call waits for."""
+        super().approve(tool_call_id, approve)
+        child = self._child
+        if child is not None:
+            await child.signal(APPROVE_SIGNAL, args=[tool_call_id, approve])
 
     @workflow.run
     async def run(self, call: dict[str, Any]) -> dict[str, Any]:
@@ -226,12 +235,15 @@ class ToolWorkflow(Confirmable):
         task = {key: call.get(key) for key in ("revision", "run_id", "tool_call_id", "tool", "arguments", "model",
                                                "approval_timeout", "trace")}
         try:
-            outcome = await workflow.execute_child_workflow(
+            self._child = await workflow.start_child_workflow(
                 AGENT_WORKFLOW, {**task, "step": index, "input": value, "first_seq": run.last_seq + 1,
                                  "record": self._events.take()},
                 id=f"{call['run_id']}:{step.event_id}:{attempt}", static_summary=f"agent step {step.id}, attempt {attempt}")
+            outcome = await self._child
         except Exception as exc:  # noqa: BLE001 - not the skill's failure: the execution's (see _NotTheStep)
             raise _NotTheStep(exc) from None
+        finally:
+            self._child = None
         run.number_after(outcome["last_seq"])
         self._events.rows.extend(outcome["rows"])
         if outcome["ok"]:
