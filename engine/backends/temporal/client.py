@@ -133,7 +133,7 @@ class RemoteTool:
         handle, follower = self._confirmed.pop(run.run_id, None) or await self._start(args, run)
         answers = None
         if self.asks_inside:
-            from .agent_client import Answers
+            from .confirmation import Answers
 
             answers = Answers(run.project, run.events, handle)
             follower.listeners.append(answers.heard)
