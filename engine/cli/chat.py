@@ -101,10 +101,6 @@ def run_chat(ns: argparse.Namespace) -> int:
     if engine.backend is not None:
         from ..backends.temporal.agent_client import agent_for
 
-        if ns.output_schema:  # the agent workflow does not carry one yet: refused, never ignored
-            engine.close()
-            raise UsageError("--output-schema is not supported with --backend temporal yet; drop one of them")
-
         agent = agent_for(engine, agent)
 
     timeline = None if ns.quiet else Timeline(sys.stderr, live=sys.stderr.isatty())

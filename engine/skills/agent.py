@@ -86,17 +86,25 @@ class AgentSkill(Skill):
             raise StepFailure(ErrorCode.EXECUTION_ERROR,
                               f"prompt of agent skill {self.name!r} failed to render: {template.explain(exc)}") from None
 
-    async def run(self, input: dict[str, Any], ctx: SkillContext) -> Any:
+    def agent(self, input: dict[str, Any], model: str, runs: Any = None) -> tuple[Agent, str]:
+        """The Agent this step runs for `input` with `model`, and its user message (a durable
+        backend builds the same one in its agent workflow)."""
         system, user = self._render(input)
-        project = ctx.run.project
-        model = ctx.run.model_override or self.model or project.default_model
-        agent = Agent(None, model, tools=self.tools, limits=self.limits, system=system, output_schema=self.answer,
-                      repairs=self.repairs)
-        result = await run_in(agent, StepEvents(ctx.run.events, ctx.step_id, ctx.skill), project, user)  # type: ignore[arg-type]
-        ctx.add_usage(result.usage)
+        return Agent(runs, model, tools=self.tools, limits=self.limits, system=system, output_schema=self.answer,
+                     repairs=self.repairs), user
+
+    def output(self, result: AgentResult) -> Any:
+        """The step's output from its agent's result (typed by `output`), or its StepFailure."""
         if result.stop_reason == "answer":
             return result.data if self.answer is not None else result.answer
         raise _stopped(self.name, result)
+
+    async def run(self, input: dict[str, Any], ctx: SkillContext) -> Any:
+        project = ctx.run.project
+        agent, user = self.agent(input, ctx.run.model_override or self.model or project.default_model)
+        result = await run_in(agent, StepEvents(ctx.run.events, ctx.step_id, ctx.skill), project, user)  # type: ignore[arg-type]
+        ctx.add_usage(result.usage)
+        return self.output(result)
 
 
 def _stopped(name: str, result: AgentResult) -> StepFailure:

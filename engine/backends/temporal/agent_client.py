@@ -22,6 +22,7 @@ from ...runtime.ids import new_id
 from ...safety.redaction import enter_run, leave_run
 from .agent_protocol import AGENT_WORKFLOW, APPROVE_SIGNAL, PENDING_QUERY, message_in, message_out, result_in
 from .client import Follower, TemporalBackend, call_failure, cancel_and_wait
+from .confirmation import Answers
 from .protocol import EXECUTOR
 from .revision import project_revision
 
@@ -101,11 +102,12 @@ class TemporalAgent:
                 "tools": sorted(agent.tools) if agent.tools is not None else None,
                 "limits": dict(agent.limits.__dict__), "tool_choice": agent.tool_choice, "system": agent.system,
                 "messages": [message_out(m) for m in messages], "principal": run.principal,
-                "approval_timeout": run.approval_timeout}
+                "approval_timeout": run.approval_timeout,
+                "output_schema": agent.answer.raw if agent.answer is not None else None, "repairs": agent.repairs}
         self.backend.store.record_executor(run.run_id, EXECUTOR)  # if the worker writing its row dies, another ends it
         handle = await client.start_workflow(AGENT_WORKFLOW, call, id=run.run_id, task_queue=self.backend.config.task_queue)
         follower = Follower(self.backend.store, run, 0)
-        answers = _Answers(self.engine, run, handle)
+        answers = Answers(self.engine.project, run, handle)
         follower.listeners.append(answers.heard)
         try:
             outcome = await follower.follow(asyncio.ensure_future(handle.result()))
@@ -145,35 +147,4 @@ def _result(run_id: str, outcome: dict[str, Any]) -> AgentResult:
     return AgentResult(run_id, outcome["stop_reason"], outcome["answer"],
                        [message_in(m) for m in outcome.get("messages", ())],
                        [result_in(r) for r in outcome["tool_results"]], Usage(*outcome["usage"]), outcome["steps"],
-                       outcome["error"])
-
-
-class _Answers:
-    """Asks this front door's approver about each confirmation it sees, and signals the answer;
-    notes the run's end (a client leaving after `agent_done` cancels nothing)."""
-
-    def __init__(self, engine: "Engine", run: "Run", handle: Any) -> None:
-        self.engine = engine
-        self.run = run
-        self.handle = handle
-        self.asking: dict[str, asyncio.Task[None]] = {}
-        self.ended = False  # agent_done was relayed
-
-    def heard(self, event: Event) -> None:
-        call_id = event.tool_call_id
-        if event.type == "agent_done":
-            self.ended = True
-        if event.type == "confirmation_required" and call_id and self.run.approver is not None:
-            tool = self.engine.project.tools.get(event.data.get("tool"))
-            if tool is not None and call_id not in self.asking:
-                self.asking[call_id] = asyncio.ensure_future(self._ask(tool, event.data.get("arguments") or {}, call_id))
-        elif event.type in ("tool_call_result", "tool_call_error") and call_id in self.asking:
-            self.asking.pop(call_id).cancel()  # answered elsewhere (or timed out): stop asking here
-
-    async def _ask(self, tool: Any, args: dict[str, Any], call_id: str) -> None:
-        approved = await self.run.ask_approval(tool, args, call_id)
-        await self.handle.signal(APPROVE_SIGNAL, args=[call_id, approved])
-
-    def close(self) -> None:
-        for task in self.asking.values():
-            task.cancel()
+                       outcome["error"], data=outcome.get("data"), error_details=outcome.get("error_details"))

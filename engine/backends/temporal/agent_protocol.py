@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...lang.strict_schema import StrictSchema, to_strict
 from ...providers.base import ChatMessage, ModelRequest, ModelResponse, ToolCall, Usage
 from ...runtime.result import ToolError, ToolResult
 from .protocol import APPROVE_SIGNAL, PENDING_QUERY  # noqa: F401 - shared with a direct call's confirmation
@@ -30,15 +31,20 @@ def message_in(value: dict[str, Any]) -> ChatMessage:
 
 
 def request_out(request: ModelRequest) -> dict[str, Any]:
+    """`output_strict` travels as a flag: the worker rebuilds the strict form from the schema (`request_in`)."""
     return {"messages": [message_out(m) for m in request.messages], "model": request.model,
-            "output_schema": request.output_schema, "temperature": request.temperature,
+            "output_schema": request.output_schema, "output_strict": request.output_strict is not None,
+            "temperature": request.temperature,
             "max_tokens": request.max_tokens, "tools": list(request.tools), "tool_choice": request.tool_choice}
 
 
 def request_in(value: dict[str, Any]) -> ModelRequest:
+    schema = value["output_schema"]
+    strict = to_strict(schema) if schema is not None and value.get("output_strict") else None
     return ModelRequest(tuple(message_in(m) for m in value["messages"]), model=value["model"],
-                        output_schema=value["output_schema"], temperature=value["temperature"],
-                        max_tokens=value["max_tokens"], tools=tuple(value["tools"]), tool_choice=value["tool_choice"])
+                        output_schema=schema, temperature=value["temperature"],
+                        max_tokens=value["max_tokens"], tools=tuple(value["tools"]), tool_choice=value["tool_choice"],
+                        output_strict=strict if isinstance(strict, StrictSchema) else None)
 
 
 def usage_out(usage: Usage) -> list[Any]:

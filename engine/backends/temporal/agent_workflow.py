@@ -28,7 +28,10 @@ from temporalio.exceptions import ActivityError, CancelledError
 from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
-    from ...runtime.agent import Agent, AgentLimits, _Loop
+    from ...errors import StepFailure
+    from ...runtime.agent import Agent, AgentLimits, _Loop, as_messages
+    from ...runtime.answers import DEFAULT_REPAIRS
+    from ...skills.agent import StepEvents
     from ...providers.base import ModelRequest, ModelResponse, ProviderError
     from ...runtime.result import ToolResult
     from ...runtime.run import Run
@@ -36,7 +39,7 @@ with workflow.unsafe.imports_passed_through():
                                  message_in, message_out, request_out, response_in, result_in, result_out,
                                  usage_out)
     from .approvals import DEFAULT_APPROVAL_TIMEOUT_S, Confirmable
-    from .served import check_revision, served
+    from .served import Served, check_revision, served
     from .workflows import GRACE_S, INFRASTRUCTURE_RETRY, WorkflowEvents
 
 MODEL_TIMEOUT_S = 600.0  # start-to-close of one model request when the run has no total timeout
@@ -50,32 +53,64 @@ class AgentWorkflow(Confirmable):
         super().__init__()
         self._call: dict[str, Any] = {}
         self._events = WorkflowEvents("")  # numbered events not yet written
-        self._run: Run | None = None
+        self._run: Any = None  # the Run events go through (an agent step's: its StepEvents)
+        self._total: float | None = None  # the loop's total timeout
 
     @workflow.run
     async def run(self, call: dict[str, Any]) -> dict[str, Any]:
         """`call`: revision, run_id, model, tools, limits, tool_choice, system, messages, principal,
-        approval_timeout. Returns the AgentResult's fields (tool results as plain JSON) and last_seq."""
+        approval_timeout, output_schema, repairs. Returns the AgentResult's fields (tool results as plain JSON) and last_seq.
+        With `step`, an agent step of a tool's workflow instead (`_step`)."""
         self._call = call
         here = check_revision(call["revision"])
         project = self._project(here.project)
+        if "step" in call:
+            return await self._step(call, here, project)
         self._events = WorkflowEvents(call["run_id"])
         self._run = run = Run(call["run_id"], [self._events.collect], project.redactor.for_run(), kind="agent",
                               name=call["model"], principal=call.get("principal"))
         agent = Agent(_Opener(project), call["model"], tools=call.get("tools"), limits=AgentLimits(**call["limits"]),
-                      tool_choice=call.get("tool_choice", "auto"), system=call.get("system"))
-        loop = _DurableLoop(agent, run, [message_in(m) for m in call["messages"]])
-        loop.flow = self
-        try:
-            result = await loop.run()
-        except asyncio.CancelledError:
-            await self._events.record()  # agent_done (cancelled) reaches the store before the execution ends
-            raise
+                      tool_choice=call.get("tool_choice", "auto"), system=call.get("system"),
+                      output_schema=call.get("output_schema"), repairs=call.get("repairs", DEFAULT_REPAIRS))
+        result = await self._loop(agent, run, [message_in(m) for m in call["messages"]])
         await self._events.record()
         return {"stop_reason": result.stop_reason, "answer": result.answer, "steps": result.steps,
                 "usage": usage_out(result.usage), "error": result.error,
                 "tool_results": [result_out(r) for r in result.tool_results],
-                "messages": [message_out(m) for m in result.messages], "last_seq": run.last_seq}
+                "messages": [message_out(m) for m in result.messages], "last_seq": run.last_seq,
+                "data": result.data, "error_details": result.error_details}
+
+    async def _loop(self, agent: Agent, events: Any, messages: list[Any]) -> Any:
+        """The durable loop to its stop (its AgentResult)."""
+        self._total = agent.limits.total_timeout
+        loop = _DurableLoop(agent, events, messages)
+        loop.flow = self
+        try:
+            return await loop.run()
+        except asyncio.CancelledError:
+            await self._events.record()  # agent_done (cancelled) reaches the store before the execution ends
+            raise
+
+    async def _step(self, call: dict[str, Any], here: Served, project: Any) -> dict[str, Any]:
+        """An agent step (engine/skills/agent.py), a child of its tool's workflow (workflows.py):
+        `call` adds tool, step (its index), input, arguments, first_seq and record to a tool
+        call's keys. Its events are the outer run's: numbered from `first_seq`, carrying the
+        step's step_id and skill, the outer events not yet written (`record`) going first. Returns
+        the step's outcome as a step activity does ({"ok", "output"} or the failure's code,
+        message, details, retryable), its usage, last_seq and the rows not yet written."""
+        step = project.tools[call["tool"]].executor.steps[call["step"]]
+        skill = step.skill
+        self._events, run = WorkflowEvents.of_call(call, here)
+        self._events.rows.extend(call["record"])
+        self._run = StepEvents(run, step.event_id, skill.name)
+        agent, user = skill.agent(call["input"], call.get("model") or skill.model or project.default_model, _Opener(project))
+        result = await self._loop(agent, self._run, as_messages(user))
+        outcome: dict[str, Any] = {"usage": usage_out(result.usage), "last_seq": run.last_seq, "rows": self._events.take()}
+        try:
+            return {**outcome, "ok": True, "output": skill.output(result)}
+        except StepFailure as failure:
+            return {**outcome, "ok": False, "code": failure.code, "message": failure.message, "details": failure.details,
+                    "retryable": failure.retryable}
 
     def _project(self, linked: Any) -> Any:
         """The linked project whose models answer through the model activity."""
@@ -93,7 +128,7 @@ class AgentWorkflow(Confirmable):
     # ─── the two kinds of I/O ────────────────────────────────────────────────────
 
     async def model_request(self, model: str, request: ModelRequest, on_text: Any) -> ModelResponse:
-        total = self._call["limits"].get("total_timeout")
+        total = self._total
         outcome = await _cancellable(workflow.execute_activity(
             MODEL_ACTIVITY,
             {"revision": self._call["revision"], "run_id": self._call["run_id"], "model": model,

@@ -105,6 +105,8 @@ class RemoteTool:
         self.revision = revision
         self.output_clean = getattr(tool.executor, "output_clean", None)
         self._confirmed: dict[str, tuple[Any, Follower]] = {}  # run id → its execution (ask_confirmation began it)
+        # an agent step's tool calls may ask for confirmation: this front door's approver answers them
+        self.asks_inside = any(step.skill.kind == "agent" for step in getattr(self.local, "steps", ()))
 
     async def ask_confirmation(self, run: "RunContext", tool: "LinkedTool", args: dict[str, Any]) -> None:
         """A direct call's confirmation waits in its execution, started now (see confirmation.py):
@@ -129,6 +131,12 @@ class RemoteTool:
         from temporalio.client import WorkflowFailureError
 
         handle, follower = self._confirmed.pop(run.run_id, None) or await self._start(args, run)
+        answers = None
+        if self.asks_inside:
+            from .confirmation import Answers
+
+            answers = Answers(run.project, run.events, handle)
+            follower.listeners.append(answers.heard)
         try:
             outcome = await follower.follow(asyncio.ensure_future(handle.result()))
         except WorkflowFailureError as exc:
@@ -138,6 +146,9 @@ class RemoteTool:
         except asyncio.CancelledError:
             await asyncio.shield(cancel_and_wait(handle, follower))
             raise
+        finally:
+            if answers is not None:
+                answers.close()
         await follower.catch_up(outcome["last_seq"], outcome.get("rows") or ())
         return _as_local(self.kind, outcome["output"])
 
@@ -152,6 +163,8 @@ class RemoteTool:
         if confirm:
             call["confirm"], call["approval_timeout"] = True, run.events.approval_timeout
             limit += run.events.approval_timeout
+        elif self.asks_inside:
+            call["approval_timeout"] = run.events.approval_timeout
         self.backend.store.record_executor(run.run_id, EXECUTOR)  # if this process dies, a worker ends the run
         handle = await client.start_workflow(self.workflow, call, id=run.run_id, task_queue=self.backend.config.task_queue,
                                              execution_timeout=timedelta(seconds=limit))

@@ -21,7 +21,9 @@ from .protocol import ANSWER_QUERY, APPROVE_SIGNAL
 
 if TYPE_CHECKING:
     from ...runtime.context import RunContext
-    from ...runtime.project import LinkedTool
+    from ...runtime.events import Event
+    from ...runtime.project import LinkedTool, Project
+    from ...runtime.run import Run
 
 ANSWER_POLL_S = 1.0  # how often the workflow is asked whether another front door answered
 
@@ -63,3 +65,35 @@ async def _answer_given(handle: Any, call_id: str) -> bool | None:
         async with asyncio.timeout(ANSWER_POLL_S * 5):
             return await handle.query(ANSWER_QUERY, call_id)
     return None
+
+
+class Answers:
+    """Asks this front door's approver about each confirmation it sees, and signals the answer
+    (an agent run's, or one of an agent step inside a tool's call); notes the run's end (a client
+    leaving after `agent_done` cancels nothing)."""
+
+    def __init__(self, project: "Project", run: "Run", handle: Any) -> None:
+        self.project = project
+        self.run = run
+        self.handle = handle
+        self.asking: dict[str, asyncio.Task[None]] = {}
+        self.ended = False  # agent_done was relayed
+
+    def heard(self, event: Event) -> None:
+        call_id = event.tool_call_id
+        if event.type == "agent_done":
+            self.ended = True
+        if event.type == "confirmation_required" and call_id and self.run.approver is not None:
+            tool = self.project.tools.get(event.data.get("tool"))
+            if tool is not None and call_id not in self.asking:
+                self.asking[call_id] = asyncio.ensure_future(self._ask(tool, event.data.get("arguments") or {}, call_id))
+        elif event.type in ("tool_call_result", "tool_call_error") and call_id in self.asking:
+            self.asking.pop(call_id).cancel()  # answered elsewhere (or timed out): stop asking here
+
+    async def _ask(self, tool: Any, args: dict[str, Any], call_id: str) -> None:
+        approved = await self.run.ask_approval(tool, args, call_id)
+        await self.handle.signal(APPROVE_SIGNAL, args=[call_id, approved])
+
+    def close(self) -> None:
+        for task in self.asking.values():
+            task.cancel()

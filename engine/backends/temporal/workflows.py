@@ -42,8 +42,9 @@ with workflow.unsafe.imports_passed_through():
     from ...runtime.contracts import Skill
     from ...runtime.events import Event
     from ...runtime.run import Run
-    from .protocol import (BODY_ACTIVITY, RECORD_ACTIVITY, REVISION_MISMATCH, STEP_ACTIVITY, STEP_FAILURE, WORKFLOW,
-                           ended, failure_details)
+    from .protocol import (APPROVE_SIGNAL, BODY_ACTIVITY, RECORD_ACTIVITY, REVISION_MISMATCH, STEP_ACTIVITY,
+                           STEP_FAILURE, WORKFLOW, ended, failure_details)
+    from .agent_protocol import AGENT_WORKFLOW
     from .approvals import Confirmable
     from .served import Served, check_revision, served
 
@@ -154,6 +155,15 @@ class ToolWorkflow(Confirmable):
         self._call: dict[str, Any] = {}
         self._events = WorkflowEvents("")
         self._run: Run | None = None
+        self._child: Any = None  # the running agent step's workflow (approvals go on to it)
+
+    @workflow.signal(name=APPROVE_SIGNAL)
+    async def approve(self, tool_call_id: str, approve: bool) -> None:
+        """An answer from any front door: this call's own, or one an agent step's tool call waits for."""
+        super().approve(tool_call_id, approve)
+        child = self._child
+        if child is not None:
+            await child.signal(APPROVE_SIGNAL, args=[tool_call_id, approve])
 
     @workflow.run
     async def run(self, call: dict[str, Any]) -> dict[str, Any]:
@@ -191,6 +201,8 @@ class ToolWorkflow(Confirmable):
         """One attempt of step `index` as an activity: its output, or its StepFailure (the skill's
         own events emitted first, as they were emitted during the call locally)."""
         call = self._call
+        if step.skill.kind == "agent":
+            return await self._agent_step(index, step, value, attempt)
         limit = step.timeout if step.timeout is not None else call["tool_timeout"]
         try:
             outcome = await workflow.execute_activity(
@@ -210,6 +222,30 @@ class ToolWorkflow(Confirmable):
         assert self._run is not None
         events.relay(self._run, call["tool_call_id"], outcome["events"])
         events.measured(outcome)
+        if outcome["ok"]:
+            return outcome["output"]
+        raise StepFailure(outcome["code"], outcome["message"], outcome["details"] or {}, retryable=outcome["retryable"])
+
+    async def _agent_step(self, index: int, step: LinkedStep, value: Any, attempt: int) -> Any:
+        """One attempt of an agent step as a child workflow (agent_workflow.py): each model request
+        an activity (a worker's crash never sends a completed one again), its events the outer
+        run's, numbered after this run's and returned with its outcome (the rows it did not write)."""
+        call, run = self._call, self._run
+        assert run is not None
+        task = {key: call.get(key) for key in ("revision", "run_id", "tool_call_id", "tool", "arguments", "model",
+                                               "approval_timeout", "trace")}
+        try:
+            self._child = await workflow.start_child_workflow(
+                AGENT_WORKFLOW, {**task, "step": index, "input": value, "first_seq": run.last_seq + 1,
+                                 "record": self._events.take()},
+                id=f"{call['run_id']}:{step.event_id}:{attempt}", static_summary=f"agent step {step.id}, attempt {attempt}")
+            outcome = await self._child
+        except Exception as exc:  # noqa: BLE001 - not the skill's failure: the execution's (see _NotTheStep)
+            raise _NotTheStep(exc) from None
+        finally:
+            self._child = None
+        run.number_after(outcome["last_seq"])
+        self._events.rows.extend(outcome["rows"])
         if outcome["ok"]:
             return outcome["output"]
         raise StepFailure(outcome["code"], outcome["message"], outcome["details"] or {}, retryable=outcome["retryable"])

@@ -106,10 +106,6 @@ def router(service: Service) -> APIRouter:
         if engine.backend is not None:  # serve --backend temporal: the loop runs as a workflow on the workers
             from ...backends.temporal.agent_client import agent_for
 
-            if body.output_schema is not None:  # the agent workflow does not carry one yet: refused, never ignored
-                raise ApiError(ErrorCode.INVALID_REQUEST, "output_schema is not supported on the Temporal backend yet; "
-                               "send the request to a service without --backend temporal, or leave output_schema out")
-
             runner = agent_for(engine, runner)
         _check_prompt_size(body, limits.max_prompt_chars)
         messages = body.messages if isinstance(body.messages, str) else [m.model_dump(exclude_none=True) for m in body.messages]
