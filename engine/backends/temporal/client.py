@@ -19,6 +19,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ...errors import ErrorCode, StepFailure, UsageError
+from ...executors.workflow import LinkedStep
 from ...runtime.events import Event, report_listener_failure
 from ...runtime.router import confirm_call
 from ...store.schema import EVENTS_CHANNEL
@@ -106,7 +107,8 @@ class RemoteTool:
         self.output_clean = getattr(tool.executor, "output_clean", None)
         self._confirmed: dict[str, tuple[Any, Follower]] = {}  # run id → its execution (ask_confirmation began it)
         # an agent step's tool calls may ask for confirmation: this front door's approver answers them
-        self.asks_inside = any(step.skill.kind == "agent" for step in getattr(self.local, "steps", ()))
+        # (plain steps only: a workflow with constructs runs in one activity, its agent steps in it)
+        self.asks_inside = any(type(step) is LinkedStep and step.skill.kind == "agent" for step in getattr(self.local, "steps", ()))
 
     async def ask_confirmation(self, run: "RunContext", tool: "LinkedTool", args: dict[str, Any]) -> None:
         """A direct call's confirmation waits in its execution, started now (see confirmation.py):
