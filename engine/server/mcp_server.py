@@ -94,7 +94,7 @@ def build_mcp_server(engine: "Engine", *, approve_all: bool = False, hub: "RunHu
         caller, run_id = _caller(ctx), new_id("run")
         if caller is not None and engine.store is not None:  # its owner, as the hub records one for the HTTP routes
             engine.store.record_owner(run_id, caller)
-        with counted(ctx):
+        with counted(caller):
             result = await engine.call_tool(params.name, params.arguments or {}, on_event=on_event, approve=approve,
                                             run_id=run_id, principal=caller)
         recorded = commit() if commit is not None else None
@@ -122,7 +122,7 @@ def build_mcp_server(engine: "Engine", *, approve_all: bool = False, hub: "RunHu
 
 
 @contextlib.contextmanager
-def _uncounted(ctx: Any) -> Iterator[None]:
+def _uncounted(caller: str | None) -> Iterator[None]:
     yield
 
 
@@ -137,14 +137,14 @@ def _caller(ctx: Any) -> str | None:
     return request_principal(request).name
 
 
-def _caps(hub: "RunHub") -> Callable[[Any], contextlib.AbstractContextManager[None]]:
-    """A call's place under the hub's live-run caps, counted for the key name of the HTTP
-    request that carries it (`Access` put it in the scope); over a cap, the JSON-RPC error."""
+def _caps(hub: "RunHub") -> Callable[[str | None], contextlib.AbstractContextManager[None]]:
+    """A call's place under the hub's live-run caps, counted for its caller (the key name of
+    the HTTP request that carries it, `_caller`); over a cap, the JSON-RPC error."""
     from .hub import TooManyRuns
 
     @contextlib.contextmanager
-    def counted(ctx: Any) -> Iterator[None]:
-        principal = _caller(ctx) or ""
+    def counted(caller: str | None) -> Iterator[None]:
+        principal = caller or ""
         try:
             hub.reserve(principal)
         except TooManyRuns as exc:
