@@ -447,30 +447,33 @@ class Checkpoints:
                 self._due.wait(CHECKPOINT_S)
                 stop = self._stop
                 if self._changes != self._checkpointed:
-                    self._checkpointed = self._changes
+                    begun = self._checkpointed = self._changes
                     self._due.clear()
-                    connection = self._checkpoint(connection)
+                    connection, whole = self._checkpoint(connection)
+                    if not whole and self._checkpointed == begun:  # a reader held part back: again next tick
+                        self._checkpointed = -1
                 if stop:
                     return
         finally:
             if connection is not None:
                 connection.close()
 
-    def _checkpoint(self, connection: sqlite3.Connection | None) -> sqlite3.Connection | None:
-        """One PASSIVE checkpoint through the thread's connection (made if None); the
-        connection to use next time (None after a failure: a new one then)."""
+    def _checkpoint(self, connection: sqlite3.Connection | None) -> tuple[sqlite3.Connection | None, bool]:
+        """One PASSIVE checkpoint through the thread's connection (made if None): the
+        connection to use next time (None after a failure: a new one then), and whether the
+        whole WAL was copied (a PASSIVE checkpoint stops at frames a reader still needs)."""
         try:
             connection = connection or sqlite3.connect(self._path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
-            connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            busy, frames, copied = connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
             self._failed = False
-            return connection
+            return connection, not busy and copied >= frames
         except sqlite3.Error as exc:  # tried again after the next change: the WAL only grows meanwhile
             if not self._failed:
                 logger.warning("run store: checkpoint failed", store=str(self._path), error=str(exc))
             self._failed = True
             if connection is not None:
                 connection.close()
-            return None
+            return None, False
 
 
 class SettingsPoll:
