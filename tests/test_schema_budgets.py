@@ -181,6 +181,16 @@ def test_a_too_deep_schema_through_the_python_api_names_the_depth_limit(engine: 
     assert caught.value.field == "output_schema" and "schema depth limit" in caught.value.message
 
 
+def test_the_cli_chat_door_exits_2_naming_the_limit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from engine.cli.main import main
+
+    root = write_project(tmp_path)
+    schema = tmp_path / "answer.json"
+    schema.write_text(json.dumps(fan_out(10, 6)), encoding="utf-8")
+    code = main(["chat", "fill it", "--dir", str(root), "--quiet", "--no-store", "--output-schema", str(schema)])
+    assert code == 2 and "$ref fan-out limit" in capsys.readouterr().err
+
+
 def test_the_byte_limit_is_the_operators(tmp_path: Path) -> None:
     root = write_project(tmp_path)
     (root / "config").mkdir()
