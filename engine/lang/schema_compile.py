@@ -25,12 +25,13 @@ _DRAFTS = ("https://json-schema.org/draft/2020-12/schema", "https://json-schema.
 KNOWN_DRAFTS = frozenset(_DRAFTS) | frozenset(uri + "#" for uri in _DRAFTS)
 
 
-class RetrievalRefused(Exception):
-    """A schema named a document outside itself; the engine never fetches one."""
+class _RetrievalRefused(Exception):
+    """A schema named a document outside itself; the engine never fetches one. (jsonschema-rs
+    wraps it in its own error: it never reaches a caller as such.)"""
 
 
 def _refuse(uri: str) -> NoReturn:
-    raise RetrievalRefused(f"{uri!r} is outside this schema, and schemas are never fetched; "
+    raise _RetrievalRefused(f"{uri!r} is outside this schema, and schemas are never fetched; "
                            "use a local reference (#/$defs/…) or one of the known $schema drafts")
 
 
