@@ -316,7 +316,7 @@ class Engine:
         tool_choice the project does not have, or an output_schema that is no JSON Schema:
         every front door gets the same check.
         """
-        from .lang.schema import schema_problems
+        from .lang.schema_budget import untrusted_schema_problems
         from .runtime.agent import Agent, AgentLimits
 
         project = self._project
@@ -330,9 +330,10 @@ class Engine:
         if tool_choice not in ("auto", "none", "required") and tool_choice not in project.tools:
             raise AgentSetupError("invalid_request", "tool_choice", tool_choice, "use auto, none, required or a tool name")
         if output_schema is not None:
-            problems = schema_problems(output_schema) if isinstance(output_schema, dict) else ["it must be an object"]
+            problems = (untrusted_schema_problems(output_schema, project.settings.limits.max_schema_bytes)
+                        if isinstance(output_schema, dict) else ["not a valid JSON Schema: it must be an object"])
             if problems:
-                raise AgentSetupError("invalid_request", "output_schema", "", f"not a valid JSON Schema: {problems[0]}")
+                raise AgentSetupError("invalid_request", "output_schema", "", problems[0])
         return Agent(self, model, tools=tools, limits=limits or AgentLimits.from_settings(project.settings.agent),
                      tool_choice=tool_choice, system=system,
                      approve=approve, output_schema=output_schema)

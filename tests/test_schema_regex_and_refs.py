@@ -9,6 +9,7 @@ now it is a config error at its `file:line:col`, naming the construct and the fi
 from __future__ import annotations
 
 import asyncio
+import math
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -109,10 +110,17 @@ def test_regex_both_validators_read_still_loads_and_refuses_a_bad_value(tmp_path
 
 def test_reference_validator_exceptions_become_violations() -> None:
     """Reached only by a schema that skipped link (Python API); never an exception from check."""
-    compiled = CompiledSchema({"type": "string", "pattern": "\\p{Greek}"})  # neither re nor regress reads it
-    (violation,) = compiled.check("zzz")
+    compiled = CompiledSchema({"type": "number", "multipleOf": 0.5})  # jsonschema cannot divide infinity
+    (violation,) = compiled.check(math.inf)
     assert violation.keyword == "schema" and "does not match the schema" in violation.message
-    assert "Invalid property name" in violation.message
+    assert "OverflowError" in violation.message
+
+
+def test_a_pattern_only_jsonschema_rs_reads_is_explained_by_it() -> None:
+    """Explanations match regexes with jsonschema-rs, the engine of the verdict: a pattern neither
+    Python's `re` nor regress reads (a schema that skipped link) is still explained."""
+    (violation,) = CompiledSchema({"type": "string", "pattern": "\\p{Greek}"}).check("zzz")
+    assert violation.keyword == "pattern" and "does not match" in violation.message
 
 
 # ─── local references ───────────────────────────────────────────────────────────────────

@@ -18,36 +18,22 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import jsonschema
-import jsonschema_rs
 import regress
 
+from .schema_compile import fast_validator, meta_is_valid, reference_validator, schema_uri_problem
 from .schema_refs import find_refs, ref_problem, resolve_in_document
 
 
 @functools.lru_cache(maxsize=4096)
-def _regex(pattern: str) -> "re.Pattern[str] | regress.Regex":
-    """A schema's regex as the reference validator searches with it: Python's `re` when it reads
-    the pattern (as jsonschema does), else `regress`, an ECMA-262 engine like jsonschema-rs's
-    (`\\p{Letter}`, `\\u{…}`, variable look-behinds). Compiled once per pattern."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # FutureWarning about nested sets: not our user's concern
-            return re.compile(pattern)
-    except re.error:
-        return regress.Regex(pattern, "u")
-
-
-def _searcher(pattern: str) -> Callable[[str], Any]:
-    found = _regex(pattern)
-    return found.search if isinstance(found, re.Pattern) else found.find
-
-
-def _python_reads(pattern: str) -> bool:
-    return isinstance(_regex(pattern), re.Pattern)
+def _matcher(pattern: str) -> Callable[[str], bool]:
+    """Whether a text matches a schema's regex, asked of jsonschema-rs: the engine that gives the
+    verdict (ECMA-262, `\\p{Letter}` and all), and not a backtracking one (Python's `re`
+    takes 15 s on `^(a+)+$` against 27 characters). Compiled once per pattern."""
+    return fast_validator({"pattern": pattern}).is_valid  # type: ignore[no-any-return]
 
 
 def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Any:
-    if validator.is_type(instance, "string") and not _searcher(pattern)(instance):
+    if validator.is_type(instance, "string") and not _matcher(pattern)(instance):
         yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
 
 
@@ -55,32 +41,64 @@ def _pattern_properties(validator: Any, patterns: dict[str, Any], instance: Any,
     if not validator.is_type(instance, "object"):
         return
     for pattern, subschema in patterns.items():
-        search = _searcher(pattern)
+        matches = _matcher(pattern)
         for key, value in instance.items():
-            if search(key):
+            if matches(key):
                 yield from validator.descend(value, subschema, path=key, schema_path=pattern)
 
 
-_ADDITIONAL = jsonschema.Draft202012Validator.VALIDATORS["additionalProperties"]
-
-
 def _additional_properties(validator: Any, additional: Any, instance: Any, schema: Any) -> Any:
-    """jsonschema's own, with the keys `patternProperties` matches (through `_searcher`) left out
-    of the instance it sees (it would search them with `re`)."""
-    patterns = schema.get("patternProperties") if isinstance(instance, dict) else None
-    if not patterns or all(_python_reads(pattern) for pattern in patterns):
-        yield from _ADDITIONAL(validator, additional, instance, schema)
+    """jsonschema's own, with the keys `patternProperties` matches found by `_matcher` (jsonschema
+    would search them with `re`)."""
+    if not validator.is_type(instance, "object"):
         return
-    searches = [_searcher(pattern) for pattern in patterns]
-    rest = {key: value for key, value in instance.items() if not any(search(key) for search in searches)}
-    yield from _ADDITIONAL(validator, additional, rest, {k: v for k, v in schema.items() if k != "patternProperties"})
+    properties, patterns = schema.get("properties") or {}, schema.get("patternProperties") or {}
+    matchers = [_matcher(pattern) for pattern in patterns]
+    extras = [key for key in instance if key not in properties and not any(matches(key) for matches in matchers)]
+    if validator.is_type(additional, "object"):
+        for extra in extras:
+            yield from validator.descend(instance[extra], additional, path=extra)
+    elif not additional and extras:
+        listed = ", ".join(repr(extra) for extra in sorted(extras, key=str))
+        if patterns:
+            verb = "does" if len(extras) == 1 else "do"
+            yield jsonschema.ValidationError(f"{listed} {verb} not match any of the regexes: "
+                                             + ", ".join(repr(pattern) for pattern in sorted(patterns)))
+        else:
+            verb = "was" if len(extras) == 1 else "were"
+            yield jsonschema.ValidationError(f"Additional properties are not allowed ({listed} {verb} unexpected)")
 
 
-# The reference validator: Draft 2020-12, its regexes searched as `_searcher` says.
-# (unevaluatedProperties still searches patternProperties with `re`: a pattern only regress
-# reads makes the reference fail there, and the call is refused without details, never allowed.)
+def _unique_items(validator: Any, unique: Any, instance: Any, schema: Any) -> Any:
+    """jsonschema's own compares unsortable items pairwise (7 s for 3,000 objects): here each
+    item gets a hashable identity, one pass."""
+    if unique and validator.is_type(instance, "array"):
+        seen: set[Any] = set()
+        for item in instance:
+            identity = _identity(item)
+            if identity in seen:
+                yield jsonschema.ValidationError(f"{instance!r} has non-unique elements")
+                return
+            seen.add(identity)
+
+
+def _identity(value: Any) -> Any:
+    """A hashable stand-in equal for JSON-equal values (1 == 1.0, True is not 1, key order aside)."""
+    if isinstance(value, bool):
+        return ("boolean", value)
+    if isinstance(value, dict):
+        return ("object", frozenset((key, _identity(item)) for key, item in value.items()))
+    if isinstance(value, (list, tuple)):
+        return ("array", tuple(_identity(item) for item in value))
+    return value if isinstance(value, (str, int, float)) or value is None else ("other", id(value))
+
+
+# The reference validator: Draft 2020-12, its regexes matched by `_matcher`. `unevaluatedProperties`
+# matches `patternProperties` with `re` inside jsonschema: a schema having both is explained by
+# jsonschema-rs itself (`CompiledSchema.violations`).
 Draft = jsonschema.validators.extend(jsonschema.Draft202012Validator, {
-    "pattern": _pattern, "patternProperties": _pattern_properties, "additionalProperties": _additional_properties})
+    "pattern": _pattern, "patternProperties": _pattern_properties, "additionalProperties": _additional_properties,
+    "uniqueItems": _unique_items})
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,24 +136,27 @@ def schema_problems(schema: Any) -> list[str]:
 def schema_problem_details(schema: Any) -> list[SchemaProblem]:
     """Like `schema_problems`, with each problem's path inside the schema.
 
-    `$ref`s are checked here first: only local ones (`#/$defs/…`, `#anchor`) are allowed, so
-    compiling a schema never reaches out to the network for a remote document. Regexes are
-    checked by both validators here, so none fails at call time.
+    `$schema`s and `$ref`s are checked here first: only known drafts and local references
+    (`#/$defs/…`, `#anchor`) are allowed, so no compile is asked to fetch a document (and
+    `schema_compile` refuses any that would be). Regexes are checked by both validators here,
+    so none fails at call time.
     """
     if not isinstance(schema, (dict, bool)):
         return [SchemaProblem((), "a JSON Schema must be a mapping (or true/false)")]
     mentioned = _mentions(schema) if type(schema) is dict else frozenset()  # most mention neither: skip the walks
+    if "$schema" in mentioned and (unknown := _schema_uri_problems(schema)):
+        return unknown  # before either library sees it: both would fetch an unknown one
     problems = _ref_problems(schema) if mentioned & _REF_KEYS else []
     if mentioned & _PATTERN_KEYS:
         problems += _pattern_problems(schema)
     if not problems:
         try:
-            if jsonschema_rs.meta.is_valid(schema):
-                _remember(schema, jsonschema_rs.validator_for(schema, validate_formats=False))
+            if meta_is_valid(schema):
+                _remember(schema, fast_validator(schema, validate_formats=False))
                 return []
         except Exception:  # noqa: BLE001 - rs refuses some inputs the reference can judge
             pass
-    meta = Draft(Draft.META_SCHEMA)
+    meta = reference_validator(Draft, Draft.META_SCHEMA)
     problems += [
         SchemaProblem(tuple(error.path), _meta_message(error))
         for error in sorted(meta.iter_errors(schema), key=lambda e: [str(p) for p in e.path])
@@ -143,7 +164,7 @@ def schema_problem_details(schema: Any) -> list[SchemaProblem]:
     if problems:
         return sorted(problems, key=lambda p: [str(part) for part in p.path])
     try:
-        jsonschema_rs.validator_for(schema)
+        fast_validator(schema)
     except Exception as exc:  # noqa: BLE001 - whatever else the compiler refuses
         message = str(getattr(exc, "message", None) or exc).splitlines()[0]
         problems.append(SchemaProblem(tuple(getattr(exc, "instance_path", None) or ()), message))
@@ -152,7 +173,7 @@ def schema_problem_details(schema: Any) -> list[SchemaProblem]:
 
 _REF_KEYS = frozenset({"$ref", "$dynamicRef"})
 _PATTERN_KEYS = frozenset({"pattern", "patternProperties"})
-_SCANNED = _REF_KEYS | _PATTERN_KEYS
+_SCANNED = _REF_KEYS | _PATTERN_KEYS | {"$schema", "unevaluatedProperties"}
 
 
 def _mentions(schema: Any) -> frozenset[str]:
@@ -189,6 +210,12 @@ def _walk_schemas(schema: Any) -> list[tuple[tuple[str | int, ...], dict[str, An
     return found
 
 
+def _schema_uri_problems(schema: Any) -> list[SchemaProblem]:
+    """Each `$schema` (the root's, an embedded resource's) that is not a known draft."""
+    return [SchemaProblem(path + ("$schema",), why) for path, node in _walk_schemas(schema)
+            if "$schema" in node and (why := schema_uri_problem(node["$schema"]))]
+
+
 def _pattern_problems(schema: Any) -> list[SchemaProblem]:
     """Regexes that not both validators can compile: jsonschema-rs runs them on every call,
     Python's `re` (inside `jsonschema`) runs them again to explain a failed call."""
@@ -208,11 +235,13 @@ def _pattern_problems(schema: Any) -> list[SchemaProblem]:
 def regex_problem(pattern: str) -> str | None:
     """Why `pattern` cannot be used in a schema here (None: both validators read it alike).
 
-    jsonschema-rs must compile it (it gives every verdict); the reference must read it too, with
-    Python's `re` or else with `regress` (ECMA-262, see `_searcher`), except a back-reference or
-    an octal escape, which jsonschema-rs does not read as ECMA-262 does."""
+    jsonschema-rs must compile it (it gives every verdict and matches every explanation's
+    regexes); it must also mean the same as for the reference validator `jsonschema` and other
+    JSON Schema tools: Python's `re` or `regress` (ECMA-262) reads it, except a back-reference
+    or an octal escape, which jsonschema-rs does not read as ECMA-262 does. (Only compiled
+    here, never run on a value.)"""
     try:
-        jsonschema_rs.validator_for({"pattern": pattern})
+        fast_validator({"pattern": pattern})
         rs_error = None
     except Exception:  # noqa: BLE001 - rs raises its own ValidationError, without a reason
         rs_error = "jsonschema-rs (ECMA-262 syntax) cannot compile it"
@@ -233,7 +262,7 @@ def regex_problem(pattern: str) -> str | None:
     for finder, construct, fix in _CONSTRUCT_HINTS:
         if finder.search(pattern):
             return f"{pattern!r} is not a regular expression both validators read: {construct}; {fix}"
-    who = rs_error if rs_error else f"Python's re, which explains failed calls, cannot compile it ({py_error})"
+    who = rs_error if rs_error else f"Python's re (the reference validator's) cannot compile it ({py_error})"
     return f"{pattern!r} is not a regular expression both validators read: {who}; use ECMA-262 syntax that Python's re also reads"
 
 
@@ -322,7 +351,23 @@ def _compiled(schema: Any) -> Any:
     found = _JUST_COMPILED.pop(id(schema), None)
     if found is not None and found[0] is schema:
         return found[1]
-    return jsonschema_rs.validator_for(schema, validate_formats=False)
+    return fast_validator(schema, validate_formats=False)
+
+
+def _explainer(schema: Any, fast: Any) -> Any:
+    """The validator that explains a failed verdict: the reference, unless `schema` has both
+    `unevaluatedProperties` and `patternProperties` (jsonschema matches those with `re`, out of
+    `Draft`'s reach): then jsonschema-rs's own errors."""
+    mentioned = _mentions(schema) if type(schema) is dict else frozenset()
+    if "unevaluatedProperties" in mentioned and "patternProperties" in mentioned:
+        return fast
+    return reference_validator(Draft, schema)
+
+
+def _fast_violations(fast: Any, value: Any) -> list[Violation]:
+    found = [Violation(_pointer(e.instance_path), e.message, str(e.schema_path[-1]) if e.schema_path else "schema")
+             for e in fast.iter_errors(value)]
+    return sorted(found, key=lambda v: (v.pointer, v.keyword))
 
 
 class CompiledSchema:
@@ -346,12 +391,14 @@ class CompiledSchema:
     def violations(self, value: Any) -> list[Violation]:
         """Every error, best first within each location, sorted by JSON Pointer.
 
-        The reference validator only explains a verdict; whatever it raises (a regex Python
-        cannot run, a float it cannot divide) becomes a violation, never an exception.
+        The reference validator only explains a verdict; whatever it raises (a float it cannot
+        divide) becomes a violation, never an exception. No regex of it runs on Python's `re`.
         """
         try:
             if self._reference is None:
-                self._reference = Draft(self.schema)
+                self._reference = _explainer(self.schema, self._fast)
+            if self._reference is self._fast:
+                return _fast_violations(self._fast, value)
             errors = sorted(self._reference.iter_errors(value), key=lambda e: (list(map(str, e.path)), e.validator))
         except Exception as exc:  # noqa: BLE001 - explaining must not fail the call
             return [Violation("", f"value does not match the schema (no detailed explanation: {type(exc).__name__}: {str(exc)[:200]})", "schema")]

@@ -11,6 +11,7 @@ import asyncio
 import hashlib
 import json
 import re
+import time
 from typing import Any, Callable
 
 from . import mock_chat
@@ -35,8 +36,10 @@ def vocabulary(text: str) -> list[str]:
         key = word.lower()
         if len(key) < 2 or key in _STOP:
             continue
-        before = text[: match.start()].rstrip(" \t\"'(")
-        sentence_start = not before or before[-1] in ".!?:\n-*•"
+        start = match.start()  # the character before the word, spaces and quotes aside (no copy of the text)
+        while start and text[start - 1] in " \t\"'(":
+            start -= 1
+        sentence_start = not start or text[start - 1] in ".!?:\n-*•"
         distinctive = _distinctive(word, sentence_start)
         known = first_seen.get(key)
         if known is None or (distinctive and not known[0]):
@@ -110,15 +113,45 @@ def _summarise_observations(messages: tuple[ChatMessage, ...]) -> str:
     return mock_chat.summarise(observations)
 
 
+MAX_FILL_NODES = 10_000  # values one answer builds
+MAX_FILL_CHARS = 10_000  # characters one string is grown to, whatever its minLength
+FILL_SECONDS = 0.05  # of the event loop one answer may take
+
+
+class FillBudget:
+    """What one schema fill may spend: the schema is the caller's (a `$ref` fan-out grows a
+    2.8 KB schema to a million values, `minItems: 1e9` is one keyword), so filling stops —
+    leaving the rest empty — once MAX_FILL_NODES values are built or FILL_SECONDS have passed."""
+
+    def __init__(self, nodes: int = MAX_FILL_NODES, seconds: float = FILL_SECONDS):
+        self.left = nodes
+        self.deadline = time.monotonic() + seconds
+
+    def take(self) -> bool:
+        """Spend one value; False once the budget is spent."""
+        if self.left > 0 and time.monotonic() > self.deadline:
+            self.left = 0
+        if self.left <= 0:
+            return False
+        self.left -= 1
+        return True
+
+    @property
+    def spent(self) -> bool:
+        return self.left <= 0
+
+
 class SchemaFiller:
     """Builds a value valid against a JSON Schema from the prompt's own phrases.
 
     Where a property's name or description says what it holds (a title, a list of required
     skills, a day's focus, its tasks) the matching phrases of the prompt go there; anything
-    else draws words from the vocabulary. Counts, bounds and enums are respected.
+    else draws words from the vocabulary. Counts, bounds and enums are respected, within a
+    `FillBudget` (past it, the value is cut short and the answer fails its schema).
     """
 
     def __init__(self, root: dict[str, Any], words: list[str], seed: int, material: Material | None = None):
+        self.budget = FillBudget()
         self.root = root
         self.words = words
         self.counter = seed % len(words)
@@ -145,6 +178,8 @@ class SchemaFiller:
         return word
 
     def value(self, schema: Any, name: str, index: int, depth: int) -> Any:
+        if not self.budget.take():
+            return None
         schema = self._resolve(schema)
         if not isinstance(schema, dict) or depth > 12:
             return None if schema is not True else self._word()
@@ -174,7 +209,7 @@ class SchemaFiller:
             properties.setdefault(key, extra if isinstance(extra, dict) else {"type": "string"})
         out = {key: self.value(sub, key, index, depth + 1) for key, sub in properties.items()}
         filler = 0
-        while len(out) < schema.get("minProperties", 0) and extra is not False:
+        while len(out) < schema.get("minProperties", 0) and extra is not False and not self.budget.spent:
             filler += 1
             out[f"extra{filler}"] = self.value(extra if isinstance(extra, dict) else {"type": "string"}, "extra", filler, depth + 1)
         return out
@@ -188,7 +223,11 @@ class SchemaFiller:
                 and not items.get("format") and not items.get("pattern"):
             phrases = self._phrases(name, schema.get("description", ""))
             count = max(low, min(len(phrases), high if high is not None else 6))
-            out = [self._fit(phrases[i % len(phrases)] if phrases else self._word(), items, i) for i in range(count)]
+            out = []
+            for i in range(count):
+                if not self.budget.take():
+                    break
+                out.append(self._fit(phrases[i % len(phrases)] if phrases else self._word(), items, i))
         else:
             of_objects = not prefix and isinstance(items, dict) and (items.get("type") == "object" or "properties" in items)
             topics = self.material.topics
@@ -196,15 +235,21 @@ class SchemaFiller:
             out = []
             outer = self.topic
             for i in range(count):
+                if self.budget.spent:
+                    break
                 if of_objects:  # one topic per item: a plan's day, a list's entry
                     self.topic = topics[i % len(topics)]
                 out.append(self.value(prefix[i] if i < len(prefix) else items, name, i, depth + 1))
             self.topic = outer
         if schema.get("uniqueItems"):
-            seen: list[Any] = []
+            taken: set[str] = set()
+            unique: list[Any] = []
             for i, item in enumerate(out):
-                seen.append(f"{item} ({i + 1})" if isinstance(item, str) and item in seen else item)
-            out = seen
+                if isinstance(item, str):
+                    item = f"{item} ({i + 1})" if item in taken else item
+                    taken.add(item)
+                unique.append(item)
+            out = unique
         return out
 
     def _phrases(self, name: str, description: str) -> list[str]:
@@ -228,9 +273,12 @@ class SchemaFiller:
         return [phrases[i] for i in chosen]
 
     def _fit(self, text: str, schema: dict[str, Any], index: int) -> str:
-        low, high = schema.get("minLength", 0), schema.get("maxLength")
-        while len(text) < low:
-            text += " " + self._word()
+        low, high = min(schema.get("minLength", 0), MAX_FILL_CHARS), schema.get("maxLength")
+        parts, length = [text], len(text)
+        while length < low:
+            parts.append(self._word())
+            length += 1 + len(parts[-1])
+        text = " ".join(parts)
         return text[:high] if high is not None else text
 
     def _string(self, schema: dict[str, Any], name: str, index: int, depth: int) -> str:

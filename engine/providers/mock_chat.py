@@ -16,7 +16,8 @@ import re
 from typing import Any
 
 _URL = re.compile(r"https?://[^\s<>\"'`]+", re.IGNORECASE)
-_EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+# A match starts only where a run of address characters does: one scan per run, not one per character.
+_EMAIL = re.compile(r"(?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 _DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w.])")
 _QUOTED = re.compile(r"[\"“']([^\"”']{2,200})[\"”']")

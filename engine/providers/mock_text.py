@@ -8,6 +8,8 @@ answers read like a rough draft of the real thing instead of a word salad.
 
 from __future__ import annotations
 
+import functools
+
 import re
 from dataclasses import dataclass, field
 
@@ -62,12 +64,16 @@ class Material:
     sections: list[Section]
     phrases: list[str]  # every bullet and sentence, in order
 
-    @property
+    @functools.cached_property
     def topics(self) -> list[str]:
-        """Short items to build a plan on: the listed skills first, then any phrase."""
-        items = [item for section in self.sections for item in section.items if len(item) <= 80]
-        unique = list(dict.fromkeys(item.lower() for item in items))
-        items = [next(i for i in items if i.lower() == key) for key in unique]
+        """Short items to build a plan on: the listed skills first, then any phrase (each once,
+        as first written). Read once: a schema's every list asks for them."""
+        first: dict[str, str] = {}
+        for section in self.sections:
+            for item in section.items:
+                if len(item) <= 80:
+                    first.setdefault(item.lower(), item)
+        items = list(first.values())
         return items or [p for p in self.phrases if len(p) <= 80] or [self.title]
 
     def section_for(self, name: str, description: str = "", *, any_section: bool = False) -> Section | None:

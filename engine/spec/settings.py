@@ -31,6 +31,12 @@ class LimitSettings(_Spec):
         description="Most events one run emits (its ending events aside); the next one fails the run with "
         "limit_exceeded.",
     )
+    max_schema_bytes: int = Field(
+        default=64 * 1024, ge=1024,
+        description="Largest JSON Schema taken from outside (a caller's output_schema, an MCP server's inputSchema "
+        "or requestedSchema), in bytes of compact JSON; a larger one is refused (422). Its nesting (64 levels) and "
+        "its growth through $refs (100,000 nodes) are bounded too.",
+    )
     python_thread_after: Duration | None = Field(
         default=0.02,
         description="A sync python skill without `threaded:` runs on the event loop until a call of it takes longer "

@@ -8,12 +8,15 @@ from __future__ import annotations
 from typing import Any
 
 from ...lang.schema import CompiledSchema, Violation
+from ...lang.schema_budget import untrusted_schema_problems
 
 
 def answer_values(schema: dict[str, Any], values: dict[str, Any]) -> tuple[dict[str, Any], list[Violation]]:
     """The values sent back: the requested schema's defaults, overridden by the values given,
     and what in them does not fit the schema (each violation names its field)."""
     content = {**schema_defaults(schema), **values}
+    if refused := untrusted_schema_problems(schema):  # the server's schema: bounded before it is compiled
+        return content, [Violation("", f"the requested schema cannot be used: {refused[0]}", "schema")]
     try:
         compiled = CompiledSchema(schema)
     except Exception as exc:  # noqa: BLE001 - the server's schema is untrusted data
