@@ -257,6 +257,9 @@ def regex_problem(pattern: str) -> str | None:
     if rs_error is None and _ecma_reads(pattern):
         return None  # the reference searches it with regress
     head = f"{pattern!r} is not a valid regular expression"
+    for finder, construct, fix in _LINEAR_ONLY_HINTS if rs_error else ():
+        if finder.search(pattern):
+            return f"{pattern!r} cannot be used: {construct}; {fix}"
     if rs_error and py_error:
         return f"{head}: {_regress_error(pattern) or py_error}"
     for finder, construct, fix in _CONSTRUCT_HINTS:
@@ -287,10 +290,15 @@ def _unescaped(body: str) -> re.Pattern[str]:
 
 
 _BACK_REFERENCE = _unescaped(r"\\[0-9]")
+# What the linear-time engine that runs every pattern cannot read (no text can make it backtrack).
+_LINEAR_ONLY_HINTS: tuple[tuple[re.Pattern[str], str, str], ...] = (
+    (_BACK_REFERENCE, "patterns are matched in linear time, which has no back-references (and an octal "
+     "escape reads as one)", "write a character as \\xNN, and match a repeated part without referring back to it"),
+    (_unescaped(r"\(\?<?[=!]"), "patterns are matched in linear time, which has no look-arounds ((?=…), (?!…), "
+     "(?<=…), (?<!…))", "express the condition with plain alternatives and anchors, or check it in a python skill"),
+)
 # (finder, the construct, the fix): the usual reasons one validator reads a pattern the other refuses.
 _CONSTRUCT_HINTS: tuple[tuple[re.Pattern[str], str, str], ...] = (
-    (_BACK_REFERENCE, "a back-reference or octal escape is read differently by the two validators",
-     "write a character as \\xNN, and a group reference only after its group"),
     (_unescaped(r"\\[pP](?!\{)"), "\\pL (a property escape without braces) is not ECMA-262", "write \\p{L}"),
     (_unescaped(r"\\[pP]\{"), "this \\p{…} names a property ECMA-262 does not know (jsonschema-rs reads it, the "
      "ECMA-262 engine that explains failed calls does not)",
@@ -299,8 +307,6 @@ _CONSTRUCT_HINTS: tuple[tuple[re.Pattern[str], str, str], ...] = (
     (_unescaped(r"\\z"), "\\z is not Python syntax", "write $ for the end of the text"),
     (_unescaped(r"\\Z"), "\\Z is Python syntax, not ECMA-262", "write $ for the end of the text"),
     (_unescaped(r"\\c[A-Za-z]"), "\\cX (a control escape) is not Python syntax", "write the control character as \\xNN"),
-    (re.compile(r"\(\?<[=!]"), "this look-behind is read by one validator only (Python's re needs a fixed width)",
-     "give the look-behind a fixed width, or match without it"),
     (re.compile(r"\(\?>"), "(?>…) (an atomic group) is Python syntax, not ECMA-262", "use a plain group (…)"),
     (re.compile(r"\(\?#"), "(?#…) (a comment) is Python syntax, not ECMA-262", "remove the comment"),
     (re.compile(r"\{,"), "{,n} is Python syntax, not ECMA-262", "write {0,n}"),
