@@ -97,7 +97,7 @@ def router(service: Service) -> APIRouter:
         raise ApiError(ErrorCode.UNKNOWN_TOOL, f"there is no tool named {name!r}")
 
     @api.patch("/v1/admin/tools/{name}", summary="Enable, disable or override a tool's config",
-               responses=error_responses(404, 409, 422))
+               responses=error_responses(403, 404, 409, 422))
     async def admin_patch(body: ToolPatch, name: str = PathParam(max_length=200),
                           principal: Principal = Depends(current_principal)) -> dict[str, Any]:
         entry = await change(admin.update, name, enabled=body.enabled, config=body.config)
@@ -105,8 +105,9 @@ def router(service: Service) -> APIRouter:
 
     @api.post("/v1/admin/tools", summary="Create a tool of a registered type (kept in the store)",
               description="Types that run code (python, third-party types not declared `runs_code=False`) are refused "
-              "with 403 `code_tools_disabled` unless config/engine.yaml sets `server.allow_code_tools: true`.",
-              status_code=201, responses=error_responses(409, 422))
+              "with 403 `code_tools_disabled` unless config/engine.yaml sets `server.allow_code_tools: true`; private networks "
+              "and references outside `server.admin_private_networks` / `server.admin_references` with 403 `forbidden`.",
+              status_code=201, responses=error_responses(403, 409, 422))
     async def admin_create(body: ToolCreate, principal: Principal = Depends(current_principal)) -> dict[str, Any]:
         entry = await change(admin.create, body.name, type=body.type, description=body.description,
                              config=body.config, enabled=body.enabled, title=body.title, order=body.order,
@@ -148,7 +149,7 @@ def editor_routes(api: APIRouter, admin: ToolAdmin, change: Callable[..., Any], 
              "tools.yaml is; a refusal is 422 `invalid_config` with `details.fields` (`{\"config.url\": [problems]}`). "
              "For a YAML tool the stored override is replaced; fields left out keep their YAML value and `type` "
              "cannot change. `DELETE /v1/admin/tools/{name}/override` resets it to the YAML.",
-             responses=error_responses(404, 409, 422))
+             responses=error_responses(403, 404, 409, 422))
     async def admin_put(body: ToolFields, name: str = PathParam(max_length=200),
                         principal: Principal = Depends(current_principal)) -> dict[str, Any]:
         entry = await change(admin.replace, name, body.model_dump(exclude_none=True))
