@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import ipaddress
 from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigError, ConfigIssue, ErrorCode, ToolAdminError
 from .link.overlay import tool_field_issues
 from .runtime.contracts import known_tool_types, tool_type
 from .spec.models import TOOL_NAME_RE
-from .spec.references import plain_secret_paths
+from .spec.references import plain_secret_paths, references_in_strings, unlisted_references
 from .store.tool_settings import ToolSetting
 
 if TYPE_CHECKING:
@@ -29,8 +30,13 @@ if TYPE_CHECKING:
 
 
 class ToolAdmin:
-    def __init__(self, engine: "Engine"):
+    """`operator=True` (the CLI: who owns the host, its files and environment): the limits an
+    admin key works within (`server.admin_private_networks`, `server.admin_references`) do not
+    apply. The service's admin routes use the default."""
+
+    def __init__(self, engine: "Engine", *, operator: bool = False):
         self.engine = engine
+        self.operator = operator
 
     @property
     def store(self) -> "Store":
@@ -93,8 +99,10 @@ class ToolAdmin:
         if config and self.engine.project.tools[name].executor.kind == "mcp":
             raise ToolAdminError(ErrorCode.INVALID_CONFIG, f"tool {name!r} is an MCP server's tool: set its server in config/mcp.yaml")
         if config:
-            self._check_code_type(self.engine.project.tools[name].executor.kind, name)
+            tool = self.engine.project.tools[name]
+            self._check_code_type(tool.executor.kind, name)
             self._check_no_plain_secrets(name, config)
+            self._check_operator_limits(name, tool.executor.kind, config, tool.config)
         after = dataclasses.replace(base, enabled=base.enabled if enabled is None else enabled, config=merged_config)
         self._apply(after, before)
         return self.view(name)
@@ -195,6 +203,7 @@ class ToolAdmin:
             self._check_code_type(kind, name)
         if config is not None:
             self._check_no_plain_secrets(name, config)
+            self._check_operator_limits(name, kind, config, yaml_tool.config if yaml_tool else {})
         raw = {"description": yaml_tool.declared_description if yaml_tool else f"{kind} tool {name}", **fields,
                **({"type": kind} if kind != "workflow" else {})}
         issues = tool_field_issues(name, raw)
@@ -227,6 +236,37 @@ class ToolAdmin:
                 "and set the secret in the environment, .env or the file",
             )
 
+    def _check_operator_limits(self, name: str, kind: str, config: dict[str, Any], own: dict[str, Any]) -> None:
+        """An admin key opens no private network and reads no secret the operator did not list
+        (config/engine.yaml `server.admin_private_networks`, `server.admin_references`); what
+        the YAML tool's own config (the operator's) already has may be given back."""
+        if self.operator:
+            return
+        server = self.engine.project.settings.server
+        registered = tool_type(kind)
+        if registered is not None:
+            allowed = [*server.admin_private_networks, *registered.private_networks(own)]
+            outside = [n for n in registered.private_networks(config) if not _inside(n, allowed)]
+            if outside:
+                raise ToolAdminError(
+                    ErrorCode.FORBIDDEN,
+                    f"tool {name!r}: allowPrivateNetworks {', '.join(outside)} lies outside the private networks the operator "
+                    f"lets an admin open ({', '.join(server.admin_private_networks) or 'none'}); list it in config/engine.yaml "
+                    "`server.admin_private_networks`, or declare the tool in tools.yaml",
+                    {"config.allowPrivateNetworks": ["outside server.admin_private_networks"]},
+                )
+        own_references = set(references_in_strings(own))
+        unlisted = [r for r in unlisted_references(config, server.admin_references, self.engine.project.root)
+                    if r not in own_references]
+        if unlisted:
+            raise ToolAdminError(
+                ErrorCode.FORBIDDEN,
+                f"tool {name!r}: {', '.join(unlisted)} is not a reference the operator lets an admin use "
+                f"(server.admin_references: {', '.join(server.admin_references) or 'none'}); list it in config/engine.yaml "
+                "`server.admin_references` (a glob such as env:PARTNER_*), or declare the tool in tools.yaml",
+                {"config": ["a reference outside server.admin_references"]},
+            )
+
     def delete(self, name: str) -> None:
         stored = self.settings().get(name)
         if stored is None or not stored.is_instance:
@@ -251,6 +291,22 @@ class ToolAdmin:
             if self.engine.project.broken.get(after.name):
                 self.engine.reload()  # the refused change is not kept, not even as a broken tool
             raise _refused(after.name, issues, "the change was not applied")
+
+
+def _inside(network: str, allowed: list[str]) -> bool:
+    """`network` (as an admin wrote it: a reference or a typo is inside nothing) lies inside one of `allowed`."""
+    try:
+        wanted = ipaddress.ip_network(network.strip(), strict=False)
+    except ValueError:
+        return False
+    for item in allowed:
+        try:
+            outer = ipaddress.ip_network(item.strip(), strict=False)
+        except ValueError:
+            continue
+        if wanted.version == outer.version and wanted.subnet_of(outer):  # type: ignore[arg-type]
+            return True
+    return False
 
 
 def _refused(name: str, issues: "list[ConfigIssue]", what: str) -> ToolAdminError:

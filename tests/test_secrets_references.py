@@ -47,6 +47,7 @@ def fetch_project(root: Path, header: str, extra: dict[str, str] | None = None) 
             config:
               parseMode: json
               allowPrivateNetworks: ["127.0.0.0/8"]
+              allowedDomains: ["127.0.0.1"]
               defaultHeaders:
                 Authorization: "{header}"
           other:
@@ -111,7 +112,7 @@ def test_a_missing_variable_is_a_load_error_at_its_line_or_breaks_only_its_tool(
     with pytest.raises(ConfigError) as caught:
         load_project(root)
     [issue] = caught.value.issues
-    assert issue.location.file == "tools.yaml" and issue.location.line == 9
+    assert issue.location.file == "tools.yaml" and issue.location.line == 10
     assert "REF_TEST_MISSING" in issue.message and "not set" in issue.message
     project = load_project(root, isolate_broken_tools=True)
     assert set(project.broken) == {"readApi"} and "other" in project.tools
@@ -138,10 +139,12 @@ def test_the_admin_api_refuses_a_plain_secret_and_stores_a_reference(tmp_path: P
 
     secret = plant("admin")
     monkeypatch.setenv("REF_TEST_ADMIN_TOKEN", secret)
-    root = fetch_project(tmp_path / "p", "${env:REF_TEST_ADMIN_TOKEN}")
+    operator = "server: {admin_private_networks: [127.0.0.0/8], admin_references: ['env:REF_TEST_*']}\n"
+    root = fetch_project(tmp_path / "p", "${env:REF_TEST_ADMIN_TOKEN}", {"config/engine.yaml": operator})
     engine = Engine.from_dir(root, store=True)
     plain = {"name": "api2", "type": "fetch", "description": "d",
-             "config": {"allowPrivateNetworks": ["127.0.0.0/8"], "defaultHeaders": {"Authorization": f"Bearer {secret}"}}}
+             "config": {"allowPrivateNetworks": ["127.0.0.0/8"], "allowedDomains": ["127.0.0.1"],
+                        "defaultHeaders": {"Authorization": f"Bearer {secret}"}}}
     ref = {**plain, "config": {**plain["config"], "defaultHeaders": {"Authorization": "Bearer ${env:REF_TEST_ADMIN_TOKEN}"}}}
 
     async def talk() -> list[httpx.Response]:
@@ -192,5 +195,6 @@ def test_the_cli_shows_references_and_hides_values_in_stdout_stderr_and_logs(tmp
     *event_lines, answer = called.stdout.strip().splitlines()
     assert all(json.loads(line)["type"] for line in event_lines) and REDACTED in "".join(event_lines)
     assert "Bearer ${env:REF_TEST_CLI_TOKEN}" in listed.stdout
-    # every sink but the caller's own answer (its last line: the data the API sent back, whole)
-    assert leaks(secret, [*event_lines, called.stderr, listed.stdout, listed.stderr], sink_files(root)) == []
+    # every sink, the caller's own answer too (its last line: the API echoed the operator's token)
+    assert REDACTED in answer
+    assert leaks(secret, [*event_lines, answer, called.stderr, listed.stdout, listed.stderr], sink_files(root)) == []

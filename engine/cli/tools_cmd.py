@@ -103,7 +103,7 @@ def cmd_change(ns: argparse.Namespace, on_config_error: Any) -> int:
         engine = _open(ns, create_store=True)
     except ConfigError as exc:
         return int(on_config_error(exc))
-    admin = ToolAdmin(engine)
+    admin = ToolAdmin(engine, operator=True)  # the host's owner: no admin-key limits
     try:
         if ns.action == "add":
             try:

@@ -6,12 +6,17 @@ Responses-API form), Anthropic (`input_schema`) or MCP (`inputSchema`, a `tools/
 or its JSON-RPC answer) shape. Each becomes an entry of the chosen registered type with its
 name, description, parameters (and MCP's title); `--config` gives every entry the type's config.
 Printed as YAML, or appended to the project's tools.yaml with `--write`.
+
+A definition from elsewhere is text: every `${` in it is written `$${` (what tools.yaml reads as
+a literal `${`), so that it can never become a reference to the operator's secrets; stderr
+says how many were escaped.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +27,7 @@ from ..lang.schema import schema_problem_details
 from ..link.overlay import tool_field_issues
 from ..runtime.contracts import known_tool_types
 from ..spec.models import TOOL_NAME_RE
+from ..spec.references import escape
 
 EMPTY_PARAMETERS = {"type": "object", "properties": {}}
 
@@ -41,7 +47,10 @@ def cmd_import(ns: argparse.Namespace) -> int:
         usable = ", ".join(t for t in known_tool_types() if t != "workflow")
         raise UsageError(f"--type {ns.type!r} is not a registered tool type; use one of: {usable}")
     config = _json_object(ns.config, "--config")
-    entries = import_tools(_read(Path(ns.file)), ns.type, config, ns.file)
+    entries, count, names = as_text(import_tools(_read(Path(ns.file)), ns.type, config, ns.file))
+    if count:
+        print(f"note: {count} `${{` in the imported definitions written as `$${{` (text, never a reference to a "
+              f"secret): {', '.join(names)}", file=sys.stderr)
     text = yaml.safe_dump({"tools": entries}, sort_keys=False, allow_unicode=True, width=100)
     if not ns.write:
         print(text, end="")
@@ -67,6 +76,20 @@ def import_tools(data: Any, type_name: str, config: dict[str, Any], where: str) 
             raise UsageError(f"{place} ({name}): {issues[0].location.path}: {issues[0].message}")
         entries[name] = entry
     return entries
+
+
+def as_text(entries: dict[str, dict[str, Any]]) -> tuple[dict[str, dict[str, Any]], int, list[str]]:
+    """The entries with every `${` of their imported fields escaped (`--config`, the operator's own,
+    is kept), how many were, and the tools that had one."""
+    out: dict[str, dict[str, Any]] = {}
+    total, names = 0, []
+    for name, entry in entries.items():
+        text, count = escape({key: value for key, value in entry.items() if key != "config"})
+        out[name] = {**text, **({"config": entry["config"]} if "config" in entry else {})}
+        total += count
+        if count:
+            names.append(name)
+    return out, total, names
 
 
 def _tool_list(data: Any, where: str) -> list[Any]:

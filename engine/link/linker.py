@@ -27,6 +27,7 @@ from ..lang.templating import check_template
 from ..providers.registry import known_providers, provider_factory
 from ..runtime.contracts import Skill, ToolType, known_tool_types, tool_type
 from ..runtime.project import LinkedTool, Project, ToolPolicy
+from ..safety.redaction import secret_hider
 from ..skills.prompt import PromptSkill
 from ..skills.python import PythonSkill, signature_problem
 from ..skills.template import TemplateSkill
@@ -73,6 +74,7 @@ def load_project(root: str | Path = ".", *, tool_settings: "dict[str, ToolSettin
         linker.source_tool_settings = apply_tool_settings(specs, tool_settings, issues)
     project = linker.link()
     project.isolates_broken_tools = isolate_broken_tools
+    hide = _hide_read_values(linker)
     if issues.issues and (not isolate_broken_tools or project_wide(issues.issues)):
         issues.raise_if_any()
     if issues.issues:
@@ -82,10 +84,24 @@ def load_project(root: str | Path = ".", *, tool_settings: "dict[str, ToolSettin
         for name in project.broken:  # linked, but with a problem in its parts: it does not run either
             project.tools.pop(name, None)
     if linker.mcp is not None:  # a server that cannot run breaks only its own tools
-        project.problems = [*project.problems, *linker.mcp.problems]
-        project.broken.update(linker.mcp.broken)
+        project.problems = [*project.problems, *(_hidden(issue, hide) for issue in linker.mcp.problems)]
+        project.broken.update({name: [_hidden(issue, hide) for issue in found] for name, found in linker.mcp.broken.items()})
     _publish_warnings(project, linker.warnings)
     return project
+
+
+def _hide_read_values(linker: "_Linker") -> Callable[[str], str]:
+    """What a load says of itself (problems, warnings) never holds a value it read by reference:
+    every door (an admin's 422, /v1/tools/broken, stderr, a log line) shows these issues."""
+    hide = secret_hider(linker.specs.resolver.secrets)
+    linker.issues.issues = [_hidden(issue, hide) for issue in linker.issues.issues]
+    linker.warnings = [_hidden(issue, hide) for issue in linker.warnings]
+    return hide
+
+
+def _hidden(issue: ConfigIssue, hide: Callable[[str], str]) -> ConfigIssue:
+    message, hint = hide(issue.message), hide(issue.hint)
+    return issue if message is issue.message and hint is issue.hint else ConfigIssue(issue.location, message, hint)
 
 
 def _publish_warnings(project: Project, warnings: list[ConfigIssue]) -> None:
@@ -108,6 +124,7 @@ def check_project(root: str | Path = ".", *, import_python: bool = True) -> tupl
     issues = IssueCollector()
     linker = _Linker(load_specs(Path(root), issues), issues, import_python=import_python)
     project = linker.link()
+    _hide_read_values(linker)
     issues.raise_if_any()
     project.warnings = list(dict.fromkeys(linker.warnings))  # type: ignore[attr-defined]
     return project, linker.not_imported
@@ -424,10 +441,11 @@ class _Linker:
             return None
         try:
             # `root` lets a type resolve project-relative things (e.g. python tools beside the YAML)
-            config = registered.config_model.model_validate(raw, context={"root": self.specs.root})
+            config = registered.config_model.model_validate(raw, context={
+                "root": self.specs.root, "read_by_reference": lambda text: self.specs.resolver.written(text) is not None})
         except ValidationError as exc:
             for error in exc.errors():
-                report_pydantic_error(error, entry.source, entry.path + ("config",), raw, self.issues)
+                report_pydantic_error(error, entry.source, entry.path + ("config",), raw, self.issues, self.specs.resolver.written)
             return None
         return registered, config
 

@@ -46,6 +46,9 @@ class ToolType:
     # `function: os:system`). Such tools are refused by the admin API unless the project sets
     # `server.allow_code_tools`. True by default: a third-party type must declare itself safe.
     runs_code: bool = True
+    # The private networks (CIDR text, as written) a raw config opens: an admin key may open only
+    # those inside `server.admin_private_networks` (engine/tool_admin.py).
+    private_networks: Callable[[Any], tuple[str, ...]] = lambda raw: ()
 
 
 _TYPES: dict[str, ToolType] = {}

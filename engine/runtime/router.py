@@ -218,6 +218,10 @@ def _finish(run: RunContext, started: int, *, data: Any = None, error: ToolError
     usage = run.usage
     if usage is not NO_USAGE and (usage.input_tokens or usage.output_tokens):
         metadata["usage"] = usage.as_dict()
+    hide = run.project.redactor.hide_configured  # the operator's secrets are not the caller's, whatever a tool returns
+    data = hide(data)
+    if error is not None:
+        error = ToolError(error.code, hide(error.message), hide(error.details))
     result = ToolResult(error is None, run.tool, run.run_id, run.tool_call_id, data, error, metadata)
     if error is None:
         run.events.emit("tool_call_result", {"ok": True, "data": data, "metadata": metadata}, tool_call_id=run.tool_call_id,

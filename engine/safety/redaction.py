@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextvars
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Iterable
 from urllib.parse import unquote
 
@@ -79,6 +79,13 @@ class Redactor:
         found = frozenset(v for v in values if isinstance(v, str) and len(v) >= MIN_CONFIGURED_KEY_CHARS)
         self.configured_regex = _secrets_regex(found) if found else None
         self.configured = found
+
+    def hide_configured(self, value: Any) -> Any:
+        """`value` (what a tool hands its caller) with each configured secret (the operator's: read
+        by reference, model and service keys) replaced wherever it shows; `value` itself when
+        none does, and a dict of its own type (a fetch result) rebuilt as that type."""
+        regex = self.configured_regex
+        return value if regex is None else _hidden_in(value, regex)
 
     def is_sensitive(self, key: str) -> bool:
         known = self._cache.get(key)
@@ -264,6 +271,20 @@ def unparsed_arguments(text: str | bytes) -> str:
 _UNPARSED = re.compile(r"\[unparsed arguments: \d+ chars\]")
 
 
+def secret_hider(secrets: Iterable[str]) -> "Callable[[str], str]":
+    """Free text with each of `secrets` (the values a load read by reference) replaced: for what
+    a load says about itself (config problems, warnings), which no run's scrubber sees."""
+    found = [s for s in secrets if isinstance(s, str) and len(s) >= MIN_CONFIGURED_KEY_CHARS]
+    if not found:
+        return _same_text
+    regex = _secrets_regex(found)
+    return lambda text: regex.sub(REDACTED, text) if regex.search(text) else text
+
+
+def _same_text(text: str) -> str:
+    return text
+
+
 def _secrets_regex(secrets: Iterable[str]) -> re.Pattern[str]:
     ordered = sorted(secrets, key=len, reverse=True)  # the longest value wins
     return re.compile("|".join(re.escape(s) for s in ordered))
@@ -359,6 +380,24 @@ def active_scrubber() -> RunScrubber | None:
 # (`leave_run(token)`): the ContextVar's own C methods, no Python frame on the per-call path.
 enter_run = _ACTIVE.set
 leave_run = _ACTIVE.reset
+
+
+def _hidden_in(value: Any, regex: re.Pattern[str]) -> Any:
+    """`scrub_text` that keeps `value` itself where nothing matched, and the type of a dict."""
+    if isinstance(value, str):
+        return regex.sub(REDACTED, value) if regex.search(value) else value
+    if isinstance(value, Mapping):
+        items = {key: _hidden_in(item, regex) for key, item in value.items()}
+        if all(items[key] is item for key, item in value.items()):
+            return value
+        try:
+            return type(value)(items) if isinstance(value, dict) else items
+        except Exception:  # noqa: BLE001 - a dict type that cannot be rebuilt from its items: plain data
+            return items
+    if isinstance(value, (list, tuple)):
+        hidden = [_hidden_in(item, regex) for item in value]
+        return value if all(a is b for a, b in zip(hidden, value)) else hidden
+    return value
 
 
 def scrub_text(value: Any, regex: re.Pattern[str]) -> Any:

@@ -7,6 +7,9 @@ the problems of the others: every issue is collected, with its `file:line:col`.
 from __future__ import annotations
 
 import difflib
+import functools
+import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -33,7 +36,7 @@ from .models import (
     WorkflowSpec,
 )
 from .mcp_config import McpServerSpec, load_mcp_servers, mcp_files
-from .references import Resolver
+from .references import Resolver, literal
 from .yaml_source import SourceMap, YamlLoadError, YamlPath, format_path, load_yaml_file
 
 S = TypeVar("S")
@@ -137,8 +140,7 @@ def load_specs(root: Path, issues: IssueCollector) -> LoadedSpecs:
                         "rename or remove one of them",
                     )
                     continue
-                raw, readable = _resolve_entry(loaded.resolver, raw, source, path, issues)
-                spec = _validate(adapter, raw, source, path, issues) if readable else None
+                spec = _validate(adapter, _as_text(raw), source, path, issues)
                 if spec is not None:
                     target[name] = Entry(name, spec, source, path)
                 else:
@@ -153,7 +155,8 @@ def load_specs(root: Path, issues: IssueCollector) -> LoadedSpecs:
     _load_settings(root, loaded, issues)
     for file in mcp_files(root)[:1]:
         loaded.files.append(_display(file, root))
-        loaded.mcp_servers = load_mcp_servers(file, _display(file, root), loaded.resolver, issues, report_pydantic_errors)
+        loaded.mcp_servers = load_mcp_servers(file, _display(file, root), loaded.resolver, issues,
+                                              functools.partial(report_pydantic_errors, written=loaded.resolver.written))
     return loaded
 
 
@@ -167,16 +170,16 @@ def _load(file: Path, root: Path, issues: IssueCollector, loaded: LoadedSpecs) -
         return None, None
 
 
-def _resolve_entry(resolver: Resolver, raw: Any, source: SourceMap, path: YamlPath, issues: IssueCollector) -> tuple[Any, bool]:
-    """A tool's, skill's or workflow's references read (`${env:…}`, `${file:…}`), but for a
-    type's `config`, which the linker reads with the short form too (stored tools have one)."""
+def _as_text(raw: Any) -> Any:
+    """A tool's, skill's or workflow's fields as text (a description, a schema, a prompt reads no
+    reference: `$${` is a literal `${`), but for a type's `config`, a configuration value the
+    linker reads references in (stored tools have one too)."""
     if not isinstance(raw, dict):
-        return raw, True
-    fields = {key: value for key, value in raw.items() if key != "config"}
-    resolved, ok = resolver.resolve(fields, lambda sub: source.locate(path + sub), issues, short_form=False)
+        return raw
+    fields = {key: literal(value) for key, value in raw.items() if key != "config"}
     if "config" in raw:
-        resolved["config"] = raw["config"]
-    return resolved, ok
+        fields["config"] = raw["config"]
+    return fields
 
 
 def _display(file: Path, root: Path) -> str:
@@ -207,24 +210,29 @@ def _entries(data: Any, source: SourceMap, top_key: str, issues: IssueCollector)
     return [(str(name), raw, (top_key, name)) for name, raw in section.items()]
 
 
-def _validate(adapter: TypeAdapter[Any], raw: Any, source: SourceMap, path: YamlPath, issues: IssueCollector) -> Any:
+def _validate(adapter: TypeAdapter[Any], raw: Any, source: SourceMap, path: YamlPath, issues: IssueCollector,
+              written: Written | None = None) -> Any:
     try:
         return adapter.validate_python(raw)
     except ValidationError as exc:
-        report_pydantic_errors(exc.errors(), source, path, raw, issues)
+        report_pydantic_errors(exc.errors(), source, path, raw, issues, written=written)
         return None
 
 
-def report_pydantic_error(error: Any, source: SourceMap, path: YamlPath, raw: Any, issues: IssueCollector) -> None:
+def report_pydantic_error(error: Any, source: SourceMap, path: YamlPath, raw: Any, issues: IssueCollector,
+                          written: Written | None = None) -> None:
     """Translate one pydantic error into a positioned issue with a hint."""
-    report_pydantic_errors([error], source, path, raw, issues)
+    report_pydantic_errors([error], source, path, raw, issues, written=written)
 
 
-def report_pydantic_errors(errors: list[Any], source: SourceMap, path: YamlPath, raw: Any, issues: IssueCollector) -> None:
+def report_pydantic_errors(errors: list[Any], source: SourceMap, path: YamlPath, raw: Any, issues: IssueCollector, *,
+                           written: Written | None = None) -> None:
     """Translate pydantic errors into positioned issues with hints.
 
     A misspelt field shows up twice in pydantic (an extra `desciption`, a missing
-    `description`); it is reported once, as the typo, with the fix.
+    `description`); it is reported once, as the typo, with the fix. `written` (Resolver.written)
+    tells the values `raw` read from a reference: an error about one names the reference, never
+    the value.
     """
     errors = _one_union_branch(errors, raw)
     cleaned = [(error, _strip_union_tags(tuple(error["loc"]), raw)) for error in errors]
@@ -276,7 +284,38 @@ def report_pydantic_errors(errors: list[Any], source: SourceMap, path: YamlPath,
                 message = message[len("Value error, ") :]
             last = str(loc[-1]) if loc else ""
             hint = _FIELD_HINTS.get(last) or _KIND_HINTS.get(kind) or "see schemas/ for what this field accepts"
+            if written is not None:
+                message = _without_read_values(message, _get(raw, loc) if loc else raw, written)
             issues.add(source.locate(path + loc), f"{field_path or 'value'}: {message}", hint)
+
+
+Written = Callable[[Any], "str | None"]
+_PIECE = re.compile(r"[A-Za-z0-9]{4,}")
+
+
+def _without_read_values(message: str, value: Any, written: Written) -> str:
+    """`message` about `value` with every string read from a reference named by the reference
+    (`the value read from ${file:…} is not a size`); when a piece of one still shows (a
+    validator quoted part of it, escaped or cut), the message says only that it is not valid."""
+    for text in _strings_under(value):
+        reference = written(text)
+        if reference is None:
+            continue
+        named = f"the value read from `{reference}`"
+        message = message.replace(repr(text), named).replace(text, named)
+        if any(piece in message for piece in _PIECE.findall(text) if piece not in reference):
+            return f"{named} is not valid here"
+    return message
+
+
+def _strings_under(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [text for item in value.values() for text in _strings_under(item)]
+    if isinstance(value, (list, tuple)):
+        return [text for item in value for text in _strings_under(item)]
+    return []
 
 
 _DURATION_HINT = "write a duration such as 30s, 500ms or 2m"
@@ -290,6 +329,7 @@ _FIELD_HINTS = {
     "onItemError": "use fail, skip or collect",
     "id": "use letters, digits, '_' or '-', starting with a letter or digit",
     "retry": "write a number of retries, or a mapping with `times:` and `delay:`",
+    "defaultHeaders": "write `Name: value` strings; a header that carries a credential needs allowedDomains",
 }
 
 
@@ -421,7 +461,7 @@ def _load_models(root: Path, loaded: LoadedSpecs, issues: IssueCollector) -> Non
         # a variable set nowhere is left as written: the model reads it at first use, and names it then
         raw, _ = loaded.resolver.resolve(raw, lambda sub, name=name: source.locate(("models", name) + sub), issues,
                                          short_form=True, defer=lambda _path: True)
-        spec = _validate(adapter, raw, source, ("models", name), issues)
+        spec = _validate(adapter, raw, source, ("models", name), issues, loaded.resolver.written)
         if spec is not None:
             loaded.models[name] = Entry(name, spec, source, ("models", name))
         else:
@@ -440,7 +480,7 @@ def _load_settings(root: Path, loaded: LoadedSpecs, issues: IssueCollector) -> N
                                              defer=lambda path: path[:2] == ("server", "api_keys"))
     if not readable:
         return
-    spec = _validate(TypeAdapter(EngineSettings), data, source, (), issues)
+    spec = _validate(TypeAdapter(EngineSettings), data, source, (), issues, loaded.resolver.written)
     if spec is not None:
         loaded.settings = spec
         loaded.settings_source = source

@@ -8,18 +8,24 @@ every listing keep the reference and never the value. References are resolved on
 - `${env:NAME:-default}` gives the default when NAME is set nowhere;
 - `${file:/run/secrets/x}` reads a file (Docker/Kubernetes secrets), its final newline dropped;
   a relative path is read from the project directory;
-- `${NAME}`, the short form, is read like `${env:NAME}` in config values only (a tool's
-  `config`, models, MCP servers, engine settings): in prompts and templates `${x}` is text.
+- `${NAME}`, the short form, is read like `${env:NAME}`;
+- `$${` is a literal `${` (in every string of the project's files).
+
+References are read in configuration values only (a tool's `config`, models, MCP servers,
+engine and server settings). A description, title, parameter schema or prompt is text: a
+definition from elsewhere (`tools import`, an admin) cannot make a listing read a secret.
 
 Every resolved piece is a known secret of the project (hidden in every sink from the start),
-and `Resolver.shown` maps each resolved string back to the text as written, for listings.
+and `Resolver.shown` maps each resolved string back to the text as written, for listings and
+for errors about a value (which name the reference, never what it read).
 """
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +33,10 @@ from ..errors import IssueCollector, Location, SkillyardError
 
 YamlPath = tuple[Any, ...]
 
-# `${env:NAME}`, `${env:NAME:-default}`, `${file:PATH}`, `${NAME}` (group 4: short form only)
-_REFERENCE = re.compile(r"\$\{(?:env:([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?|file:([^}]+)|([A-Za-z_][A-Za-z0-9_]*))\}")
-_LONG_ONLY_MARKERS = ("${env:", "${file:")
+# `$${` (the escape: no group), `${env:NAME}`, `${env:NAME:-default}`, `${file:PATH}`, `${NAME}` (group 4)
+_REFERENCE = re.compile(r"\$\$\{|\$\{(?:env:([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?|file:([^}]+)|([A-Za-z_][A-Za-z0-9_]*))\}")
+_LONG_ONLY_MARKERS = ("${env:", "${file:", "$${")
+ESCAPE = "$${"
 MAX_FILE_BYTES = 64 * 1024  # a secret, not a document
 _MISSING_HINT = "set it in the environment or in .env beside the project, or give a default: ${env:NAME:-default}"
 
@@ -43,10 +50,83 @@ class MissingReference(SkillyardError):
         self.hint = hint
 
 
+def references_in(text: str, *, short_form: bool = True) -> Iterator[str]:
+    """Each reference in `text` as `env:NAME` or `file:PATH` (an escaped `$${` is none)."""
+    for match in _REFERENCE.finditer(text):
+        env, _default, file, short = match.groups()
+        if file is not None:
+            yield f"file:{file.strip()}"
+        elif env is not None or (short is not None and short_form):
+            yield f"env:{env or short}"
+
+
 def has_reference(text: str, *, short_form: bool = True) -> bool:
     """True when `text` holds a reference (for refusing plain secrets in admin changes)."""
-    match = _REFERENCE.search(text)
-    return match is not None and (short_form or match.group(4) is None)
+    return next(references_in(text, short_form=short_form), None) is not None
+
+
+def literal(value: Any) -> Any:
+    """`value` (a description, a schema: text, never read) with each escaped `$${` as `${`."""
+    if isinstance(value, str):
+        return value.replace(ESCAPE, "${") if ESCAPE in value else value
+    if isinstance(value, dict):
+        return {key: literal(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [literal(item) for item in value]
+    return value
+
+
+def escape(value: Any) -> tuple[Any, int]:
+    """`value` with every `${` written `$${` (text from elsewhere stays text), and how many."""
+    if isinstance(value, str):
+        count = value.count("${")
+        return (value.replace("${", ESCAPE), count) if count else (value, 0)
+    if isinstance(value, dict):
+        out, total = {}, 0
+        for key, item in value.items():
+            out[key], count = escape(item)
+            total += count
+        return out, total
+    if isinstance(value, list):
+        pairs = [escape(item) for item in value]
+        return [item for item, _ in pairs], sum(count for _, count in pairs)
+    return value, 0
+
+
+def unlisted_references(value: Any, allowed: Iterable[str], root: Path) -> list[str]:
+    """The references in `value`'s strings that match none of the operator's globs `allowed`
+    (`env:PARTNER_*`, `file:/run/secrets/partner-*`), as written. A file's path is matched
+    both as written (made absolute, `..` folded) and with its links followed."""
+    globs = tuple(allowed)
+    found = [written for written in references_in_strings(value)
+             if not all(any(fnmatch.fnmatchcase(name, glob) for glob in globs) for name in _names(written[2:-1], root))]
+    return list(dict.fromkeys(found))
+
+
+def references_in_strings(value: Any) -> Iterator[str]:
+    """Each reference in `value`'s strings, written as `${env:NAME}` / `${file:PATH}`."""
+    for text in _strings(value):
+        for reference in references_in(text):
+            yield "${" + reference + "}"
+
+
+def _names(reference: str, root: Path) -> list[str]:
+    if not reference.startswith("file:"):
+        return [reference]
+    path = Path(reference[len("file:"):])
+    path = path if path.is_absolute() else root / path
+    return [f"file:{os.path.normpath(path)}", f"file:{path.resolve()}"]
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _strings(item)
 
 
 class Resolver:
@@ -81,6 +161,8 @@ class Resolver:
 
         def replace(match: re.Match[str]) -> str:
             env, default, file, short = match.groups()
+            if env is None and file is None and short is None:
+                return "${"  # the escape
             if short is not None and not short_form:
                 return match.group(0)
             value = self._file(file) if file is not None else self._env(env or short, default, match.group(0))
@@ -89,8 +171,13 @@ class Resolver:
 
         resolved = _REFERENCE.sub(replace, text)
         if resolved != text:
-            self.shown[resolved] = text
+            self.shown[resolved] = text  # an escape too: a listing shows `$${`, which reads back the same
         return resolved
+
+    def written(self, value: Any) -> str | None:
+        """The text as written of `value` when it was read from a reference, else None."""
+        written = self.shown.get(value) if isinstance(value, str) and self.shown else None
+        return written if written is not None and has_reference(written) else None
 
     def _env(self, name: str, default: str | None, written: str) -> str:
         value = self.variable(name)
@@ -173,4 +260,5 @@ def plain_secret_paths(value: Any, is_sensitive: Callable[[str], bool], path: st
     return found
 
 
-__all__ = ["MissingReference", "Resolver", "has_reference", "plain_secret_paths"]
+__all__ = ["ESCAPE", "MissingReference", "Resolver", "escape", "has_reference", "literal", "plain_secret_paths",
+           "references_in", "references_in_strings", "unlisted_references"]

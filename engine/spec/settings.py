@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from ..safety.redaction import DEFAULT_SENSITIVE_KEYS
 from .common import Duration, _Spec
@@ -124,12 +125,35 @@ class ServerSettings(_Spec):
         "code on this host (python, and third-party types that do not declare otherwise). "
         "true means: an admin key = code execution on this host.",
     )
+    admin_private_networks: list[str] = Field(
+        default_factory=list,
+        description="Private networks (CIDR, e.g. 10.1.0.0/16) a tool stored through the admin API (or `skillyard tools "
+        "add|set`) may open with `allowPrivateNetworks`; each of its networks must lie inside one of these. Empty: none "
+        "(403 forbidden).",
+    )
+    admin_references: list[str] = Field(
+        default_factory=list,
+        description="The references a tool stored through the admin API (or `skillyard tools add|set`) may use in its "
+        "config, as globs: `env:PARTNER_*` (`${env:PARTNER_X}`, `${PARTNER_X}`), `file:/run/secrets/partner-*`. "
+        "Empty: none (403 forbidden).",
+    )
     max_body_bytes: int = Field(default=1 << 20, ge=1024, description="Largest request body (bytes); larger gets 413.")
     max_prompt_chars: int = Field(
         default=200_000, ge=1, description="Largest agent prompt: the characters of all messages and the system text."
     )
     max_live_runs: int = Field(default=1000, ge=1, description="Runs live at once in one service process; more gets 429.")
     max_live_runs_per_key: int = Field(default=100, ge=1, description="Runs live at once per API key name; more gets 429.")
+
+
+    @field_validator("admin_private_networks")
+    @classmethod
+    def _networks(cls, value: list[str]) -> list[str]:
+        for item in value:
+            try:
+                ipaddress.ip_network(item.strip(), strict=True)
+            except ValueError as exc:
+                raise ValueError(f"{item!r} is not a network in CIDR form such as 10.1.0.0/16 ({exc})") from None
+        return [item.strip() for item in value]
 
 
 class TemporalSettings(_Spec):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...runtime.contracts import ToolType
-from .config import FetchConfig, description, input_schema
+from .config import FetchConfig, description, input_schema, private_networks
 from .executor import FetchExecutor, FetchResult
 from .guard import NetworkPolicy, Refused, refusal_reason, system_resolver, vet
 
@@ -48,6 +48,7 @@ FETCH = ToolType(
     create=FetchExecutor,
     output_schema=lambda config: OUTPUT_SCHEMA,
     runs_code=False,
+    private_networks=private_networks,
 )
 
 __all__ = [

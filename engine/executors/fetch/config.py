@@ -6,7 +6,7 @@ import ipaddress
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, ValidationInfo, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 from ...spec.models import Duration
@@ -71,6 +71,14 @@ def _size_text(size: int) -> int | str:
 Size = Annotated[int, BeforeValidator(parse_size), PlainSerializer(_size_text)]
 
 
+_CREDENTIAL_HEADER = re.compile(r"^(?:authorization|cookie|.*[-_](?:key|token|secret|auth)|.*password.*)$", re.IGNORECASE)
+
+
+def is_credential_header(name: str) -> bool:
+    """`Authorization`, `Cookie`, `X-Api-Key`, `Private-Token`…: a header that proves who is asking."""
+    return bool(_CREDENTIAL_HEADER.match(name))
+
+
 def check_header(name: str, value: Any) -> str | None:
     """What is wrong with one request header, or None."""
     if not isinstance(name, str) or not _HEADER_NAME.match(name):
@@ -91,10 +99,12 @@ class FetchConfig(BaseModel):
 
     default_method: Method = Field("GET", description="Method used when the call gives none.")
     allowed_methods: tuple[Method, ...] = Field(ALL_METHODS, description="Methods a call may choose.")
-    default_headers: dict[str, str] = Field(default_factory=dict, description="Headers sent with every request.")
+    allowed_domains: tuple[str, ...] = Field((), description="Only these hosts (empty: any). `*.example.com` matches subdomains only.")
+    # after allowedDomains: a credential among them is bound to those hosts (checked below)
+    default_headers: dict[str, str] = Field(default_factory=dict, description="Headers sent with every request. One "
+                                            "holding a reference or named like a credential needs allowedDomains.")
     timeout: Duration = Field(10.0, description="Total time for one fetch, redirects included (at most 60s).")
     max_response_size: Size = Field(DEFAULT_RESPONSE_SIZE, description="Bytes kept after decompression (at most 1MB); the rest is cut off.")
-    allowed_domains: tuple[str, ...] = Field((), description="Only these hosts (empty: any). `*.example.com` matches subdomains only.")
     blocked_domains: tuple[str, ...] = Field((), description="Never these hosts; wins over allowedDomains.")
     parse_mode: Literal["raw", "markdown", "json"] = Field("markdown", description="raw text, HTML → Markdown, or JSON.")
     allow_private_networks: tuple[str, ...] = Field((), description="CIDRs deliberately reachable although not public, e.g. 10.1.0.0/16.")
@@ -119,11 +129,16 @@ class FetchConfig(BaseModel):
 
     @field_validator("default_headers")
     @classmethod
-    def _headers(cls, value: dict[str, str]) -> dict[str, str]:
+    def _headers(cls, value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
         for name, header in value.items():
             problem = check_header(name, header)
             if problem:
                 raise ValueError(problem)
+        read = (info.context or {}).get("read_by_reference") or (lambda text: False)
+        bound = [name for name, header in value.items() if is_credential_header(name) or read(header)]
+        if bound and not info.data.get("allowed_domains"):
+            raise ValueError(f"{', '.join(bound)} carries a credential (a reference, or a credential's name) and would go to "
+                             "any URL a caller names; list the hosts it is for in allowedDomains")
         return value
 
     @model_validator(mode="after")
@@ -138,6 +153,15 @@ class FetchConfig(BaseModel):
     def policy(self) -> NetworkPolicy:
         networks: tuple[IPNetwork, ...] = tuple(ipaddress.ip_network(n) for n in self.allow_private_networks)
         return NetworkPolicy(self.allowed_domains, self.blocked_domains, networks)
+
+
+def private_networks(raw: Any) -> tuple[str, ...]:
+    """The `allowPrivateNetworks` of a config as written (either spelling), each item as text."""
+    if not isinstance(raw, dict):
+        return ()
+    value = raw.get("allowPrivateNetworks", raw.get("allow_private_networks", ()))
+    items = [value] if isinstance(value, str) else value if isinstance(value, (list, tuple)) else [value]
+    return tuple(str(item) for item in items)
 
 
 def input_schema(config: FetchConfig) -> dict[str, Any]:

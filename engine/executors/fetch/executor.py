@@ -30,7 +30,7 @@ import httpx
 
 from ...errors import ErrorCode, StepFailure
 from ...safety.redaction import Redactor
-from .config import BODY_METHODS, FetchConfig, check_header, human_size
+from .config import BODY_METHODS, FetchConfig, check_header, human_size, is_credential_header
 from .guard import InvalidURL, Refused, Resolver, Target, refusal_reason, system_resolver, vet
 from .parse import (
     ACCEPT_ENCODING,
@@ -122,6 +122,7 @@ class FetchExecutor:
         self.config = config
         self.policy = config.policy
         self.resolver: Resolver = resolver or system_resolver
+        self._configured = frozenset(name.lower() for name in config.default_headers)  # bound to the first origin
         self._transport = transport
         self._verify = verify
 
@@ -210,7 +211,8 @@ class FetchExecutor:
                         except (httpx.InvalidURL, ValueError) as exc:
                             where = f"{shown} redirects to an unusable location {progress.show(location)!r}"
                             raise _translate(exc, progress, "redirect", where, {}) from None
-                        method, headers, content = _redirected(response.status_code, method, headers, content, target.url, current)
+                        method, headers, content = _redirected(response.status_code, method, headers, content, target.url, current,
+                                                               self._configured)
                         run.tool_progress(
                             "redirect",
                             f"HTTP {response.status_code}: redirect {hop + 1} of at most {cfg.max_redirects} to {progress.show(current)}",
@@ -445,14 +447,18 @@ def _hide(text: str, url: Any, show: Any) -> str:
 
 
 def _redirected(
-    status: int, method: str, headers: dict[str, str], content: bytes | None, source: httpx.URL, target: httpx.URL
+    status: int, method: str, headers: dict[str, str], content: bytes | None, source: httpx.URL, target: httpx.URL,
+    configured: frozenset[str] = frozenset(),
 ) -> tuple[str, dict[str, str], bytes | None]:
-    """What the next hop sends: RFC 9110 method rewriting, and no credentials to another origin."""
+    """What the next hop sends: RFC 9110 method rewriting, and to another origin neither
+    credentials nor any header of the tool's `defaultHeaders` (`configured`, lower case): the
+    operator wrote them for the first origin, not for wherever it points."""
     if status == 303 and method != "HEAD" or status in (301, 302) and method == "POST":
         method, content = "GET", None
         headers = {k: v for k, v in headers.items() if k.lower() != "content-type"}
     if (source.scheme, source.host, source.port) != (target.scheme, target.host, target.port):
-        headers = {k: v for k, v in headers.items() if k.lower() not in _ORIGIN_BOUND_HEADERS}
+        headers = {k: v for k, v in headers.items()
+                   if k.lower() not in _ORIGIN_BOUND_HEADERS and k.lower() not in configured and not is_credential_header(k)}
     return method, headers, content
 
 

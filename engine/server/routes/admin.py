@@ -79,11 +79,11 @@ def router(service: Service) -> APIRouter:
                 "confirm": tool.confirm, "permitted": engine.project.policy.permits(name)}
 
     def settings_list() -> list[dict[str, Any]]:
-        return [{**project_view(entry["name"]), **entry} for entry in _admin_call(admin.views)]
+        return [{**project_view(entry["name"]), **entry} for entry in _admin_call(admin, admin.views)]
 
     async def change(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         async with lock:
-            return await asyncio.to_thread(_admin_call, function, *args, **kwargs)
+            return await asyncio.to_thread(_admin_call, admin, function, *args, **kwargs)
 
     @api.get("/v1/admin/tools", summary="Every tool (enabled or not), where it comes from", responses=error_responses())
     async def admin_list(principal: Principal = Depends(current_principal)) -> list[dict[str, Any]]:
@@ -97,7 +97,7 @@ def router(service: Service) -> APIRouter:
         raise ApiError(ErrorCode.UNKNOWN_TOOL, f"there is no tool named {name!r}")
 
     @api.patch("/v1/admin/tools/{name}", summary="Enable, disable or override a tool's config",
-               responses=error_responses(404, 409, 422))
+               responses=error_responses(403, 404, 409, 422))
     async def admin_patch(body: ToolPatch, name: str = PathParam(max_length=200),
                           principal: Principal = Depends(current_principal)) -> dict[str, Any]:
         entry = await change(admin.update, name, enabled=body.enabled, config=body.config)
@@ -105,8 +105,9 @@ def router(service: Service) -> APIRouter:
 
     @api.post("/v1/admin/tools", summary="Create a tool of a registered type (kept in the store)",
               description="Types that run code (python, third-party types not declared `runs_code=False`) are refused "
-              "with 403 `code_tools_disabled` unless config/engine.yaml sets `server.allow_code_tools: true`.",
-              status_code=201, responses=error_responses(409, 422))
+              "with 403 `code_tools_disabled` unless config/engine.yaml sets `server.allow_code_tools: true`; private networks "
+              "and references outside `server.admin_private_networks` / `server.admin_references` with 403 `forbidden`.",
+              status_code=201, responses=error_responses(403, 409, 422))
     async def admin_create(body: ToolCreate, principal: Principal = Depends(current_principal)) -> dict[str, Any]:
         entry = await change(admin.create, body.name, type=body.type, description=body.description,
                              config=body.config, enabled=body.enabled, title=body.title, order=body.order,
@@ -129,7 +130,7 @@ def router(service: Service) -> APIRouter:
         except ConfigError as exc:
             # 422, not a call's 503: the files the admin asked to load are at fault, not a running tool
             raise ApiError(ErrorCode.CONFIG_ERROR, f"{len(exc.issues)} problem(s); the running project is unchanged",
-                           status=422, issues=[str(issue) for issue in exc.issues]) from None
+                           status=422, issues=engine.project.redactor.hide_configured([str(issue) for issue in exc.issues])) from None
         return {"ok": True, "summary": project.summary(), **problems_view(project)}
 
     @api.get("/v1/admin/problems", summary="What is wrong with the project: broken tools (still served: the others) "
@@ -148,7 +149,7 @@ def editor_routes(api: APIRouter, admin: ToolAdmin, change: Callable[..., Any], 
              "tools.yaml is; a refusal is 422 `invalid_config` with `details.fields` (`{\"config.url\": [problems]}`). "
              "For a YAML tool the stored override is replaced; fields left out keep their YAML value and `type` "
              "cannot change. `DELETE /v1/admin/tools/{name}/override` resets it to the YAML.",
-             responses=error_responses(404, 409, 422))
+             responses=error_responses(403, 404, 409, 422))
     async def admin_put(body: ToolFields, name: str = PathParam(max_length=200),
                         principal: Principal = Depends(current_principal)) -> dict[str, Any]:
         entry = await change(admin.replace, name, body.model_dump(exclude_none=True))
@@ -169,7 +170,7 @@ def editor_routes(api: APIRouter, admin: ToolAdmin, change: Callable[..., Any], 
         try:
             result = await admin.run_draft(body.name, body.tool.model_dump(exclude_none=True), body.arguments)
         except ToolAdminError as exc:
-            raise _api_error(exc) from None
+            raise _api_error(exc, admin.engine.project.redactor.hide_configured) from None
         return jsonable(result.to_dict())
 
     @api.get("/v1/admin/tool-types", summary="The tool types an admin may create, with each one's config schema")
@@ -178,21 +179,23 @@ def editor_routes(api: APIRouter, admin: ToolAdmin, change: Callable[..., Any], 
 
 
 def problems_view(project: Any) -> dict[str, Any]:
-    """Broken tools with their problems, every problem and every warning, as `file:line:col: …` text."""
-    return {
+    """Broken tools with their problems, every problem and every warning, as `file:line:col: …` text
+    (the load hid the values it read by reference; the engine's own keys are hidden here too)."""
+    return project.redactor.hide_configured({  # type: ignore[no-any-return]
         "broken_tools": {name: [str(issue) for issue in issues] for name, issues in sorted(project.broken.items())},
         "problems": [str(issue) for issue in project.problems],
         "warnings": [str(issue) for issue in getattr(project, "warnings", ())],
-    }
+    })
 
 
-def _admin_call(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+def _admin_call(admin: ToolAdmin, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     try:
         return function(*args, **kwargs)
     except ToolAdminError as exc:
-        raise _api_error(exc) from None
+        raise _api_error(exc, admin.engine.project.redactor.hide_configured) from None
 
 
-def _api_error(exc: ToolAdminError) -> ApiError:
-    """The refusal, with its problems by field when it has them (`details.fields`)."""
-    return ApiError(ErrorCode(exc.code), exc.message, **({"fields": exc.fields} if exc.fields else {}))
+def _api_error(exc: ToolAdminError, hide: Callable[[Any], Any]) -> ApiError:
+    """The refusal, with its problems by field when it has them (`details.fields`); `hide`: the
+    project's redactor's `hide_configured` (the engine's keys never in a body)."""
+    return ApiError(ErrorCode(exc.code), hide(exc.message), **({"fields": hide(exc.fields)} if exc.fields else {}))

@@ -64,8 +64,9 @@ def router(service: Service) -> APIRouter:
              "a call answers `config_error`.", responses=error_responses())
     async def broken_tools(principal: Principal = Depends(current_principal)) -> list[dict[str, Any]]:
         project = engine.project
-        return [{"name": name, "serving": name in project.tools, "problems": [str(issue) for issue in issues]}
-                for name, issues in sorted(project.broken.items()) if project.policy.permits(name)]
+        return project.redactor.hide_configured(  # the load hid what it read; the engine's keys too
+            [{"name": name, "serving": name in project.tools, "problems": [str(issue) for issue in issues]}
+             for name, issues in sorted(project.broken.items()) if project.policy.permits(name)])
 
     @api.post(
         CALL_PATH,
