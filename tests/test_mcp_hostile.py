@@ -153,10 +153,11 @@ def test_sampling_in_flight_is_capped_per_server(tmp_path: Path) -> None:
         async def two_calls() -> list[Any]:
             return list(await asyncio.gather(*(engine.call_tool("h_sampling_parallel", {"count": 2}) for _ in range(2))))
         try:
+            engine.call_tool_sync("h_sampling_parallel", {"count": 1})  # the model's SDK is imported
             results, gap = while_ticking(two_calls)
         finally:
             engine.close()
-        requests = len(model.bodies)
+        requests = len(model.bodies) - 1
     assert all(r.error is None for r in results), [r.error for r in results]
     answers = [a for r in results for a in r.data["answers"]]
     assert requests == 2 and sum(a.startswith("answered") for a in answers) == 2, answers  # each call asked 2: 4 at once
@@ -284,13 +285,15 @@ def test_a_list_changed_flood_relinks_a_few_times(tmp_path: Path) -> None:
     relinks = _Relinks()
     registry.watch_tool_sources(root, relinks.heard)
     try:
+        started = time.monotonic()
         result, gap = while_ticking(lambda: engine.call_tool("h_list_changed_flood", {"count": 3000}))
+        flood = time.monotonic() - started
         time.sleep(2.5)  # the debounced relist has come and gone
         echoed = engine.call_tool_sync("h_echo", {"text": "still linked"})
     finally:
         engine.close()
     assert result.error is None and echoed.error is None, (result.error, echoed.error)
-    assert 1 <= relinks.count <= 3, relinks.count  # 48 before
+    assert 1 <= relinks.count <= 2 + flood, (relinks.count, flood)  # one a second at most; 48 before
     assert gap < MAX_GAP
 
 

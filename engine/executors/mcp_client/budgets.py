@@ -28,12 +28,18 @@ def tool_size_problem(description: str | None, title: str | None, input_schema: 
         size = len(text.encode("utf-8", "replace")) if text else 0
         if size > MAX_DESCRIPTION_BYTES:
             return f"its {field} is {size:,} bytes, past the limit of {MAX_DESCRIPTION_BYTES:,}"
+    problem = schema_size_problem(input_schema)
+    return None if problem is None else f"its inputSchema {problem}"
+
+
+def schema_size_problem(schema: Any) -> str | None:
+    """A schema a server sent (a tool's inputSchema, an elicitation's requestedSchema) past MAX_INPUT_SCHEMA_BYTES."""
     try:
-        size = len(orjson.dumps(input_schema))
+        size = len(orjson.dumps(schema))
     except (TypeError, orjson.JSONEncodeError):
-        return "its inputSchema is not JSON"
+        return "is not JSON"
     if size > MAX_INPUT_SCHEMA_BYTES:
-        return f"its inputSchema is {size:,} bytes, past the limit of {MAX_INPUT_SCHEMA_BYTES:,}"
+        return f"is {size:,} bytes, past the limit of {MAX_INPUT_SCHEMA_BYTES:,}"
     return None
 
 

@@ -30,7 +30,7 @@ from ...logging import logger
 from ...runtime.context import RunContext
 from ...spec.mcp_config import McpServerSpec
 from .answers import answer_values
-from .budgets import cut, sampling_max_tokens
+from .budgets import cut, sampling_max_tokens, schema_size_problem
 from .loop import background_loop
 
 T = TypeVar("T")
@@ -119,7 +119,11 @@ class CallRouting:
         schema = getattr(params, "requested_schema", None)
         if target is None or schema is None:  # nobody to ask (or a URL elicitation, which needs a browser)
             return types.ElicitResult(action="decline")
-        question = {"server": self.server, "message": params.message, "requested_schema": _plain(schema)}
+        question = {"server": self.server, "message": cut(params.message), "requested_schema": _plain(schema)}
+        too_big = schema_size_problem(question["requested_schema"])
+        if too_big is not None:
+            logger.warning("MCP elicitation declined: its requested schema is too big", server=self.server, problem=too_big)
+            return types.ElicitResult(action="decline")
         answer = await _on_callers_loop(target, ask_for_input(target.run, question))
         if answer is None or answer is False:
             return types.ElicitResult(action="decline")
