@@ -32,7 +32,7 @@ from .models import (
     ToolSpec,
     WorkflowSpec,
 )
-from .mcp_config import McpSamplingSpec, McpServerSpec, load_mcp_servers, mcp_files
+from .mcp_config import McpServerSpec, load_mcp_servers, mcp_files
 from .references import Resolver
 from .yaml_source import SourceMap, YamlLoadError, YamlPath, format_path, load_yaml_file
 
@@ -295,7 +295,7 @@ _FIELD_HINTS = {
 
 def _field_names() -> list[str]:
     names: set[str] = set()
-    for model in (ToolSpec, PromptSkillSpec, PythonSkillSpec, TemplateSkillSpec, WorkflowSpec, StepSpec, ParallelSpec, RetrySpec, ModelSpec, EngineSettings, RouterSettings, LimitSettings, LoggingSettings, McpServerSpec, McpSamplingSpec):
+    for model in (ToolSpec, PromptSkillSpec, PythonSkillSpec, TemplateSkillSpec, WorkflowSpec, StepSpec, ParallelSpec, RetrySpec, ModelSpec, EngineSettings, RouterSettings, LimitSettings, LoggingSettings, McpServerSpec):
         names.update(model.model_fields)
     return sorted(names)
 
