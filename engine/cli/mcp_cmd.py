@@ -1,4 +1,5 @@
-"""`skillyard mcp list`: the MCP servers of config/mcp.yaml, each with its state and its tools.
+"""`skillyard mcp list`: the MCP servers of config/mcp.yaml, each with its state and its tools
+(a tool that cannot be used shows its problem instead of its description).
 
 (`skillyard mcp` without an action serves the project's tools over stdio, as before.)
 """
@@ -37,5 +38,6 @@ def cmd_mcp_list(ns: argparse.Namespace, on_config_error: Any) -> int:
         reason = f": {view['reason']}" if view["reason"] else ""
         print(f"{view['server']}  [{view['transport']}, {view['state']}{reason}]  {len(view['tools'])} tools")
         for tool in view["tools"]:
-            print(f"    {tool['name']} — {tool['description'].splitlines()[0] if tool['description'] else ''}")
-    return 0 if all(view["state"] == "ready" for view in views) else 1
+            line = f"PROBLEM: {tool['problem']}" if tool["problem"] else (tool["description"].splitlines() or [""])[0]
+            print(f"    {tool['name']} — {line}")
+    return 0 if all(view["state"] == "ready" and not any(t["problem"] for t in view["tools"]) for view in views) else 1

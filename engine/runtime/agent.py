@@ -388,8 +388,7 @@ class _Loop:
             sinks.close()
         response = priced_response(clean_response(response, self.agent.model), spec.prices)
         self.result.usage = self.result.usage + response.usage
-        budget = self.limits.token_budget
-        if budget is not None and self.result.usage.input_tokens + self.result.usage.output_tokens > budget:
+        if self._over_budget():
             if not response.tool_calls:  # the model answered: that answer stands, and ends the transcript
                 self.result.answer = response.text
                 self.messages.append(ChatMessage("assistant", response.text))
@@ -431,6 +430,7 @@ class _Loop:
                 failed = result is None or not result.ok
                 self.messages.append(ChatMessage("tool", observation, tool_call_id=call.id, name=call.name, is_error=failed))
         results = [finished[call.id] for call in calls]
+        self._count_tool_usage(results)
         for call, result in zip(calls, results):
             if result.error is not None and result.error.code in CORRECTABLE:
                 count = self.corrections[call.name] = self.corrections.get(call.name, 0) + 1
@@ -439,6 +439,21 @@ class _Loop:
                                          f"(limit max_corrections={self.limits.max_corrections})")
             else:
                 self.corrections.pop(call.name, None)
+
+    def _over_budget(self) -> bool:
+        budget = self.limits.token_budget
+        return budget is not None and self.result.usage.input_tokens + self.result.usage.output_tokens > budget
+
+    def _count_tool_usage(self, results: list[ToolResult]) -> None:
+        """Model calls made inside the tool calls (a prompt skill's, an MCP server's sampling) are
+        the run's too: their usage adds to the run's, and counts against token_budget."""
+        for result in results:
+            used = result.metadata.get("usage")
+            if used:
+                self.result.usage = self.result.usage + Usage(used.get("input_tokens", 0), used.get("output_tokens", 0),
+                                                              used.get("cost_usd"))
+        if self._over_budget():
+            raise _Stop("token_budget")
 
     def _observation(self, call: ToolCall, result: ToolResult) -> str:
         """What the model reads back: sensitive values in the result never reach it.

@@ -14,7 +14,7 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any, Callable
 
-from pydantic import Field, TypeAdapter, ValidationError, model_validator
+from pydantic import Field, TypeAdapter, ValidationError, field_validator, model_validator
 
 from ..errors import IssueCollector
 from .common import Duration, _Spec
@@ -22,6 +22,15 @@ from .references import Resolver
 from .yaml_source import SourceMap, YamlLoadError, load_yaml_file
 
 SERVER_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,48}$")
+
+
+class McpSamplingSpec(_Spec):
+    """Who answers a server's sampling requests, and how many it may make (`sampling: mock` is
+    short for `sampling: {model: mock}`)."""
+
+    model: str = Field(description="A model of config/models.yaml that answers the server's sampling requests.")
+    max_requests: int = Field(default=3, ge=1, le=100, description="Most sampling requests one tool call may make, "
+                              "and most in flight at once for the server; the next one is refused.")
 
 
 class McpServerSpec(_Spec):
@@ -41,7 +50,13 @@ class McpServerSpec(_Spec):
     confirm: list[str] = Field(default_factory=list, description="Globs of tool names (as the server names them) that need approval.")
     timeout: Duration | None = Field(default=None, description="Time limit of one call (default: limits.tool_timeout).")
     startup_timeout: Duration = Field(default=30.0, description="Time to start, initialize and list tools.")
-    sampling: str | None = Field(default=None, description="A model of config/models.yaml that answers the server's sampling requests (default: declined).")
+    sampling: McpSamplingSpec | None = Field(default=None, description="A model of config/models.yaml that answers the "
+                                             "server's sampling requests, or `{model, max_requests}` (default: declined).")
+
+    @field_validator("sampling", mode="before")
+    @classmethod
+    def _sampling_model(cls, value: Any) -> Any:
+        return {"model": value} if isinstance(value, str) else value
 
     @model_validator(mode="after")
     def _one_transport(self) -> "McpServerSpec":
@@ -104,15 +119,16 @@ def check_sampling_models(servers: list[tuple[str, McpServerSpec, SourceMap]], m
                           issues: IssueCollector) -> None:
     """`sampling:` must name a model of config/models.yaml: a load error at its line otherwise."""
     for name, spec, source in servers:
-        if spec.sampling is not None and spec.sampling not in models:
-            close = difflib.get_close_matches(spec.sampling, list(models), n=1)
+        model = spec.sampling.model if spec.sampling is not None else None
+        if model is not None and model not in models:
+            close = difflib.get_close_matches(model, list(models), n=1)
             hint = f"did you mean {close[0]!r}?" if close else f"known models: {', '.join(sorted(models)[:10]) or 'none'}"
             issues.add(source.locate(("mcpServers", name, "sampling")),
-                       f"MCP server {name!r}: sampling model {spec.sampling!r} is not a model of config/models.yaml", hint)
+                       f"MCP server {name!r}: sampling model {model!r} is not a model of config/models.yaml", hint)
 
 
 def as_dict(spec: McpServerSpec) -> dict[str, Any]:
     return spec.model_dump(mode="json")
 
 
-__all__ = ["McpServerSpec", "load_mcp_servers", "mcp_files"]
+__all__ = ["McpSamplingSpec", "McpServerSpec", "load_mcp_servers", "mcp_files"]

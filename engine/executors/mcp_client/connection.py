@@ -20,6 +20,7 @@ import mcp_types as types
 
 from ...logging import logger
 from ...spec.mcp_config import McpServerSpec
+from .budgets import LIST_CHANGED_DEBOUNCE
 from .calls import CallRouting
 from .loop import background_loop
 from .stderr import StderrToLog
@@ -39,6 +40,7 @@ class McpConnection:
         self.state = "starting"
         self.reason = ""
         self.tools: list[types.Tool] = []
+        self.tool_problems: dict[str, str] = {}  # its tools' problems at the last link, by the server's name (`mcp list`)
         self.attempts = 0
         self.routing = CallRouting(name, spec)
         self._on_change = on_change
@@ -46,6 +48,9 @@ class McpConnection:
         self._first = threading.Event()  # the first outcome (ready or failed) is known
         self._stop: asyncio.Event | None = None
         self._dead: asyncio.Event | None = None
+        self._http: Any = None  # a Streamable HTTP server's StatusWatch (http_status.py), for the session in hand
+        self._relist: asyncio.Task[None] | None = None  # the one pending `tools/list_changed` reload
+        self._relist_wanted = False
         self._task = asyncio.run_coroutine_threadsafe(self._serve(), background_loop())
 
     def wait_first_outcome(self) -> None:
@@ -69,7 +74,7 @@ class McpConnection:
             try:
                 await self._session_once()
             except Exception as exc:  # noqa: BLE001 - any failure of the server or its transport: restart it
-                self._failed(_describe(exc))
+                self._failed(self._refusal() or _describe(exc))
             if self._stop.is_set():
                 break
             if self.state == "ready":
@@ -84,12 +89,14 @@ class McpConnection:
         from mcp.client.session import ClientSession
 
         async with contextlib.AsyncExitStack() as stack:
-            read, write = await asyncio.wait_for(self._open_transport(stack), self.spec.startup_timeout)
-            session = await stack.enter_async_context(ClientSession(
-                read, write, client_info=CLIENT_INFO, elicitation_callback=self.routing.elicit,
-                logging_callback=self.routing.log, message_handler=self._message, sampling_callback=self.routing.sample,
-            ))
-            await asyncio.wait_for(self._ready(session), self.spec.startup_timeout)
+            # asyncio.timeout, not wait_for: the SDK's task groups are entered and left in this task
+            async with asyncio.timeout(self.spec.startup_timeout):
+                read, write = await self._open_transport(stack)
+                session = await stack.enter_async_context(ClientSession(
+                    read, write, client_info=CLIENT_INFO, elicitation_callback=self.routing.elicit,
+                    logging_callback=self.routing.log, message_handler=self._message, sampling_callback=self.routing.sample,
+                ))
+                await self._ready(session)
             await self._keep_alive(session)
 
     async def _open_transport(self, stack: contextlib.AsyncExitStack) -> tuple[Any, Any]:
@@ -98,7 +105,10 @@ class McpConnection:
             from mcp.client.streamable_http import streamable_http_client
             from mcp.shared._httpx_utils import create_mcp_http_client
 
-            client = await stack.enter_async_context(create_mcp_http_client(headers=dict(spec.headers)))
+            from .http_status import StatusWatch
+
+            self._http = StatusWatch()
+            client = await stack.enter_async_context(create_mcp_http_client(headers=dict(spec.headers), auth=self._http))
             streams = await stack.enter_async_context(streamable_http_client(spec.url, http_client=client))
             return streams[0], streams[1]
         from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -109,6 +119,16 @@ class McpConnection:
                                        cwd=cwd if cwd.is_absolute() else self.root / cwd)
         streams = await stack.enter_async_context(stdio_client(params, errlog=errlog.file))
         return streams[0], streams[1]
+
+    def _refusal(self) -> str | None:
+        """`unauthorized: …` when the HTTP server refused our requests (its key is wrong or missing)."""
+        from .http_status import REFUSALS
+
+        refused = self._http.refused if self._http is not None else None
+        if refused is None:
+            return None
+        return (f"unauthorized: MCP server {self.name!r} answered {REFUSALS[refused]}; check the `headers` of its entry "
+                "in config/mcp.yaml (e.g. its Authorization)")
 
     async def _ready(self, session: Any) -> None:
         await session.initialize()
@@ -131,11 +151,29 @@ class McpConnection:
 
     async def _message(self, message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification) and self._session is not None:
-            self.tools = await _list_all(self._session)
-            logger.info("MCP server's tools changed", server=self.name, tools=len(self.tools))
-            self._changed()
+            self._relist_wanted = True
+            if self._relist is None or self._relist.done():
+                self._relist = asyncio.ensure_future(self._list_again())
         elif isinstance(message, Exception):
             logger.warning("MCP server sent something unreadable", server=self.name, error=_describe(message))
+
+    async def _list_again(self) -> None:
+        """The tools listed again after `tools/list_changed`: one reload pending at a time, each
+        after LIST_CHANGED_DEBOUNCE, however many notices came meanwhile (a flood relinks the
+        project once a second at most)."""
+        while self._relist_wanted:
+            await asyncio.sleep(LIST_CHANGED_DEBOUNCE)
+            self._relist_wanted = False
+            session = self._session
+            if session is None:
+                return
+            try:
+                self.tools = await _list_all(session)
+            except Exception as exc:  # noqa: BLE001 - the session failed meanwhile: its restart lists them
+                logger.warning("MCP server's tools could not be listed again", server=self.name, error=_describe(exc))
+                return
+            logger.info("MCP server's tools changed", server=self.name, tools=len(self.tools))
+            self._changed()
 
     def connection_lost(self) -> None:
         """A call found the connection gone: restart now rather than at the next ping."""

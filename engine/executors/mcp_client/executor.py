@@ -28,7 +28,7 @@ class McpToolExecutor:
         loop = asyncio.get_running_loop()
         try:
             result = await conn.run(conn.routing.call(session, self.tool, args, run, loop, None))
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, StepFailure):  # StepFailure: past the run's event cap (limit_exceeded)
             raise
         except Exception as exc:  # noqa: BLE001 - the MCP boundary: every failure becomes a StepFailure
             raise _translate(conn, exc) from None

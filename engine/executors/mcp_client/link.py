@@ -19,6 +19,7 @@ from ...runtime.project import LinkedTool
 from ...spec.mcp_config import McpServerSpec
 from ...spec.models import TOOL_NAME_RE
 from . import registry
+from .budgets import MAX_DESCRIPTION_BYTES, tool_size_problem
 from .connection import McpConnection
 from .executor import McpToolExecutor
 
@@ -32,6 +33,7 @@ class McpLink:
     tools: dict[str, LinkedTool] = field(default_factory=dict)
     problems: list[ConfigIssue] = field(default_factory=list)
     broken: dict[str, list[ConfigIssue]] = field(default_factory=dict)
+    tool_problems: dict[str, dict[str, str]] = field(default_factory=dict)  # server → its tool's name → problem
 
 
 def link_mcp_servers(root: Path, servers: list[tuple[str, McpServerSpec, Any]], taken: set[str], default_timeout: float) -> McpLink:
@@ -51,6 +53,7 @@ def link_mcp_servers(root: Path, servers: list[tuple[str, McpServerSpec, Any]], 
             continue
         for tool in conn.tools:
             _link_tool(conn, tool, where, taken, default_timeout, out)
+        conn.tool_problems = out.tool_problems.get(conn.name, {})
     return out
 
 
@@ -73,20 +76,30 @@ def _wanted(spec: McpServerSpec, name: str) -> bool:
 
 
 def _link_tool(conn: McpConnection, tool: Any, where: Location, taken: set[str], default_timeout: float, out: McpLink) -> None:
+    """One listed tool → a LinkedTool, or a problem of that tool alone (the server's other tools still link).
+
+    A name already taken (a local tool's, or another server's) stays theirs: the problem is
+    recorded under `<server>:<tool>`, and the tool that holds the name is not broken.
+    """
     if not _wanted(conn.spec, tool.name):
         return
     name = tool_name(conn, tool.name)
-    problem = None
     parameters = tool.input_schema if isinstance(tool.input_schema, dict) else {}
+    shown = f"tool {tool.name[:80]!r} of MCP server {conn.name!r}"
+    if name in taken or name in out.tools:
+        _problem(conn, tool, ConfigIssue(where, f"{conn.name}:{tool.name[:80]}: {shown} becomes {name!r}, a name already used; "
+                                         "the tool that has it keeps it", "set a `prefix`, or leave it out with `exclude`"), out)
+        return
+    problem = None
     if not TOOL_NAME_RE.match(name):
-        problem = f"tool {tool.name!r} of MCP server {conn.name!r} becomes {name!r}, longer than 64 characters"
-    elif name in taken or name in out.tools:
-        problem = f"tool {tool.name!r} of MCP server {conn.name!r} becomes {name!r}, a name already used"
+        problem = f"{shown} becomes {name[:80]!r}, longer than 64 characters", "set a shorter `prefix`, or leave it out with `exclude`"
+    elif (too_big := tool_size_problem(tool.description, tool.title, tool.input_schema)) is not None:
+        problem = f"{shown}: {too_big}", "leave it out with `exclude` (or ask its author for a shorter one)"
     elif schema_problem_details(parameters) or parameters.get("type") != "object":
-        problem = f"tool {tool.name!r} of MCP server {conn.name!r} has an inputSchema that is not a valid object schema"
+        problem = f"{shown} has an inputSchema that is not a valid object schema", "leave it out with `exclude`"
     if problem is not None:
-        issue = ConfigIssue(where, problem, "set a shorter `prefix`, or leave it out with `exclude`")
-        out.problems.append(issue)
+        issue = ConfigIssue(where, *problem)
+        _problem(conn, tool, issue, out)
         out.broken.setdefault(name[:64], []).append(issue)
         return
     confirm = any(fnmatch.fnmatchcase(tool.name, g) for g in conn.spec.confirm)
@@ -96,10 +109,17 @@ def _link_tool(conn: McpConnection, tool: Any, where: Location, taken: set[str],
                                  str(where), {"server": conn.name, "tool": tool.name})
 
 
+def _problem(conn: McpConnection, tool: Any, issue: ConfigIssue, out: McpLink) -> None:
+    out.problems.append(issue)
+    out.tool_problems.setdefault(conn.name, {})[tool.name] = issue.message
+
+
 def server_views(root: Path) -> list[dict[str, Any]]:
-    """Each connected server of `root`: its state, the reason when not ready, its tools."""
+    """Each connected server of `root`: its state, the reason when not ready, its tools (each
+    with its problem, None when it links)."""
     return [{"server": name, "state": conn.state, "reason": conn.reason,
              "transport": "http" if conn.spec.url else "stdio",
-             "tools": [{"name": tool_name(conn, t.name), "server_name": t.name, "description": t.description or ""}
+             "tools": [{"name": tool_name(conn, t.name)[:80], "server_name": t.name[:80],
+                        "description": (t.description or "")[:MAX_DESCRIPTION_BYTES], "problem": conn.tool_problems.get(t.name)}
                        for t in conn.tools if _wanted(conn.spec, t.name)]}
             for name, conn in sorted(registry.connections(root).items())]

@@ -1,0 +1,48 @@
+"""How much of what an MCP server sends is taken: a server is untrusted input, like a caller.
+
+Each figure bounds one thing a hostile server could make unbounded: the text a run records
+(log and progress messages, stderr lines), what every agent request carries (a tool's
+description, title and inputSchema), and how many tokens its sampling requests may spend.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+MAX_TEXT = 4000  # characters kept of one log message, progress message or stderr line
+MAX_DESCRIPTION_BYTES = 4 * 1024  # a tool's description or title (UTF-8)
+MAX_INPUT_SCHEMA_BYTES = 64 * 1024  # a tool's inputSchema, as JSON
+SAMPLING_MAX_TOKENS = 4096  # a sampling request's ceiling when the answering model sets no max_tokens
+LIST_CHANGED_DEBOUNCE = 1.0  # seconds a `tools/list_changed` waits for more before the tools are listed again
+
+
+def cut(text: str) -> str:
+    return text if len(text) <= MAX_TEXT else text[:MAX_TEXT] + "…"
+
+
+def tool_size_problem(description: str | None, title: str | None, input_schema: Any) -> str | None:
+    """What about a listed tool is too big to hand to a model, or None."""
+    for field, text in (("description", description), ("title", title)):
+        size = len(text.encode("utf-8", "replace")) if text else 0
+        if size > MAX_DESCRIPTION_BYTES:
+            return f"its {field} is {size:,} bytes, past the limit of {MAX_DESCRIPTION_BYTES:,}"
+    problem = schema_size_problem(input_schema)
+    return None if problem is None else f"its inputSchema {problem}"
+
+
+def schema_size_problem(schema: Any) -> str | None:
+    """A schema a server sent (a tool's inputSchema, an elicitation's requestedSchema) past MAX_INPUT_SCHEMA_BYTES."""
+    try:
+        size = len(orjson.dumps(schema))
+    except (TypeError, orjson.JSONEncodeError):
+        return "is not JSON"
+    if size > MAX_INPUT_SCHEMA_BYTES:
+        return f"is {size:,} bytes, past the limit of {MAX_INPUT_SCHEMA_BYTES:,}"
+    return None
+
+
+def sampling_max_tokens(asked: int, model_max: int | None) -> int:
+    """A server's `maxTokens`, never above the answering model's own `max_tokens`."""
+    return max(1, min(asked, model_max or SAMPLING_MAX_TOKENS))
