@@ -90,7 +90,7 @@ def load_project(root: str | Path = ".", *, tool_settings: "dict[str, ToolSettin
 
 def _publish_warnings(project: Project, warnings: list[ConfigIssue]) -> None:
     """Load warnings (the project still runs): logged once each, and kept as `project.warnings`."""
-    project.warnings = list(dict.fromkeys(warnings))  # type: ignore[attr-defined]
+    project.warnings = list(dict.fromkeys(warnings))
     if project.warnings:
         from ..logging import logger
 
@@ -109,7 +109,7 @@ def check_project(root: str | Path = ".", *, import_python: bool = True) -> tupl
     linker = _Linker(load_specs(Path(root), issues), issues, import_python=import_python)
     project = linker.link()
     issues.raise_if_any()
-    project.warnings = list(dict.fromkeys(linker.warnings))  # type: ignore[attr-defined]
+    project.warnings = list(dict.fromkeys(linker.warnings))
     return project, linker.not_imported
 
 

@@ -28,13 +28,13 @@ from .served import check_revision
 
 if TYPE_CHECKING:
     from ...runtime.contracts import Skill
-    from ...store import Store
+    from ...store.shared import SharedStore
 
 
 class Activities:
     """The activities of one worker, bound to its store."""
 
-    def __init__(self, store: "Store") -> None:
+    def __init__(self, store: "SharedStore") -> None:
         self.store = store
 
     def all(self) -> list[Any]:

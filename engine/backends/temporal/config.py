@@ -11,6 +11,7 @@ from ...errors import UsageError
 if TYPE_CHECKING:
     from ...runtime.project import Project
     from ...store import Store
+    from ...store.shared import SharedStore
 
 ENV_ADDRESS = "SKILLYARD_TEMPORAL_ADDRESS"
 
@@ -39,7 +40,7 @@ def require_sdk() -> None:
                          "(or choose execution.backend: local / --backend local)") from None
 
 
-def require_shared_store(store: "Store | None") -> "Store":
+def require_shared_store(store: "Store | None") -> "SharedStore":
     """The store events are written to and followed from: PostgreSQL, shared by front doors and workers."""
     from ...store.postgres import PostgresStore
 

@@ -32,7 +32,7 @@ from .protocol import EXECUTOR
 from .served import served
 
 if TYPE_CHECKING:
-    from ...store import Store
+    from ...store.shared import SharedStore
 
 ADOPT_EVERY_S = 2.0
 
@@ -40,7 +40,7 @@ ADOPT_EVERY_S = 2.0
 class Adopter:
     """Adopts the orphaned runs of the shared store and ends each as its execution ends."""
 
-    def __init__(self, client: Any, store: "Store") -> None:
+    def __init__(self, client: Any, store: "SharedStore") -> None:
         self.client = client
         self.store = store
         self._adopted: dict[str, asyncio.Task[None]] = {}

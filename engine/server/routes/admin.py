@@ -182,7 +182,7 @@ def problems_view(project: Any) -> dict[str, Any]:
     return {
         "broken_tools": {name: [str(issue) for issue in issues] for name, issues in sorted(project.broken.items())},
         "problems": [str(issue) for issue in project.problems],
-        "warnings": [str(issue) for issue in getattr(project, "warnings", ())],
+        "warnings": [str(issue) for issue in project.warnings],
     }
 
 
