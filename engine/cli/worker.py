@@ -71,7 +71,7 @@ async def _serve(project: Any, store: SharedStore, ns: argparse.Namespace) -> in
     from ..backends.temporal.worker import run_worker
 
     def started(info: dict[str, Any]) -> None:
-        tools = ", ".join(info["tools"]) or "none"  # type: ignore[arg-type]
+        tools = ", ".join(info["tools"]) or "none"
         print(f"skillyard worker: project {info['project']} revision {info['revision']}, task queue "
               f"{info['task_queue']} (namespace {info['namespace']} at {info['address']}); tools: {tools}",
               file=sys.stderr, flush=True)

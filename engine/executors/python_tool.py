@@ -72,7 +72,7 @@ class _Signature:
             fields[name] = (hint, default)
         extra = "allow" if self.takes_any else "forbid"
         try:
-            self.model: type[BaseModel] = create_model(  # type: ignore[call-overload]
+            self.model: type[BaseModel] = create_model(
                 f"{function.__name__}_arguments", __config__=ConfigDict(extra=extra, arbitrary_types_allowed=False), **fields
             )
             schema = self.model.model_json_schema()

@@ -97,7 +97,7 @@ class ItemRun(RunContext):
         self.project = run.project
         self.model_override = run.model_override
 
-    @property  # type: ignore[override]
+    @property
     def usage(self) -> Any:
         return self._call.usage
 

@@ -310,6 +310,7 @@ def _with_null(node: dict[str, Any]) -> dict[str, Any]:
 def openai_function(name: str, description: str, parameters: dict[str, Any], strict: dict[str, Any] | None) -> dict[str, Any]:
     """A tool definition as OpenAI-compatible models are sent it: the strict form (`strict`, a
     StrictSchema's `schema`) with `strict: true` when there is one, else the parameters as they are."""
+    function: dict[str, Any]
     if strict is None:
         function = {"name": name, "description": description, "parameters": parameters}
     else:

@@ -121,7 +121,7 @@ def failure_details(exc: BaseException, user_roots: Iterable[str] = (), redactor
     details: dict[str, Any] = {"exception": type(exc).__name__, "frames": frames[-MAX_FRAMES:]}
     if len(frames) > MAX_FRAMES:
         details["frames_omitted"] = len(frames) - MAX_FRAMES
-    return scrubber.known_secrets(details) if scrubber is not None else details  # type: ignore[no-any-return]
+    return scrubber.known_secrets(details) if scrubber is not None else details
 
 
 def last_user_frame(details: dict[str, Any]) -> dict[str, Any] | None:

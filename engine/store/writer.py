@@ -60,7 +60,7 @@ STATEMENT_EVENTS = 2_000  # events per INSERT (one transaction): the write lock 
 MAX_PENDING_EVENTS = 100_000  # kept while the database cannot be reached; older ones are dropped and counted
 
 
-class RunEvents(list):  # type: ignore[type-arg]
+class RunEvents(list[Event]):
     """One run's events, in order, from `Writer.open_buffer`: the run's listener for the store
     is this list's `append` (a C call: no Python frame per event)."""
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ...errors import UsageError
 
@@ -54,7 +54,7 @@ def require_shared_store(store: "Store | None") -> "SharedStore":
     )
 
 
-async def connect(config: TemporalConfig):  # type: ignore[no-untyped-def]
+async def connect(config: TemporalConfig) -> Any:
     """A Temporal client; UsageError naming the address when the server cannot be reached."""
     from temporalio.client import Client
 

@@ -55,7 +55,7 @@ _EXCERPT = 2048
 _ORIGIN_BOUND_HEADERS = ("authorization", "cookie")
 
 
-class FetchResult(dict):  # type: ignore[type-arg]
+class FetchResult(dict[str, Any]):
     """The data of a successful fetch (a plain JSON object) that also renders the model's text.
 
     Keys: url, final_url, status_code, reason, content_type, charset, bytes, truncated,

@@ -195,4 +195,5 @@ def _admin_call(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 
 def _api_error(exc: ToolAdminError) -> ApiError:
     """The refusal, with its problems by field when it has them (`details.fields`)."""
-    return ApiError(ErrorCode(exc.code), exc.message, **({"fields": exc.fields} if exc.fields else {}))
+    details: dict[str, Any] = {"fields": exc.fields} if exc.fields else {}
+    return ApiError(ErrorCode.named(exc.code), exc.message, **details)
