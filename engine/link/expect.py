@@ -157,7 +157,7 @@ def _value_verdict(check: Check, output: Any) -> Verdict:
         ok = isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value - operand) <= check.tolerance
         return _verdict(check, ok, f"{value} within {check.tolerance:g} of {operand}" if ok else f"got {_short(value)}, expected {operand} ± {check.tolerance:g}")
     violations = check.compiled.check(value)  # schema
-    message = "valid" if not violations else "; ".join(f"{v.path or '/'}: {v.message}" for v in violations[:3])
+    message = "valid" if not violations else "; ".join(f"{v.pointer or '/'}: {v.message}" for v in violations[:3])
     return _verdict(check, not violations, message)
 
 

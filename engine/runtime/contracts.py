@@ -105,7 +105,7 @@ class Skill(ABC):
         # How the executor calls the skill: `call(input, ctx)` returns the output or an
         # awaitable of it. Kinds that can, point it straight at the user's function, so a
         # step costs no wrapper coroutine. `needs_context=False`: `ctx` may be None.
-        self.call: Callable[[dict[str, Any], SkillContext | None], Any] = self.run
+        self.call: Callable[[dict[str, Any], SkillContext | None], Any] = self.run  # type: ignore[assignment]  # needs_context: never None here
         self.needs_context = True
 
     # A skill whose calls may hold the event loop (a sync python skill, skills/python.py) sets

@@ -132,12 +132,13 @@ class RemoteTool:
             return await self.local.execute(args, run)
         from temporalio.client import WorkflowFailureError
 
-        handle, follower = self._confirmed.pop(run.run_id, None) or await self._start(args, run)
+        confirmed = self._confirmed.pop(run.run_id, None)
+        handle, follower = confirmed if confirmed is not None else await self._start(args, run)
         answers = None
         if self.asks_inside:
             from .confirmation import Answers
 
-            answers = Answers(run.project, run.events, handle)
+            answers = Answers(run.project, run.events, handle)  # type: ignore[arg-type]  # a call's project is a Project
             follower.listeners.append(answers.heard)
         try:
             outcome = await follower.follow(asyncio.ensure_future(handle.result()))
