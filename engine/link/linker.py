@@ -395,7 +395,7 @@ class _Linker:
 
     def _batch_defaults(self, entry: Entry[ToolSpec], tool: LinkedTool) -> LinkedTool | None:
         """`batch.expect`, compiled now so a bad expectation is a load error at its line."""
-        expect = entry.spec.batch.expect  # type: ignore[union-attr]
+        expect = entry.spec.batch.expect  # type: ignore[union-attr]  # called only for a tool with `batch:`
         try:
             checks = compile_checks(expect, "", frozenset(self.specs.skills))
         except ExpectationError as exc:

@@ -237,4 +237,4 @@ def host_header_name(value: str) -> str:
 def loopback_origin(origin: str) -> bool:
     """An `Origin` header naming a loopback host (`http://127.0.0.1:8000`), or `null`-free."""
     match = re.match(r"^https?://(\[[^\]]+\]|[^/:]+)(:\d+)?/?$", origin.strip(), re.I)
-    return bool(match) and is_loopback_host(match.group(1))  # type: ignore[union-attr]
+    return match is not None and is_loopback_host(match.group(1))

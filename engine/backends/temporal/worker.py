@@ -86,5 +86,6 @@ async def run_worker(project: "Project", store: "SharedStore", *, max_concurrent
         await asyncio.gather(running, return_exceptions=True)
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
-    if running.done() and not running.cancelled() and running.exception() is not None:
-        raise running.exception()  # type: ignore[misc]
+    failure = running.exception() if running.done() and not running.cancelled() else None
+    if failure is not None:
+        raise failure
