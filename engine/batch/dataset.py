@@ -139,7 +139,7 @@ def _document(file: Path, text: str) -> Iterator[Case]:
         data = data["cases"]
     if not isinstance(data, list) or node is None:  # no node: an empty document (data None)
         raise UsageError(f"{file}: expected a list of cases (or `cases:` holding one), found {type(data).__name__}")
-    for position, (item, item_node) in enumerate(zip(data, node.value), 1):
+    for position, (item, item_node) in enumerate(zip(data, node.value, strict=True), 1):
         line = item_node.start_mark.line + 1
         if _too_deep(item):
             raise UsageError(f"{file}:{line}: {_TOO_DEEP}")

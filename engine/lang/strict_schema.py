@@ -105,7 +105,7 @@ def _drop(value: Any, plan: NullPlan) -> Any:
         if plan.items is None:
             return value
         items = [_drop(item, plan.items) for item in value]
-        return value if all(a is b for a, b in zip(items, value)) else items
+        return value if all(a is b for a, b in zip(items, value, strict=True)) else items
     if not isinstance(value, dict):
         return value
     out = value

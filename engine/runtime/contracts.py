@@ -113,7 +113,7 @@ class Skill(ABC):
     # of an attempt that took longer, so timing costs the skill no wrapper of its own.
     slow_after_ms: float = float("inf")
 
-    def took_long(self, duration_ms: float) -> None:
+    def took_long(self, duration_ms: float) -> None:  # noqa: B027 - a hook: by default, nothing to do
         """An attempt took more than `slow_after_ms` milliseconds (see there)."""
 
     @property

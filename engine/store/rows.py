@@ -251,7 +251,7 @@ class Implier:
             return False
         at += 2  # the row's values, after its statement name and event index
         implied = out.implied
-        for column, value in zip(_RUN_END_COLUMNS, end):
+        for column, value in zip(_RUN_END_COLUMNS, end, strict=True):
             implied[at + column] = value  # type: ignore[index]  # a list until sealed, as in Batch
         self._opened[run_id] = (opener, -1)
         return True

@@ -28,7 +28,7 @@ def store_url(root: Path, store: object, environ: Mapping[str, str] | None = Non
     env = os.environ if environ is None else environ
     url = env.get(ENV_URL) or getattr(store, "url", None)
     if not url:
-        return _SQLITE + str((root / getattr(store, "path")).resolve())
+        return _SQLITE + str((root / store.path).resolve())
     if url.startswith(_POSTGRES):
         return url
     if url.startswith(_SQLITE) and len(url) > len(_SQLITE):

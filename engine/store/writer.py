@@ -460,9 +460,9 @@ class Writer:
         """In-process EVENTS_CHANNEL notices ("<run_id> <last seq>" per run), for a dialect
         whose database does not send them itself; only when someone listens."""
         values = rows.events
-        last = dict(zip(values[0::EVENT_WIDTH], values[1::EVENT_WIDTH]))  # a run's events come in seq order: its last wins
+        last = dict(zip(values[0::EVENT_WIDTH], values[1::EVENT_WIDTH], strict=True))  # a run's events come in seq order: its last wins
         if rows.packs:
-            last.update(zip(rows.packs[0::3], rows.packs[1::3]))
+            last.update(zip(rows.packs[0::3], rows.packs[1::3], strict=True))
         assert self._notices is not None
         self._notices.deliver(EVENTS_CHANNEL, list(map("{} {}".format, last.keys(), last.values())))  # C calls only
 

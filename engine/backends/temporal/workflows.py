@@ -187,7 +187,7 @@ class ToolWorkflow(Confirmable):
         except StepFailure as failure:
             events.fail(failure, run)
         except _NotTheStep as infrastructure:
-            raise infrastructure.error
+            raise infrastructure.error  # noqa: B904 - as it came: `from` would replace its own cause
         return ended({"output": output, "last_seq": run.last_seq}, events.take())
 
     def _on_workers(self, executor: WorkflowExecutor) -> WorkflowExecutor:

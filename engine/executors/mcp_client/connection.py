@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import os
 import threading
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
