@@ -1,6 +1,6 @@
 """The `anthropic` provider: Anthropic's Messages API through the official `anthropic` SDK, always streamed.
 
-How the engine's neutral types map onto the wire (seed 003's table):
+How the engine's neutral types map onto the wire:
 
 | engine                                   | Anthropic Messages API                                  |
 |------------------------------------------|---------------------------------------------------------|

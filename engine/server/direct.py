@@ -12,7 +12,7 @@ they would behind the router, and a crash with the app's 500 handler (as Starlet
 declared on the app for /openapi.json.
 
 What it buys, by `python -m bench.request_cost --opcodes json` (bytecodes per JSON call, one
-session, issue 29): 6,445 with it, 11,331 through the router (43 %).
+session): 6,445 with it, 11,331 through the router (43 %).
 """
 
 from __future__ import annotations
