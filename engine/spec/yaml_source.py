@@ -79,7 +79,9 @@ class SourceMap:
                         Builder(full, _raise_load_error(self.file)).build(events(self._text or ""))
                     except (YamlLoadError, yaml.YAMLError):  # pragma: no cover - the file loaded once already
                         pass
-                    positions = self._positions = full._built()  # a fresh map has its (empty) positions
+                    positions = full._positions
+                    assert positions is not None  # a map made without text starts with its (empty) positions
+                    self._positions = positions
         return positions
 
     values = property(lambda self: self._built()[0], doc="value path → Mark")
