@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     ns = parser.parse_args(argv)
     count, rounds = (200, 3) if ns.quick else (ns.cases, 5)
     direct, batched = asyncio.run(_measure(count, rounds, ns.concurrency))
-    ratio = statistics.median(b / d for b, d in zip(batched, direct))
+    ratio = statistics.median(b / d for b, d in zip(batched, direct, strict=True))
     print(f"{count} textReport cases, concurrency {ns.concurrency}, {rounds} rounds (median)")
     print(f"  Engine.call_tool directly   {statistics.median(direct):8.0f} calls/s")
     print(f"  skillyard batch machinery   {statistics.median(batched):8.0f} cases/s")

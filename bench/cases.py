@@ -118,7 +118,7 @@ async def _per_call(engine: Any, functions: list[Callable[..., Any]], budget: Bu
             value = CHAIN_ARGS
             if not check.is_valid(value):
                 raise ValueError("arguments")
-            for function, (inp, out) in zip(chain, validators):
+            for function, (inp, out) in zip(chain, validators, strict=False):
                 if not inp.is_valid(value):
                     raise ValueError("input")
                 value = function(value)
@@ -148,7 +148,7 @@ async def _per_call(engine: Any, functions: list[Callable[..., Any]], budget: Bu
             variants.append((Samples(f"langgraph_ainvoke.{n}"), lg_async, budget.langgraph[n], True))
 
     # Warm up every variant, then interleave rounds so background noise hits all alike.
-    for samples, runner, calls, is_async in variants:
+    for _samples, runner, calls, is_async in variants:
         warm = Samples("warmup")
         if is_async:
             await sample_async(runner, max(5, calls // 10), warm)

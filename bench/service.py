@@ -468,7 +468,7 @@ def _report(figures: Figures, names: list[str], client: str, ns: argparse.Namesp
     for name in names[1:]:
         waves = figures.waves.get(name, [])
         first = [w["first_event_p99_ms"] for w in waves]
-        ratios = [f / b for f, b in zip(first, floor) if b]
+        ratios = [f / b for f, b in zip(first, floor, strict=False) if b]
         verdict = f"target ≤ {TTFE_TARGET:g}×  {'PASS' if ratios and statistics.median(ratios) <= TTFE_TARGET else 'MISS'}"
         print(f"  {name:<10} time to first SSE event: {_stat(first)} ms → ÷ empty {_stat(ratios)}×   {verdict}")
         out["ttfe"][name] = {"first_event_p99_ms": first, "ratio": ratios}

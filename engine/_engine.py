@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from .runtime.agent import Agent, AgentLimits
     from .store import Store
     from .store.sessions import Sessions
+    from .store.shared import SharedStore
 
 _model_events_to = MODEL_EVENTS.set  # the ContextVar's own C method: no Python frame per call
 _weak = weakref.ref
@@ -39,6 +40,9 @@ class Backend(Protocol):
     The Engine asks it for the project a call runs on: the router's checks stay in the calling
     process, and only the executors the backend replaces run elsewhere. A front door attaches
     one (`engine.backends.attach_backend`); None: every call runs here."""
+
+    store: SharedStore
+    """The store the backend's workers write each run to and the Engine follows it from."""
 
     def project_for(self, project: Project) -> Project:
         """The project a call runs on: `project` with some executors replaced."""

@@ -167,6 +167,12 @@ class ErrorCode(StrEnum):
         return _MEMBERS.get(code)
 
     @classmethod
+    def named(cls, code: str) -> "ErrorCode":
+        """The member spelled `code`, for a code that always is one (KeyError otherwise): what
+        `ErrorCode(code)` looks up, but typed (to a type checker that call is the members' constructor)."""
+        return _MEMBERS[code]
+
+    @classmethod
     def advice_for(cls, code: str) -> str:
         member = _MEMBERS.get(code)
         return DEFAULT_ADVICE if member is None else member.advice

@@ -72,7 +72,7 @@ def _redact(redactor: Redactor) -> Any:
         redacted = redactor.redact(event_dict)
         run = active_scrubber()
         regex = run.regex if run is not None else redactor.configured_regex
-        return scrub_text(redacted, regex) if regex is not None else redacted  # type: ignore[no-any-return]
+        return scrub_text(redacted, regex) if regex is not None else redacted
 
     return redact
 

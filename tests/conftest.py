@@ -104,7 +104,7 @@ def _watch_processes() -> None:
 def pytest_configure(config) -> None:  # type: ignore[no-untyped-def]
     import platform
 
-    platform.uname().processor  # cached for the session: its `uname -p` (asked by the openai SDK) is not a test's process
+    _ = platform.uname().processor  # cached for the session: its `uname -p` (asked by the openai SDK) is not a test's process
     _watch_processes()
 
 

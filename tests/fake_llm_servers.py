@@ -222,7 +222,7 @@ class OpenAIWire:
             for row in range(max((len(p) for p in parts), default=0)):
                 out += [p[row] for p in parts if row < len(p)]
         else:
-            for start, pieces in zip(starts, parts):
+            for start, pieces in zip(starts, parts, strict=True):
                 out += [start, *pieces]
         out.append(self._chunk({}, "tool_calls" if calls else "stop"))
         out.append(self._chunk(None, usage=usage))

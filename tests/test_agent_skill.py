@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import textwrap
 from pathlib import Path
 from typing import Any, Iterator
 

@@ -97,6 +97,22 @@ def test_bad_expectations_are_refused_before_anything_runs(expect, message):
     assert str(caught.value).startswith("cases.yaml:7: expect") and message in str(caught.value)
 
 
+def test_a_failed_schema_expectation_and_a_refusing_judge_say_where_the_value_fails():
+    import asyncio
+
+    from engine import Engine
+    from engine.batch.judge import Judges
+    from engine.link.expect import JudgeError, check_result
+    from engine.runtime.result import ToolResult
+
+    checks = compile_checks({"schema": {"type": "object", "required": ["length"]}}, "cases.yaml:1")
+    verdict, = asyncio.run(check_result(checks, ToolResult(True, "measure", "run_1", "call_1", {}), {}, None))
+    assert verdict["ok"] is False and verdict["message"].startswith("/: ") and "'length'" in verdict["message"]
+    judges = Judges(Engine.from_dir(PROJECT))
+    with pytest.raises(JudgeError, match=r"its input schema refuses \{case, output\}: /: "):
+        asyncio.run(judges("measureText", {"case": {}, "output": {}}))  # it takes {text, delay}, not a verdict's input
+
+
 def test_json_diff_is_compact_and_ordered():
     assert list(json_diff({"a": 1, "b": [1, 2], "c": "x"}, {"a": 2, "b": [1, 3], "d": True})) == [
         "/a: 1 → 2", "/b/1: 2 → 3", "/c: removed", "/d: added true"]

@@ -15,7 +15,6 @@ import pytest
 
 from engine import Engine
 from engine.link.linker import load_project
-from engine.store import open_store
 from server_helpers import running_server
 
 pytestmark = pytest.mark.slow  # every test here starts a process or a server

@@ -102,7 +102,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Done]:
         return Done(done.returncode, done.stdout, done.stderr, done.stdout.splitlines())
 
     with ThreadPoolExecutor(max_workers=4) as pool:
-        results = dict(zip(RUNS, pool.map(start, RUNS.values())))
+        results = dict(zip(RUNS, pool.map(start, RUNS.values()), strict=True))
     return results
 
 

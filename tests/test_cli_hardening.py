@@ -7,7 +7,6 @@ record makes the call exit non-zero; `validate --no-import` runs no project code
 
 from __future__ import annotations
 
-import os
 import resource
 import signal
 import subprocess

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import re
 import runpy
-from pathlib import Path
 
 import pytest
 

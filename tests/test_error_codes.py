@@ -170,7 +170,7 @@ def code_literals(source: str) -> list[tuple[int, str]]:
             if _is_code_read(node) and len(node.args) > 1:  # .get("code", default)
                 found += [(node.lineno, s) for s in _strings(node.args[1])]
         elif isinstance(node, ast.Dict):
-            for key, value in zip(node.keys, node.values):
+            for key, value in zip(node.keys, node.values, strict=True):
                 if isinstance(key, ast.Constant) and key.value == "code":
                     found += [(node.lineno, s) for s in _strings(value)]
         elif isinstance(node, ast.Compare) and any(_is_code_read(side) for side in (node.left, *node.comparators)):

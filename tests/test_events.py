@@ -8,7 +8,6 @@ import time
 import typing
 from pathlib import Path
 
-import pytest
 
 from engine import Engine, Event, EventType
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import signal
 import statistics
-import subprocess
 import time
 from pathlib import Path
 from typing import Any, Iterator
@@ -21,7 +20,7 @@ import pytest
 pytest.importorskip("fastapi")
 import httpx  # noqa: E402
 
-from server_helpers import ADMIN_KEY, CALLER_KEY, KEYS_ENV, ServerProcess, iter_sse, parse_sse, write_project  # noqa: E402
+from server_helpers import ADMIN_KEY, CALLER_KEY, KEYS_ENV, ServerProcess, iter_sse, write_project  # noqa: E402
 
 pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
@@ -153,7 +152,7 @@ def test_kill_9_of_a_replica_interrupts_its_runs_and_loses_no_finished_event(
         victim.process.wait(timeout=10)
         killed_at = time.monotonic()
         for run_id in (slow_id, waiting_id):
-            run = wait_for(lambda: (r := httpx.get(f"{survivor.url}/v1/runs/{run_id}", headers=CALLER).json())["status"]
+            run = wait_for(lambda run_id=run_id: (r := httpx.get(f"{survivor.url}/v1/runs/{run_id}", headers=CALLER).json())["status"]
                            == "interrupted" and r, 20, f"{run_id} to be interrupted")
             assert "stopped" in (run["error"] or {}).get("message", "")
         assert time.monotonic() - killed_at < 15

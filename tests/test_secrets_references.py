@@ -18,7 +18,7 @@ import pytest
 
 from engine import Engine
 from engine.cli.main import main
-from engine.errors import ConfigError, ToolAdminError
+from engine.errors import ConfigError
 from engine.link.linker import load_project
 from engine.safety.redaction import REDACTED
 from engine.spec.references import Resolver

@@ -132,7 +132,7 @@ def test_the_call_parameters_are_checked_with_the_usual_422(client: httpx.Client
         error = response.json()["error"]
         assert error["code"] == "invalid_request" and where in error["message"]
         assert error["details"]["errors"][0]["pointer"] == "/" + where.split("/")[1]
-    for flag, background in (("TRUE", True), ("off", False)):
+    for flag in ("TRUE", "off"):
         response = client.post(f"/v1/tools/echo/call?background={flag}", json={"name": "Ada"})
         assert response.status_code == 200 and response.json()["ok"] is True
     parameters = httpx.get(f"{client.base_url}/openapi.json").json()["paths"]["/v1/tools/{name}/call"]["post"]["parameters"]

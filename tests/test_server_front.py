@@ -111,3 +111,25 @@ def test_keys_are_read_from_either_header_and_the_body_cap_holds(engine: Any) ->
 
     assert _request(app, "POST", "/v1/tools/echo/call", content=small(), headers={"X-API-Key": KEY}).json()["data"] == {
         "name": "z", "count": 1}
+
+
+def test_the_direct_route_answers_through_a_sync_exception_handler_as_the_router_does() -> None:
+    from fastapi import FastAPI, Request
+    from fastapi.responses import PlainTextResponse
+
+    from engine.server.direct import DirectRoute
+
+    app = FastAPI()
+
+    @app.post("/call")
+    async def call(request: Request) -> None:
+        raise LookupError("gone")
+
+    def sync_handler(request: Request, exc: Exception) -> PlainTextResponse:  # Starlette allows a plain function
+        return PlainTextResponse(f"sync handler: {exc}", status_code=410)
+
+    app.add_exception_handler(LookupError, sync_handler)
+    route = next(r for r in app.routes if getattr(r, "path", "") == "/call")
+    app.add_middleware(DirectRoute, route=route, handlers=app.exception_handlers)
+    answer = _request(app, "POST", "/call")
+    assert (answer.status_code, answer.text) == (410, "sync handler: gone")

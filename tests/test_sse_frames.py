@@ -55,7 +55,7 @@ def test_the_frames_of_a_run_are_the_plain_frames(run_events: list[Event]) -> No
     assert event_frames(run_events) == expected
     assert event_frames(run_events) == expected  # again, from the kept pieces
     assert stored_frames([event.to_dict() for event in run_events]) == expected  # a replay: the same bytes
-    for event, frame in zip(run_events, event_frames(run_events)):
+    for event, frame in zip(run_events, event_frames(run_events), strict=True):
         seq, kind, body = _parsed(frame)
         assert (seq, kind) == (event.seq, event.type)
         assert body == json.loads(json.dumps(event.to_dict(), default=str))

@@ -90,7 +90,7 @@ def test_many_races_of_processes_opening_a_new_file_at_once_all_succeed(tmp_path
         path.parent.mkdir()
         start = threading.Barrier(6)
 
-        def open_one() -> None:
+        def open_one(start: threading.Barrier = start, path: Path = path) -> None:
             start.wait()
             try:
                 store_sqlite.connect(path).close()

@@ -251,7 +251,7 @@ def test_notify_reaches_listeners_and_each_batch_announces_its_runs(url: str) ->
             sent = time.perf_counter()
             writer.listener(_event("run_live", i, "tool_progress_delta", n=i))
             with arrived:
-                assert arrived.wait_for(lambda: any(p == f"run_live {i}" for _, p in got), 3), got[-3:]
+                assert arrived.wait_for(lambda i=i: any(p == f"run_live {i}" for _, p in got), 3), got[-3:]
             latencies.append(next(t for t, p in got if p == f"run_live {i}") - sent)
         median = statistics.median(latencies)
         print(f"{url.split(':')[0]}: event → listener median {median * 1000:.1f} ms, max {max(latencies) * 1000:.1f} ms")

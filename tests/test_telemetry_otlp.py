@@ -8,7 +8,6 @@ import asyncio
 import gzip
 import http.server
 import threading
-from pathlib import Path
 from typing import Any, Iterator
 
 import pytest

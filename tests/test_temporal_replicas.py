@@ -280,7 +280,7 @@ def test_cancel_over_http_cancels_the_temporal_execution_on_the_replica_that_run
     assert ends == ["cancelled", "cancelled"]
     assert again.status_code == 409
     for run_id, text in ((here, "c-here"), (there, "c-there")):
-        wait_for(lambda: workflow_status(setup.address, run_id) == "CANCELED", 30, "the execution to be cancelled")
+        wait_for(lambda run_id=run_id: workflow_status(setup.address, run_id) == "CANCELED", 30, "the execution to be cancelled")
         assert setup.counted("sleep-cancelled", text)  # the running step was cancelled on the worker
         stored = assert_gap_free(setup, run_id)
         assert stored[-1]["type"] == "tool_call_error" and stored[-1]["data"]["error"]["code"] == "cancelled"

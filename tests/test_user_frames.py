@@ -198,7 +198,7 @@ def test_debug_keeps_the_engines_frames_marked(project: Path) -> None:
     frames = result.error.details["frames"]  # type: ignore[union-attr]
     origins = [f.get("origin", "user") for f in frames]
     assert origins[0] == "engine" and "library" in origins  # the executor, then json's decoder
-    assert [n for n, o in zip(_names(frames), origins) if o == "user"] == [
+    assert [n for n, o in zip(_names(frames), origins, strict=True) if o == "user"] == [
         ("secure.py", COUNT_PARSE, "count"), ("helpers.py", HELPER_LOADS, "parse")]
 
 

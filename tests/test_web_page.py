@@ -278,7 +278,7 @@ def test_runs_filter_and_search(page: Any, server: ServerProcess) -> None:
     page.select_option("#runs-status", "error")  # the server filters by status
     page.wait_for_function("() => [...document.querySelectorAll('#runs-body tr[data-run-id]')].every(r => r.dataset.status === 'error')")
     statuses = page.eval_on_selector_all("#runs-body tr[data-run-id]", "l => l.map(r => r.children[3].textContent)")
-    assert f"error · invalid_arguments" in statuses  # the error code, not only "error"
+    assert "error · invalid_arguments" in statuses  # the error code, not only "error"
     assert failed["run_id"] in page.eval_on_selector_all("#runs-body tr[data-run-id]", "l => l.map(r => r.dataset.runId)")
     page.select_option("#runs-status", "")
     page.wait_for_function("() => [...document.querySelectorAll('#runs-body tr[data-run-id]')].some(r => r.dataset.status === 'ok')")

@@ -285,7 +285,7 @@ def test_the_waits_between_attempts_start_at_the_delay_and_double(write_yaml_pro
     assert not result.ok and "item broken is broken" in result.error.message
     errors = [e.data for e in events if e.type == "skill_error"]
     assert [(e["attempt"], e["will_retry"]) for e in errors] == [(1, True), (2, True), (3, True), (4, False)]
-    waits = [later - earlier for earlier, later in zip(starts, starts[1:])]
+    waits = [later - earlier for earlier, later in zip(starts, starts[1:], strict=False)]
     for waited, delay in zip(waits, (0.03, 0.06, 0.12), strict=True):
         assert waited >= delay * 0.9, (waits, delay)  # (the loop may fire a timer a clock tick early)
 

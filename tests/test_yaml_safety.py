@@ -141,7 +141,7 @@ def test_merge_of_a_scalar_is_refused(write_yaml_project) -> None:
 
 def _billion_laughs() -> str:
     lines = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
-    for previous, name in zip("abcdefgh", "bcdefghi"):
+    for previous, name in zip("abcdefgh", "bcdefghi", strict=True):
         lines.append(f"{name}: &{name} [" + ",".join([f"*{previous}"] * 9) + "]")
     return "\n".join(lines) + "\n"
 
@@ -170,7 +170,7 @@ def test_billion_laughs_fails_fast_with_little_memory(write_yaml_project) -> Non
 def test_alias_expansion_below_the_bomb_is_still_bounded(write_yaml_project) -> None:
     # 20 × 20 × 20 × 20 = 160,000 copies: small file, too much expansion
     lines = ["a: &a [" + ",".join(["x"] * 20) + "]"]
-    for previous, name in zip("abc", "bcd"):
+    for previous, name in zip("abc", "bcd", strict=True):
         lines.append(f"{name}: &{name} [" + ",".join([f"*{previous}"] * 20) + "]")
     issue = load_issue(write_yaml_project, "\n".join(lines) + "\n")
     assert issue.location.line == 4

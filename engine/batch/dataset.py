@@ -134,12 +134,12 @@ def _document(file: Path, text: str) -> Iterator[Case]:
         mark = getattr(exc, "problem_mark", None)
         where = f"{file}:{mark.line + 1}" if mark is not None else str(file)
         raise UsageError(f"{where}: not valid YAML ({getattr(exc, 'problem', None) or exc}); check the indentation") from None
-    if isinstance(data, dict) and isinstance(data.get("cases"), list):
+    if isinstance(data, dict) and isinstance(data.get("cases"), list) and node is not None:
         node = next(v for k, v in node.value if k.value == "cases")
         data = data["cases"]
-    if not isinstance(data, list):
+    if not isinstance(data, list) or node is None:  # no node: an empty document (data None)
         raise UsageError(f"{file}: expected a list of cases (or `cases:` holding one), found {type(data).__name__}")
-    for position, (item, item_node) in enumerate(zip(data, node.value), 1):
+    for position, (item, item_node) in enumerate(zip(data, node.value, strict=True), 1):
         line = item_node.start_mark.line + 1
         if _too_deep(item):
             raise UsageError(f"{file}:{line}: {_TOO_DEEP}")
@@ -153,7 +153,7 @@ def _deep_yaml_line(text: str) -> int:
         if isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
             depth += 1
             if depth > MAX_CASE_DEPTH:
-                return int(event.start_mark.line) + 1
+                return _line(event)
         elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
             depth -= 1
     return 1  # pragma: no cover - only called when the composer overflowed
@@ -163,8 +163,13 @@ def _long_number_line(text: str) -> int | None:
     """The line of the first plain scalar too long for int() (the constructor does not say)."""
     for event in yaml.parse(text, Loader=yaml.SafeLoader):
         if isinstance(event, yaml.ScalarEvent) and event.style is None and len(event.value) > 4300:
-            return int(event.start_mark.line) + 1
+            return _line(event)
     return None
+
+
+def _line(event: yaml.Event) -> int:
+    """The line an event of the parser starts on, counted from 1 (the parser marks every event)."""
+    return event.start_mark.line + 1 if event.start_mark is not None else 1
 
 
 def _csv_rows(file: Path, text: str, string_fields: frozenset[str]) -> Iterator[Case]:

@@ -47,7 +47,7 @@ class Judges:
         skill = project.skills[name]
         violations = skill.input_schema.check(payload)
         if violations:
-            raise JudgeError(f"its input schema refuses {{case, output}}: {violations[0].path or '/'}: {violations[0].message}")
+            raise JudgeError(f"its input schema refuses {{case, output}}: {violations[0].pointer or '/'}: {violations[0].message}")
         run = Run(new_id("run"), [], project.redactor.for_run(), "tool", f"judge {name}")
         context = RunContext(run.run_id, new_id("call"), f"judge {name}", run, project, self.model)
         try:
@@ -71,7 +71,7 @@ def _verdict_of(skill: Any, answer: Any) -> dict[str, Any]:
     if skill.output_schema is not None:
         violations = skill.output_schema.check(answer)
         if violations:
-            raise JudgeError(f"its answer does not match its output schema: {violations[0].path or '/'}: {violations[0].message}")
+            raise JudgeError(f"its answer does not match its output schema: {violations[0].pointer or '/'}: {violations[0].message}")
     if not isinstance(answer, dict) or not isinstance(answer.get("pass"), bool):
         raise JudgeError(f"it must answer {JUDGE_OUTPUT}")
     return answer

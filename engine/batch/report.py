@@ -163,7 +163,7 @@ def json_diff(before: Any, after: Any, path: str = "") -> Iterator[str]:
             else:
                 yield from json_diff(before[key], after[key], here)
     elif isinstance(before, list) and isinstance(after, list) and len(before) == len(after):
-        for index, (a, b) in enumerate(zip(before, after)):
+        for index, (a, b) in enumerate(zip(before, after, strict=True)):
             yield from json_diff(a, b, f"{path}/{index}")
     elif before != after or type(before) is not type(after):
         yield f"{path or '/'}: {_short(before)} → {_short(after)}"

@@ -67,5 +67,5 @@ def reusing_project(project: Project, answers: dict[AnswerKey, str], tally: Reus
     def inner(name: str) -> Callable[[], Provider]:
         return lambda: project.provider(name)[0]
 
-    providers = {name: ReusingProvider(name, inner(name), answers, tally) for name in project.models}
-    return dataclasses.replace(project, _providers=providers)  # type: ignore[arg-type]
+    providers: dict[str, Provider] = {name: ReusingProvider(name, inner(name), answers, tally) for name in project.models}
+    return dataclasses.replace(project, _providers=providers)

@@ -161,7 +161,7 @@ def run_chat(ns: argparse.Namespace) -> int:
     failed = failed_calls(result.tool_results)
     for tool_result in failed:
         error = tool_result.error
-        print(f"error: tool {tool_result.tool} failed: {error.code}: {error.message}", file=sys.stderr)  # type: ignore[union-attr]
+        print(f"error: tool {tool_result.tool} failed: {error.code}: {error.message}", file=sys.stderr)
     return report_unrecorded(unrecorded, 1 if failed else 0)
 
 

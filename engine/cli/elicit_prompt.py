@@ -21,7 +21,8 @@ async def ask_fields(title: str, schema: dict[str, Any], ask: Ask) -> bool | dic
     print(f"  {printable(title)}", file=sys.stderr)
     if (await ask("  Answer? [y/N] ")).strip().lower() not in ("y", "yes"):
         return False
-    properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+    properties = schema.get("properties")
+    properties = properties if isinstance(properties, dict) else {}
     required = set(schema.get("required") or [])
     values: dict[str, Any] = {}
     for name, sub in properties.items():

@@ -81,7 +81,7 @@ class RunTree:
         owner = self._owner(step_id) if index is not None else None
         if owner is not None and kind == "skill_error" and not data.get("will_retry"):
             self.items[owner].failed.setdefault(index, (index, step_id, str(data.get("code")), str(data.get("message"))))
-        elif owner == step_id and kind == "tool_progress_delta" and data.get("stage") == "item_finished":
+        elif owner is not None and owner == step_id and kind == "tool_progress_delta" and data.get("stage") == "item_finished":
             self.items[owner].done.add(index)
         if owner is not None and index >= ITEMS_SHOWN:
             return []  # counted by the step's summary line

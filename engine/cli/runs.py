@@ -206,7 +206,7 @@ def cmd_replay(ns: argparse.Namespace, store: Store) -> int:
     if provider.mismatches:
         return 1
     if not result.ok:
-        print(f"replay failed: {result.error.code}: {result.error.message}", file=sys.stderr)  # type: ignore[union-attr]
+        print(f"replay failed: {result.error.code}: {result.error.message}", file=sys.stderr)  # type: ignore[union-attr]  # a failed result has its error
         return 1
     # The recording holds the output as stored: redacted, through JSON. Compare like with like.
     same = json.loads(json.dumps(store.redactor.redact(result.data), ensure_ascii=False, default=str)) == run.output

@@ -9,11 +9,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, UsageError
 from .arguments import positive_int
 from .common import EXIT_OK, report_config
+
+if TYPE_CHECKING:
+    from ..store.shared import SharedStore
 
 
 def add_worker_parser(commands: Any) -> None:
@@ -55,8 +58,7 @@ def cmd_worker(ns: argparse.Namespace) -> int:
             traces.close()
         raise UsageError(str(exc)) from None
     try:
-        require_shared_store(store)
-        return asyncio.run(_serve(project, store, ns))
+        return asyncio.run(_serve(project, require_shared_store(store), ns))
     except KeyboardInterrupt:
         return EXIT_OK
     finally:
@@ -65,11 +67,11 @@ def cmd_worker(ns: argparse.Namespace) -> int:
             traces.close()  # the spans still batched are sent
 
 
-async def _serve(project: Any, store: Any, ns: argparse.Namespace) -> int:
+async def _serve(project: Any, store: SharedStore, ns: argparse.Namespace) -> int:
     from ..backends.temporal.worker import run_worker
 
     def started(info: dict[str, Any]) -> None:
-        tools = ", ".join(info["tools"]) or "none"  # type: ignore[arg-type]
+        tools = ", ".join(info["tools"]) or "none"
         print(f"skillyard worker: project {info['project']} revision {info['revision']}, task queue "
               f"{info['task_queue']} (namespace {info['namespace']} at {info['address']}); tools: {tools}",
               file=sys.stderr, flush=True)

@@ -28,7 +28,7 @@ import inspect
 import re
 import sys
 from pathlib import Path
-from typing import Any, Callable, get_type_hints
+from typing import Any, Callable, Literal, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, create_model, field_validator
 from pydantic_core import PydanticSerializationError, to_jsonable_python
@@ -70,9 +70,9 @@ class _Signature:
                 raise ValueError(f"parameter {name!r} is positional-only; tool arguments are passed by keyword")
             default = ... if parameter.default is parameter.empty else parameter.default
             fields[name] = (hint, default)
-        extra = "allow" if self.takes_any else "forbid"
+        extra: Literal["allow", "forbid"] = "allow" if self.takes_any else "forbid"
         try:
-            self.model: type[BaseModel] = create_model(  # type: ignore[call-overload]
+            self.model: type[BaseModel] = create_model(
                 f"{function.__name__}_arguments", __config__=ConfigDict(extra=extra, arbitrary_types_allowed=False), **fields
             )
             schema = self.model.model_json_schema()

@@ -140,9 +140,9 @@ class WorkflowExecutor:
         self._done = {"stage": "done", "message": f"workflow {name!r} done", "workflow": name, **where}
         self._started = [
             {"stage": "step_started", "message": f"step {k} of {total} started: {step.id}", "step": k, "of": total, "step_id": getattr(step, "event_id", step.id)}
-            for k, step in zip(numbers, steps)
+            for k, step in zip(numbers, steps, strict=True)
         ]
-        self._finished = [f"step {k} of {total} finished: {step.id}" for k, step in zip(numbers, steps)]
+        self._finished = [f"step {k} of {total} finished: {step.id}" for k, step in zip(numbers, steps, strict=True)]
         self._numbers = numbers
 
     def output_clean(self, arguments_clean: bool, key_ok: Callable[[str], bool]) -> bool:

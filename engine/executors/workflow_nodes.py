@@ -59,7 +59,7 @@ Unit = LinkedStep | SubWorkflow
 async def _call(unit: Unit, args: dict[str, Any], outputs: dict[str, Any], run: RunContext) -> Any:
     if type(unit) is LinkedStep:
         return await call_step(unit, args, outputs, run)
-    return await unit.call(args, outputs, run)  # type: ignore[union-attr]
+    return await unit.call(args, outputs, run)  # type: ignore[union-attr]  # not a LinkedStep (`type is`: no isinstance per step)
 
 
 class ItemEvents:
@@ -93,11 +93,11 @@ class ItemRun(RunContext):
         self.run_id = run.run_id
         self.tool_call_id = run.tool_call_id
         self.tool = run.tool
-        self.events = ItemEvents(run.events, index)  # type: ignore[assignment]
+        self.events = ItemEvents(run.events, index)  # type: ignore[assignment]  # stands in for the Run, marking each event
         self.project = run.project
         self.model_override = run.model_override
 
-    @property  # type: ignore[override]
+    @property
     def usage(self) -> Any:
         return self._call.usage
 

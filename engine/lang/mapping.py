@@ -315,6 +315,7 @@ def compile_reference(ref: Reference, absent_ok: bool = False) -> Resolver:
         return from_args_keys
 
     step_id = ref.step_id
+    assert step_id is not None  # the source is `steps`: the reference names its step
 
     def from_step(args: dict[str, Any], outputs: dict[str, Any]) -> Any:
         try:

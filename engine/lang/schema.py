@@ -221,7 +221,7 @@ def _pattern_problems(schema: Any) -> list[SchemaProblem]:
     Python's `re` (inside `jsonschema`) runs them again to explain a failed call."""
     problems = []
     for path, node in _walk_schemas(schema):
-        patterns = [(("pattern",), node.get("pattern"))]
+        patterns: list[tuple[tuple[str, ...], Any]] = [(("pattern",), node.get("pattern"))]
         if isinstance(node.get("patternProperties"), dict):
             patterns += [(("patternProperties", key), key) for key in node["patternProperties"]]
         for sub, pattern in patterns:

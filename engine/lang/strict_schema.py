@@ -105,7 +105,7 @@ def _drop(value: Any, plan: NullPlan) -> Any:
         if plan.items is None:
             return value
         items = [_drop(item, plan.items) for item in value]
-        return value if all(a is b for a, b in zip(items, value)) else items
+        return value if all(a is b for a, b in zip(items, value, strict=True)) else items
     if not isinstance(value, dict):
         return value
     out = value
@@ -310,6 +310,7 @@ def _with_null(node: dict[str, Any]) -> dict[str, Any]:
 def openai_function(name: str, description: str, parameters: dict[str, Any], strict: dict[str, Any] | None) -> dict[str, Any]:
     """A tool definition as OpenAI-compatible models are sent it: the strict form (`strict`, a
     StrictSchema's `schema`) with `strict: true` when there is one, else the parameters as they are."""
+    function: dict[str, Any]
     if strict is None:
         function = {"name": name, "description": description, "parameters": parameters}
     else:

@@ -43,8 +43,9 @@ def tool_closure(specs: LoadedSpecs, tool: str) -> set[str]:
         if workflow is None:
             continue
         for leaf in leaves(workflow.spec):
-            if getattr(leaf.spec, "workflow", None):
-                pending.append(leaf.spec.workflow)
+            inner = getattr(leaf.spec, "workflow", None)
+            if inner:
+                pending.append(inner)
             skill = getattr(leaf.spec, "skill", None)
             if skill:
                 parts.add(f"skills.{skill}")

@@ -58,7 +58,7 @@ def compile_checks(expect: Any, where: str, known_skills: frozenset[str] = froze
 
 def _compile_one(item: Any, known_skills: frozenset[str]) -> Check:
     if not isinstance(item, dict):
-        raise ExpectationError(f"an expectation is a mapping such as {{path: /stats/words, equals: 15}}")
+        raise ExpectationError("an expectation is a mapping such as {path: /stats/words, equals: 15}")
     operators = [key for key in item if key in OPERATORS]
     unknown = sorted(set(item) - set(OPERATORS) - _OPTIONS)
     if unknown or len(operators) != 1:
@@ -67,23 +67,23 @@ def _compile_one(item: Any, known_skills: frozenset[str]) -> Check:
     operator, operand = operators[0], item[operators[0]]
     path = item.get("path", "")
     if not isinstance(path, str) or (path and not path.startswith("/")):
-        raise ExpectationError(f"path must be a JSON Pointer such as /stats/words (or left out for the whole output)")
+        raise ExpectationError("path must be a JSON Pointer such as /stats/words (or left out for the whole output)")
     tolerance = item.get("tolerance", 0.0)
     if operator != "approx" and "tolerance" in item:
-        raise ExpectationError(f"tolerance only goes with approx")
+        raise ExpectationError("tolerance only goes with approx")
     return Check(operator, operand, path, _tolerance(tolerance), _compile_operand(operator, operand, known_skills))
 
 
 def _tolerance(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        raise ExpectationError(f"tolerance must be a number ≥ 0 (the largest allowed difference)")
+        raise ExpectationError("tolerance must be a number ≥ 0 (the largest allowed difference)")
     return float(value)
 
 
 def _compile_operand(operator: str, operand: Any, known_skills: frozenset[str]) -> Any:
     if operator == "matches":
         if not isinstance(operand, str):
-            raise ExpectationError(f"matches takes a regular expression (a string)")
+            raise ExpectationError("matches takes a regular expression (a string)")
         try:
             return re.compile(operand)
         except re.error as exc:
@@ -94,9 +94,9 @@ def _compile_operand(operator: str, operand: Any, known_skills: frozenset[str]) 
             raise ExpectationError(f"schema is not a valid JSON Schema ({_first(problems)})")
         return CompiledSchema(operand)
     if operator == "approx" and (isinstance(operand, bool) or not isinstance(operand, (int, float))):
-        raise ExpectationError(f"approx takes a number")
+        raise ExpectationError("approx takes a number")
     if operator == "contains" and not isinstance(operand, (str, int, float, bool, dict, list)):
-        raise ExpectationError(f"contains takes a string (or an item of a list)")
+        raise ExpectationError("contains takes a string (or an item of a list)")
     if operator in ("error", "judge") and (not isinstance(operand, str) or not operand):
         raise ExpectationError(f"{operator} takes a name ({'an error code' if operator == 'error' else 'a skill'})")
     if operator == "judge" and known_skills and operand not in known_skills:
@@ -157,7 +157,7 @@ def _value_verdict(check: Check, output: Any) -> Verdict:
         ok = isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value - operand) <= check.tolerance
         return _verdict(check, ok, f"{value} within {check.tolerance:g} of {operand}" if ok else f"got {_short(value)}, expected {operand} ± {check.tolerance:g}")
     violations = check.compiled.check(value)  # schema
-    message = "valid" if not violations else "; ".join(f"{v.path or '/'}: {v.message}" for v in violations[:3])
+    message = "valid" if not violations else "; ".join(f"{v.pointer or '/'}: {v.message}" for v in violations[:3])
     return _verdict(check, not violations, message)
 
 
@@ -194,7 +194,7 @@ def _same(a: Any, b: Any) -> bool:
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
     if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
     return a == b
 
 

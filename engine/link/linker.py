@@ -106,7 +106,7 @@ def _hidden(issue: ConfigIssue, hide: Callable[[str], str]) -> ConfigIssue:
 
 def _publish_warnings(project: Project, warnings: list[ConfigIssue]) -> None:
     """Load warnings (the project still runs): logged once each, and kept as `project.warnings`."""
-    project.warnings = list(dict.fromkeys(warnings))  # type: ignore[attr-defined]
+    project.warnings = list(dict.fromkeys(warnings))
     if project.warnings:
         from ..logging import logger
 
@@ -126,7 +126,7 @@ def check_project(root: str | Path = ".", *, import_python: bool = True) -> tupl
     project = linker.link()
     _hide_read_values(linker)
     issues.raise_if_any()
-    project.warnings = list(dict.fromkeys(linker.warnings))  # type: ignore[attr-defined]
+    project.warnings = list(dict.fromkeys(linker.warnings))
     return project, linker.not_imported
 
 
@@ -412,7 +412,7 @@ class _Linker:
 
     def _batch_defaults(self, entry: Entry[ToolSpec], tool: LinkedTool) -> LinkedTool | None:
         """`batch.expect`, compiled now so a bad expectation is a load error at its line."""
-        expect = entry.spec.batch.expect  # type: ignore[union-attr]
+        expect = entry.spec.batch.expect  # type: ignore[union-attr]  # called only for a tool with `batch:`
         try:
             checks = compile_checks(expect, "", frozenset(self.specs.skills))
         except ExpectationError as exc:

@@ -94,7 +94,8 @@ class WorkflowLink:
 
     def _check_shapes(self) -> bool:
         """Ids, retries, what each step runs, and options that need another option."""
-        ok, seen, name = True, {}, self.entry.name
+        ok, name = True, self.entry.name
+        seen: dict[str, int] = {}  # step id → the number of the step that took it
         specs = self.linker.specs
         for number, leaf in enumerate(self.leaves, 1):
             step, path = leaf.spec, leaf.path

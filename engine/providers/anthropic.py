@@ -1,6 +1,6 @@
 """The `anthropic` provider: Anthropic's Messages API through the official `anthropic` SDK, always streamed.
 
-How the engine's neutral types map onto the wire (seed 003's table):
+How the engine's neutral types map onto the wire:
 
 | engine                                   | Anthropic Messages API                                  |
 |------------------------------------------|---------------------------------------------------------|
@@ -84,7 +84,7 @@ def to_anthropic_messages(messages: tuple[ChatMessage, ...] | list[ChatMessage])
             system.append(message.content)
             continue
         if message.role == "tool":
-            block = {"type": "tool_result", "tool_use_id": message.tool_call_id, "content": message.content}
+            block: dict[str, Any] = {"type": "tool_result", "tool_use_id": message.tool_call_id, "content": message.content}
             if message.is_error:
                 block["is_error"] = True
             if open_results is None:
@@ -400,12 +400,12 @@ class _Stream:
             self._usage((payload.get("message") or {}).get("usage") or {})
         elif kind == "content_block_start":
             block = payload.get("content_block") or {}
-            slot = {"type": block.get("type"), "id": block.get("id"), "name": block.get("name"),
-                    "text": [], "json": [], "input": block.get("input"), "thinking": [block.get("thinking") or ""],
-                    "signature": [block.get("signature") or ""], "data": block.get("data")}
-            self.blocks[int(payload.get("index", len(self.blocks)))] = slot
-            if slot["type"] == "text" and block.get("text"):
-                self._text(slot, block["text"])
+            opened = {"type": block.get("type"), "id": block.get("id"), "name": block.get("name"),
+                      "text": [], "json": [], "input": block.get("input"), "thinking": [block.get("thinking") or ""],
+                      "signature": [block.get("signature") or ""], "data": block.get("data")}
+            self.blocks[int(payload.get("index", len(self.blocks)))] = opened
+            if opened["type"] == "text" and block.get("text"):
+                self._text(opened, block["text"])
         elif kind == "content_block_delta":
             slot = self.blocks.get(int(payload.get("index", -1)))
             delta = payload.get("delta") or {}

@@ -69,7 +69,8 @@ def _score(tool: dict[str, Any], message: str) -> float:
     score = float(len(shared))
     properties = schema.get("properties") or {}
     for name in schema.get("required") or []:
-        sub = properties.get(name) if isinstance(properties.get(name), dict) else {}
+        sub = properties.get(name)
+        sub = sub if isinstance(sub, dict) else {}
         if _is_url(name, sub):
             if not _URL.search(message):
                 return 0.0  # it cannot be called without a URL the message does not hold
@@ -200,7 +201,8 @@ def describe(body: str, budget: int) -> str:
     except (ValueError, RecursionError):
         return _text_excerpt(body, budget)
     lines = list(_lines(value, 0))
-    out, used = [], 0
+    out: list[str] = []
+    used = 0
     for line in lines:
         if used + len(line) > budget and out:
             out.append(f"… ({len(lines) - len(out)} more lines)")

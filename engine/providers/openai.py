@@ -30,6 +30,7 @@ try:  # recent SDKs ship their own fork of httpx; catch both at the boundary
     _HTTP_ERRORS: tuple[type[Exception], ...] = (httpx.HTTPError, _httpx2.HTTPError)
 except ImportError:  # pragma: no cover - depends on the installed SDK
     _HTTP_ERRORS = (httpx.HTTPError,)
+_REQUEST_ERRORS: tuple[type[Exception], ...] = (openai.OpenAIError, *_HTTP_ERRORS)  # what a request may raise, translated at the boundary
 
 _FORMAT_LADDER = ("json_schema", "json_object", "none")
 
@@ -162,7 +163,7 @@ class OpenAIProvider:
                 if request.output_schema is None or self._format == "none" or "response_format" not in str(exc):
                     raise self._translate(exc, stream) from None
                 self._format = _FORMAT_LADDER[_FORMAT_LADDER.index(self._format) + 1]  # refused: the next rung
-            except (openai.OpenAIError, *_HTTP_ERRORS) as exc:
+            except _REQUEST_ERRORS as exc:
                 raise self._translate(exc, stream) from None
 
     def _translate(self, exc: Exception, stream: "_StreamState") -> ProviderError:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import inspect
 from pathlib import Path
-from typing import Callable
+from typing import Callable, cast
 
 from ..spec.models import ModelSpec
 from .base import Provider
@@ -29,7 +29,11 @@ def register_provider(name: str, factory: ProviderFactory | Callable[[ModelSpec]
         wants_dir = len(inspect.signature(factory).parameters) >= 2
     except (TypeError, ValueError):
         wants_dir = True
-    _FACTORIES[name] = factory if wants_dir else (lambda spec, root: factory(spec))  # type: ignore[call-arg,misc]
+    if wants_dir:  # the signature tells which of the two it is; the type cannot
+        _FACTORIES[name] = cast(ProviderFactory, factory)
+    else:
+        one = cast(Callable[[ModelSpec], Provider], factory)
+        _FACTORIES[name] = lambda spec, root: one(spec)
 
 
 def provider_factory(name: str) -> ProviderFactory | None:

@@ -108,7 +108,7 @@ class Skill(ABC):
         # How the executor calls the skill: `call(input, ctx)` returns the output or an
         # awaitable of it. Kinds that can, point it straight at the user's function, so a
         # step costs no wrapper coroutine. `needs_context=False`: `ctx` may be None.
-        self.call: Callable[[dict[str, Any], SkillContext | None], Any] = self.run
+        self.call: Callable[[dict[str, Any], SkillContext | None], Any] = self.run  # type: ignore[assignment]  # needs_context: never None here
         self.needs_context = True
 
     # A skill whose calls may hold the event loop (a sync python skill, skills/python.py) sets
@@ -116,7 +116,7 @@ class Skill(ABC):
     # of an attempt that took longer, so timing costs the skill no wrapper of its own.
     slow_after_ms: float = float("inf")
 
-    def took_long(self, duration_ms: float) -> None:
+    def took_long(self, duration_ms: float) -> None:  # noqa: B027 - a hook: by default, nothing to do
         """An attempt took more than `slow_after_ms` milliseconds (see there)."""
 
     @property

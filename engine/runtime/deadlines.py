@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import weakref
 from types import TracebackType
+from typing import Any
 
 TICK = 0.1
 PRECISE_UP_TO = 5.0
@@ -69,6 +70,9 @@ class deadline:  # noqa: N801 - used like asyncio.timeout
     """`with deadline(seconds): await ...` inside a task — TimeoutError when it runs too long."""
 
     __slots__ = ("seconds", "task", "expired", "_cancelling", "_timer", "_watchdog", "__weakref__")
+    task: asyncio.Task[Any]
+    _timer: asyncio.TimerHandle | None  # up to PRECISE_UP_TO seconds: a timer of its own
+    _watchdog: _Watchdog | None  # longer: the loop's watchdog
 
     def __init__(self, seconds: float):
         self.seconds = seconds
@@ -99,7 +103,7 @@ class deadline:  # noqa: N801 - used like asyncio.timeout
     ) -> None:
         if self._timer is not None:
             self._timer.cancel()
-        else:
-            self._watchdog.remove(self)  # type: ignore[union-attr]
+        elif self._watchdog is not None:
+            self._watchdog.remove(self)
         if self.expired and exc_type is asyncio.CancelledError and self.task.uncancel() <= self._cancelling:
             raise TimeoutError from exc

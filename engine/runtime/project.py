@@ -144,6 +144,9 @@ class Project:
     # of one in their own parts (a call to one of them answers config_error with its problems).
     problems: list[ConfigIssue] = field(default_factory=list)
     broken: dict[str, list[ConfigIssue]] = field(default_factory=dict)
+    # What loads and runs but is probably not what was meant (an unknown schema keyword, say):
+    # logged once at load, printed by `skillyard validate`, listed by the admin API.
+    warnings: list[ConfigIssue] = field(default_factory=list)
     isolates_broken_tools: bool = False  # how it was loaded; a reload loads the same way
     # A store whose tool settings apply though runs are not recorded there (--no-store): read
     # again on every reload. None: no such store (a recording engine reads its own).

@@ -81,7 +81,7 @@ async def route_call(
     run.events.emit(
         "tool_call_start",
         {"tool": name, "arguments": arguments if arguments is not None else {}},
-        tool_call_id=call_id, clean=valid and tool.arguments_clean,  # type: ignore[union-attr]
+        tool_call_id=call_id, clean=valid and tool.arguments_clean,  # type: ignore[union-attr]  # valid: tool is not None
     )
     limit: float | None = None
     try:

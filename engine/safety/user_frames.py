@@ -75,7 +75,7 @@ def package_root(function: Any) -> str | None:
     Frames there are the user's although site-packages is not; a package anywhere else needs
     no root (frames outside the engine and the libraries are the user's anyway).
     """
-    code = getattr(function, "__code__", None) or getattr(getattr(function, "__call__", None), "__code__", None)
+    code = getattr(function, "__code__", None) or getattr(getattr(function, "__call__", None), "__code__", None)  # noqa: B004 - its code, not whether it is callable
     module = getattr(function, "__module__", None)
     if code is None or not module or code.co_filename.startswith("<"):
         return None
@@ -121,7 +121,7 @@ def failure_details(exc: BaseException, user_roots: Iterable[str] = (), redactor
     details: dict[str, Any] = {"exception": type(exc).__name__, "frames": frames[-MAX_FRAMES:]}
     if len(frames) > MAX_FRAMES:
         details["frames_omitted"] = len(frames) - MAX_FRAMES
-    return scrubber.known_secrets(details) if scrubber is not None else details  # type: ignore[no-any-return]
+    return scrubber.known_secrets(details) if scrubber is not None else details
 
 
 def last_user_frame(details: dict[str, Any]) -> dict[str, Any] | None:

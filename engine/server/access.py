@@ -70,7 +70,7 @@ async def current_principal(request: Request) -> Principal:
 
 def optional_principal(request: Request) -> Principal | None:
     """Who made this request, or None, on a public route that shows more to a valid key."""
-    return request.scope.get(PRINCIPAL_KEY)  # type: ignore[no-any-return]
+    return request.scope.get(PRINCIPAL_KEY)
 
 
 async def send_unauthorized(send: Send) -> None:
@@ -176,7 +176,7 @@ def _loopback_verdict(client: str | None, host: bytes | None, origin: bytes | No
 def request_headers(scope: Scope) -> dict[bytes, bytes]:
     """`first_values` of the request, as `Access` kept them."""
     headers = scope.get(HEADERS_KEY)
-    return first_values(scope) if headers is None else headers  # type: ignore[no-any-return]
+    return first_values(scope) if headers is None else headers
 
 
 def first_values(scope: Scope) -> dict[bytes, bytes]:

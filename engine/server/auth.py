@@ -163,7 +163,7 @@ def _entry(name: str | None, role: str, key: str) -> KeyEntry:
         name = f"{role}-{hashed.hex()[:8]}"  # stable across restarts and replicas, and says nothing of the key
     elif not _NAME.match(name):
         raise KeyConfigError(f"API key name {name!r}: use 1-64 letters, digits, '_', '.', '@' or '-'")
-    return KeyEntry(name, role, hashed)  # type: ignore[arg-type]
+    return KeyEntry(name, role, hashed)
 
 
 def _checked_names(entries: list[KeyEntry]) -> tuple[KeyEntry, ...]:
@@ -237,4 +237,4 @@ def host_header_name(value: str) -> str:
 def loopback_origin(origin: str) -> bool:
     """An `Origin` header naming a loopback host (`http://127.0.0.1:8000`), or `null`-free."""
     match = re.match(r"^https?://(\[[^\]]+\]|[^/:]+)(:\d+)?/?$", origin.strip(), re.I)
-    return bool(match) and is_loopback_host(match.group(1))  # type: ignore[union-attr]
+    return match is not None and is_loopback_host(match.group(1))

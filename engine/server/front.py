@@ -11,12 +11,12 @@ them all. `DirectRoute` answers a crash of the call route with the app's 500 han
 `ServerErrorMiddleware` would; a crash in `Access` itself reaches the HTTP server (uvicorn
 answers 500). FastAPI's own telemetry is off (app.py), so skipping its check changes nothing.
 
-What it buys (issue 29): alone, under the 3 % a hot-path trick must buy — a JSON call's
+What it buys: alone, under the 3 % a hot-path trick must buy — a JSON call's
 instructions 745,600 with it and 756,200 without (callgrind, `python -m bench.request_cost
 --cases json`, one session: 1.4 %), bytecodes 6,581 against 6,740 (2.4 %). But undoing it with
 the other tricks under 3 % (the hub's listener swap, `one_turn`, module aliases) cost the
 service about 5 % of its requests/s in `python -m bench.service` (ABBA, at once with the
-empty app), which issue 29 forbids (the ratios may not fall); this and the hub's swap are the
+empty app), which the performance rule forbids (the ratios may not fall: docs/performance.md); this and the hub's swap are the
 two largest of those, so they stay.
 """
 

@@ -31,7 +31,7 @@ import asyncio
 import operator
 from collections import deque
 from itertools import islice
-from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Protocol
 
 from ..logging import logger
 from ..runtime.events import Event
@@ -43,6 +43,12 @@ if TYPE_CHECKING:
 
 _SEQ = operator.attrgetter("seq")
 CommitWait = Callable[[], "asyncio.Future[None] | None"]
+
+
+class Waker(Protocol):
+    """What a LiveRun needs of the hub (hub.py, which imports this module): waking its followers."""
+
+    def wake(self, live: "LiveRun") -> None: ...
 
 
 def commit_wait(engine: Any) -> CommitWait | None:
@@ -93,7 +99,7 @@ class LiveRun:
         self._last = 0  # the seq of the last settled (framed) event
         self._waiting = False  # an event came before one that is still on its way
         self._store = store
-        self._hub: "RunHub | None" = None
+        self._hub: Waker | None = None
         self._waking = False  # the Run delivers to `arrive` (a follower may wait), not to records.append
         self._closed = False  # the hub has taken the run's end (a run of another thread's loop: after its events)
         self.task: asyncio.Task[Any] | None = None  # set for runs this server started
@@ -288,7 +294,7 @@ class LiveRun:
 
     # ─── the hub's side ──────────────────────────────────────────────────────────
 
-    def open(self, run: "Run", hub: "RunHub") -> Callable[[Event], None]:
+    def open(self, run: "Run", hub: Waker) -> Callable[[Event], None]:
         """Its Run has opened (it takes the stand-in's place); `hub` wakes its followers. The
         Run's listener for this LiveRun: `records.append`, or `arrive` once a follower waits."""
         self._run, self._hub = run, hub

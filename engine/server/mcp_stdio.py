@@ -149,7 +149,7 @@ async def serve_stdio(engine: "Engine", *, approve_all: bool = False) -> None:
         await writer[0].send(SessionMessage(message))
 
     async with _stdin_wire() as stdin:
-        async with stdio_server(stdin=CheckedLines(stdin, answer)) as (read_stream, write_stream):  # type: ignore[arg-type]
+        async with stdio_server(stdin=CheckedLines(stdin, answer)) as (read_stream, write_stream):  # type: ignore[arg-type]  # the lines as anyio's stream yields them
             writer.append(write_stream)
             ready.set()
             await server.run(read_stream, write_stream, server.create_initialization_options())

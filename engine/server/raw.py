@@ -26,7 +26,7 @@ async def read_body(receive: Receive) -> bytes:
     left first). Its size is capped by `Access` while it streams in."""
     message = await receive()
     if message["type"] == "http.request" and not message.get("more_body", False):
-        return message.get("body", b"")  # type: ignore[no-any-return]  # the usual case: one message
+        return message.get("body", b"")  # the usual case: one message
     chunks: list[bytes] = []
     while True:
         if message["type"] == "http.disconnect":

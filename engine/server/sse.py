@@ -118,7 +118,7 @@ def _pieces(kind: str, step: str | None, skill: str | None) -> tuple[bytes, byte
 
 
 def wants_event_stream(accept: str | None) -> bool:
-    return bool(accept) and MEDIA_TYPE in accept.lower()  # type: ignore[union-attr]
+    return accept is not None and MEDIA_TYPE in accept.lower()
 
 
 def event_stream_wanted(accept: bytes | None) -> bool:
@@ -180,7 +180,7 @@ class EventStreamResponse(Response):
             client_left = True
         finally:
             with contextlib.suppress(Exception):
-                await self.frames.aclose()  # type: ignore[attr-defined]
+                await self.frames.aclose()  # type: ignore[attr-defined]  # the frames come from an async generator
             if self.on_close is not None:
                 self.on_close(client_left)
 

@@ -102,7 +102,7 @@ class AgentSkill(Skill):
     async def run(self, input: dict[str, Any], ctx: SkillContext) -> Any:
         project = ctx.run.project
         agent, user = self.agent(input, ctx.run.model_override or self.model or project.default_model)
-        result = await run_in(agent, StepEvents(ctx.run.events, ctx.step_id, ctx.skill), project, user)  # type: ignore[arg-type]
+        result = await run_in(agent, StepEvents(ctx.run.events, ctx.step_id, ctx.skill), project, user)  # type: ignore[arg-type]  # a step's events stand in for the run's
         ctx.add_usage(result.usage)
         return self.output(result)
 
@@ -110,7 +110,7 @@ class AgentSkill(Skill):
 def _stopped(name: str, result: AgentResult) -> StepFailure:
     """The step's failure when its agent stopped without an answer, by the stop's own code."""
     reason = result.stop_reason
-    code = ErrorCode.EXECUTION_ERROR if reason == "error" else ErrorCode(reason)
+    code = ErrorCode.EXECUTION_ERROR if reason == "error" else ErrorCode.named(reason)
     message = f"agent skill {name!r} stopped ({reason})" + (f": {result.error}" if result.error else "")
     details = result.error_details if result.error_details is not None else {"answer": result.answer[:2000]}
     return StepFailure(code, message, details, retryable=reason in ("invalid_output", "timeout", "error"))

@@ -51,4 +51,4 @@ class ToolSkill(Skill):
         self.executor = executor
 
     async def run(self, input: dict[str, Any], ctx: SkillContext) -> Any:
-        return await self.executor.execute(input, _StepRun(ctx))  # type: ignore[arg-type]
+        return await self.executor.execute(input, _StepRun(ctx))  # type: ignore[arg-type]  # the step's view of the call

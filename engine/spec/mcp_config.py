@@ -105,7 +105,7 @@ def load_mcp_servers(file: Path, display: str, resolver: Resolver, issues: Issue
         if not SERVER_NAME_RE.match(str(name)):
             issues.add(source.locate(path, key=True), f"invalid MCP server name {name!r}", "use 1-48 letters, digits, '_' or '-'")
             continue
-        raw, readable = resolver.resolve(raw, lambda sub, path=path: source.locate(path + sub), issues, short_form=True)
+        raw, readable = resolver.resolve(raw, source.locate, issues, short_form=True, path=path)
         if not readable:
             continue
         try:

@@ -245,7 +245,7 @@ class Builder:
 
     def _alias(self, event: yaml.AliasEvent) -> None:
         mark = mark_of(event)
-        name = event.anchor
+        name = event.anchor or ""  # the parser gives every alias its name
         if name in self.open_anchors:
             raise self.fail(
                 f"alias *{name} is used inside the collection it names (recursive alias)",

@@ -69,16 +69,20 @@ class SourceMap:
 
     def _built(self) -> "_Positions":
         """The positions, built from the text by the full builder the first time they are needed."""
-        if self._positions is None:
+        positions = self._positions
+        if positions is None:
             with self._lock:
-                if self._positions is None:
+                positions = self._positions
+                if positions is None:
                     full = SourceMap(self.file)
                     try:
                         Builder(full, _raise_load_error(self.file)).build(events(self._text or ""))
                     except (YamlLoadError, yaml.YAMLError):  # pragma: no cover - the file loaded once already
                         pass
-                    self._positions = full._positions
-        return self._positions  # type: ignore[return-value]
+                    positions = full._positions
+                    assert positions is not None  # a map made without text starts with its (empty) positions
+                    self._positions = positions
+        return positions
 
     values = property(lambda self: self._built()[0], doc="value path → Mark")
     keys = property(lambda self: self._built()[1], doc="key path → Mark (where the key naming the value is)")

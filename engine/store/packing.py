@@ -54,9 +54,9 @@ def pack_run(events: list[Event]) -> str | None:
 def with_packs(run_start_values: Sequence[Any], packs: Sequence[Any]) -> list[Any]:
     """Flat RUN_START values with each run's packed events (None: not packed) after its own;
     `packs` as Batch.packs holds them (run_id, last seq, text per run)."""
-    texts = dict(zip(packs[0::3], packs[2::3]))
+    texts = dict(zip(packs[0::3], packs[2::3], strict=True))
     columns = [run_start_values[at::_RUN_WIDTH] for at in range(_RUN_WIDTH)]
-    return list(chain.from_iterable(zip(*columns, map(texts.get, columns[0]))))
+    return list(chain.from_iterable(zip(*columns, map(texts.get, columns[0]), strict=True)))
 
 
 def unpacked(run_id: str, text: str, after_seq: int = 0) -> list[tuple[Any, ...]]:

@@ -271,7 +271,7 @@ class PostgresDatabase(Database):
         """See PostgresStore.adopt_orphans."""
         try:
             with self._pool.connection() as db, db.transaction():
-                return [tuple(row) for row in db.execute(  # type: ignore[misc]
+                return [tuple(row) for row in db.execute(
                     _ADOPT, (HOST, os.getpid(), executor, PROCESS_TIMEOUT_MS, limit, HOST, os.getpid(),
                              PROCESS_TIMEOUT_MS)).fetchall()]
         except psycopg.Error as exc:

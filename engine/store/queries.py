@@ -120,7 +120,7 @@ class Queries:
             (*params, limit),
         )
         keys = ("id", "run_id", "tool_call_id", "tool", "input", "output", "status", "error_message", "duration_ms", "created_at")
-        return [dict(zip(keys, row)) for row in rows]
+        return [dict(zip(keys, row, strict=True)) for row in rows]
 
     def pending_approvals(self, run_id: str) -> list[str]:
         """The tool calls of `run_id` waiting for an answer, as recorded by `Store.set_approval`."""

@@ -112,7 +112,7 @@ class RowMaker:
     def _imply(self, implying: Iterable[Event], indexes: Iterable[int], out: Batch) -> None:
         """The rows implied by the events `implying` (their indexes in `out.events`: `indexes`)."""
         imply = self._implier.imply
-        for event, index in zip(implying, indexes):
+        for event, index in zip(implying, indexes, strict=False):
             imply(index, _META(event), event.data, out)
 
     def _ready_one_by_one(self, batch: list[Event], out: Batch) -> Batch:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 from itertools import chain
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import orjson
 
@@ -73,11 +73,11 @@ class Batch:
         return self
 
     def add_event(self, row: Row) -> None:
-        self.events += row  # type: ignore[operator]
+        self.events += row  # type: ignore[operator]  # a list until sealed (+= extends it), never a tuple here
         self.count += 1
 
     def add_implied(self, index: int, name: str, params: Row) -> None:
-        self.implied += (name, index, *params)  # type: ignore[operator]
+        self.implied += (name, index, *params)  # type: ignore[operator]  # a list until sealed, as above
 
     @classmethod
     def joined(cls, parts: "list[Batch]") -> "Batch":
@@ -102,8 +102,8 @@ class Batch:
         out.implied = tuple(implied)
         return out
 
-    def each_implied(self) -> "list[tuple[str, int, list[Any]]]":
-        out = []
+    def each_implied(self) -> "list[tuple[str, int, Sequence[Any]]]":
+        out: list[tuple[str, int, Sequence[Any]]] = []
         values, at = self.implied, 0
         while at < len(values):
             name, index, width = values[at], values[at + 1], WIDTHS[values[at]]
@@ -111,13 +111,13 @@ class Batch:
             at += 2 + width
         return out
 
-    def implied_by_statement(self) -> "list[tuple[str, Iterator[list[Any]]]]":
+    def implied_by_statement(self) -> "list[tuple[str, Iterator[Sequence[Any]]]]":
         """The implied rows of each statement present, in IMPLIED_ORDER, each row made only as
         the database takes it (a generator: nothing piles up for the garbage collector)."""
         present = set(self.implied[at] for at in self._starts())
         return [(name, self._rows_of(name)) for name in IMPLIED_ORDER if name in present]
 
-    def implied_flat(self) -> "list[tuple[str, list[Any]]]":
+    def implied_flat(self) -> "list[tuple[str, Sequence[Any]]]":
         """The implied rows of each statement present, in IMPLIED_ORDER, as one flat list of
         values per statement (WIDTHS[name] per row): one pass, for multi-row statements."""
         flat: dict[str, list[Any]] = {}
@@ -135,7 +135,7 @@ class Batch:
             yield at
             at += 2 + WIDTHS[values[at]]
 
-    def _rows_of(self, name: str) -> "Iterator[list[Any]]":
+    def _rows_of(self, name: str) -> "Iterator[Sequence[Any]]":
         values, width = self.implied, WIDTHS[name]
         for at in self._starts():
             if values[at] == name:
@@ -251,8 +251,8 @@ class Implier:
             return False
         at += 2  # the row's values, after its statement name and event index
         implied = out.implied
-        for column, value in zip(_RUN_END_COLUMNS, end):
-            implied[at + column] = value  # type: ignore[index]
+        for column, value in zip(_RUN_END_COLUMNS, end, strict=True):
+            implied[at + column] = value  # type: ignore[index]  # a list until sealed, as in Batch
         self._opened[run_id] = (opener, -1)
         return True
 

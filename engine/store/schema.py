@@ -19,7 +19,7 @@ from ..errors import SkillyardError
 SQLITE_ONLY = "-- sqlite only"  # a migration that starts so is none for PostgreSQL (postgres_ddl)
 
 MIGRATIONS: list[str] = [
-    # 1: runs, their events, tool execution logs (seed 000 §2.2), model exchanges for replay
+    # 1: runs, their events, tool execution logs, model exchanges for replay
     """
     CREATE TABLE runs (
         id            TEXT PRIMARY KEY,
@@ -80,7 +80,7 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (run_id, seq)
     ) WITHOUT ROWID;
     """,
-    # 2: tool settings layered over the YAML (seed 000's admin table)
+    # 2: tool settings layered over the YAML (what the admin API and `skillyard tools` change)
     """
     CREATE TABLE tool_settings (
         name        TEXT PRIMARY KEY,
@@ -200,7 +200,7 @@ MIGRATIONS: list[str] = [
                json_quote(json_extract(p.value, '$[6]'))
         FROM runs AS r, json_each(r.packed_events) AS p WHERE r.packed_events IS NOT NULL
     """,
-    # 12: tools edited on the page (issue 32 §3): a display title, a sort position ("order" is
+    # 12: tools edited on the page: a display title, a sort position ("order" is
     # SQL's), the parameters' JSON Schema, confirm, and whether `config` replaces the YAML's whole
     """
     ALTER TABLE tool_settings ADD COLUMN title TEXT;
@@ -209,7 +209,7 @@ MIGRATIONS: list[str] = [
     ALTER TABLE tool_settings ADD COLUMN confirm INTEGER;
     ALTER TABLE tool_settings ADD COLUMN config_whole INTEGER NOT NULL DEFAULT 0
     """,
-    # 13: sessions (issue 31): a named conversation and its messages in the OpenAI chat format
+    # 13: sessions: a named conversation and its messages in the OpenAI chat format
     # (redacted), each row linked to the run of its turn; `busy_run` is the turn holding it
     # (until `busy_until`, ms), so two turns of one session never interleave (store/sessions.py)
     """

@@ -1,4 +1,4 @@
-"""Tool settings kept in the store and layered over the YAML (seed 000's admin table).
+"""Tool settings kept in the store and layered over the YAML (the admin API, `skillyard tools`).
 
 A row either overrides a YAML tool (`enabled`, `config` keys) or, when it has a `type`,
 declares a whole tool instance of a registered type (e.g. a second `fetch` tool). The YAML

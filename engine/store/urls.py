@@ -9,26 +9,29 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 from urllib.parse import urlsplit, urlunsplit
 
 from .errors import StoreError
+
+if TYPE_CHECKING:
+    from ..spec.settings import StoreSettings
 
 ENV_URL = "SKILLYARD_STORE_URL"
 _SQLITE = "sqlite:///"
 _POSTGRES = ("postgresql://", "postgres://")
 
 
-def store_url(root: Path, store: object, environ: Mapping[str, str] | None = None) -> str:
+def store_url(root: Path, store: StoreSettings, environ: Mapping[str, str] | None = None) -> str:
     """The project's store as a URL: env SKILLYARD_STORE_URL > store.url > store.path.
 
     `store` is the project's StoreSettings. A SQLite URL comes back with an absolute path
     (relative ones are relative to the project root).
     """
     env = os.environ if environ is None else environ
-    url = env.get(ENV_URL) or getattr(store, "url", None)
+    url = env.get(ENV_URL) or store.url
     if not url:
-        return _SQLITE + str((root / getattr(store, "path")).resolve())
+        return _SQLITE + str((root / store.path).resolve())
     if url.startswith(_POSTGRES):
         return url
     if url.startswith(_SQLITE) and len(url) > len(_SQLITE):

@@ -60,7 +60,7 @@ STATEMENT_EVENTS = 2_000  # events per INSERT (one transaction): the write lock 
 MAX_PENDING_EVENTS = 100_000  # kept while the database cannot be reached; older ones are dropped and counted
 
 
-class RunEvents(list):  # type: ignore[type-arg]
+class RunEvents(list[Event]):
     """One run's events, in order, from `Writer.open_buffer`: the run's listener for the store
     is this list's `append` (a C call: no Python frame per event)."""
 
@@ -460,9 +460,9 @@ class Writer:
         """In-process EVENTS_CHANNEL notices ("<run_id> <last seq>" per run), for a dialect
         whose database does not send them itself; only when someone listens."""
         values = rows.events
-        last = dict(zip(values[0::EVENT_WIDTH], values[1::EVENT_WIDTH]))  # a run's events come in seq order: its last wins
+        last = dict(zip(values[0::EVENT_WIDTH], values[1::EVENT_WIDTH], strict=True))  # a run's events come in seq order: its last wins
         if rows.packs:
-            last.update(zip(rows.packs[0::3], rows.packs[1::3]))
+            last.update(zip(rows.packs[0::3], rows.packs[1::3], strict=True))
         assert self._notices is not None
         self._notices.deliver(EVENTS_CHANNEL, list(map("{} {}".format, last.keys(), last.values())))  # C calls only
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from temporalio import activity
 
+from ...executors.workflow import WorkflowExecutor
 from ...runtime.context import RunContext, SkillContext
 from ...runtime.events import Event
 from ...runtime.run import Run
@@ -28,13 +29,13 @@ from .served import check_revision
 
 if TYPE_CHECKING:
     from ...runtime.contracts import Skill
-    from ...store import Store
+    from ...store.shared import SharedStore
 
 
 class Activities:
     """The activities of one worker, bound to its store."""
 
-    def __init__(self, store: "Store") -> None:
+    def __init__(self, store: "SharedStore") -> None:
         self.store = store
 
     def all(self) -> list[Any]:
@@ -45,7 +46,9 @@ class Activities:
         here = check_revision(task["revision"])
         if task.get("record"):  # the workflow's events before this step (numbered, so a retry rewrites nothing)
             await self.write_rows(task["run_id"], task["record"])
-        step = here.project.tools[task["tool"]].executor.steps[task["step"]]
+        executor = here.project.tools[task["tool"]].executor
+        assert isinstance(executor, WorkflowExecutor)  # a step activity runs a step of a workflow tool
+        step = executor.steps[task["step"]]
         skill = step.skill
         events: list[list[Any]] = []
         run = Run(task["run_id"], [lambda e: events.append([e.type, e.ts, e.step_id, e.skill, e.data])])

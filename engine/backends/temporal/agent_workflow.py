@@ -212,6 +212,6 @@ class _DurableLoop(_Loop):
 
     flow: AgentWorkflow
 
-    def route(self, events: Any, project: Any, name: str, arguments: Any, *, tool_call_id: str,  # type: ignore[override]
+    def route(self, events: Any, project: Any, name: str, arguments: Any, *, tool_call_id: str,  # type: ignore[override]  # routed by the workflow, not the router
               allowed_tools: Any = None, timeout: float | None = None) -> Any:
         return self.flow.tool_call(name, arguments, tool_call_id, allowed_tools, timeout)

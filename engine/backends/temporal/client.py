@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from ...runtime.context import RunContext
     from ...runtime.project import LinkedTool, Project
     from ...runtime.run import Run
-    from ...store import Store
+    from ...store.shared import SharedStore
 
 CANCEL_WAIT_S = 15.0  # after a cancel, how long the front door waits for the execution to end
 FOLLOW_POLL_S = 5.0  # the store is read this often even when no notice arrives (a lost notice costs ≤ this;
@@ -47,7 +47,7 @@ class TemporalBackend:
 
     name = "temporal"
 
-    def __init__(self, store: "Store", config: TemporalConfig) -> None:
+    def __init__(self, store: "SharedStore", config: TemporalConfig) -> None:
         self.store = store
         self.config = config
         self._last: tuple[Project, Project] | None = None  # (linked project, its remote twin)
@@ -132,12 +132,13 @@ class RemoteTool:
             return await self.local.execute(args, run)
         from temporalio.client import WorkflowFailureError
 
-        handle, follower = self._confirmed.pop(run.run_id, None) or await self._start(args, run)
+        confirmed = self._confirmed.pop(run.run_id, None)
+        handle, follower = confirmed if confirmed is not None else await self._start(args, run)
         answers = None
         if self.asks_inside:
             from .confirmation import Answers
 
-            answers = Answers(run.project, run.events, handle)
+            answers = Answers(run.project, run.events, handle)  # type: ignore[arg-type]  # a call's project is a Project
             follower.listeners.append(answers.heard)
         try:
             outcome = await follower.follow(asyncio.ensure_future(handle.result()))
@@ -232,7 +233,7 @@ async def cancel_and_wait(handle: Any, follower: "Follower") -> None:
 class Follower:
     """Relays a run's stored events, in seq order, to the front door's own listeners."""
 
-    def __init__(self, store: "Store", run: "Run", after: int) -> None:
+    def __init__(self, store: "SharedStore", run: "Run", after: int) -> None:
         self.store = store
         self.run = run
         self.after = after

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ...errors import UsageError
 
 if TYPE_CHECKING:
     from ...runtime.project import Project
     from ...store import Store
+    from ...store.shared import SharedStore
 
 ENV_ADDRESS = "SKILLYARD_TEMPORAL_ADDRESS"
 
@@ -39,7 +40,7 @@ def require_sdk() -> None:
                          "(or choose execution.backend: local / --backend local)") from None
 
 
-def require_shared_store(store: "Store | None") -> "Store":
+def require_shared_store(store: "Store | None") -> "SharedStore":
     """The store events are written to and followed from: PostgreSQL, shared by front doors and workers."""
     from ...store.postgres import PostgresStore
 
@@ -53,7 +54,7 @@ def require_shared_store(store: "Store | None") -> "Store":
     )
 
 
-async def connect(config: TemporalConfig):  # type: ignore[no-untyped-def]
+async def connect(config: TemporalConfig) -> Any:
     """A Temporal client; UsageError naming the address when the server cannot be reached."""
     from temporalio.client import Client
 

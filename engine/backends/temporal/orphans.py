@@ -21,6 +21,7 @@ adopter's runs are adopted again), and waits for the execution's end:
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +33,7 @@ from .protocol import EXECUTOR
 from .served import served
 
 if TYPE_CHECKING:
-    from ...store import Store
+    from ...store.shared import SharedStore
 
 ADOPT_EVERY_S = 2.0
 
@@ -40,7 +41,7 @@ ADOPT_EVERY_S = 2.0
 class Adopter:
     """Adopts the orphaned runs of the shared store and ends each as its execution ends."""
 
-    def __init__(self, client: Any, store: "Store") -> None:
+    def __init__(self, client: Any, store: "SharedStore") -> None:
         self.client = client
         self.store = store
         self._adopted: dict[str, asyncio.Task[None]] = {}
@@ -65,7 +66,10 @@ class Adopter:
             logger.info("worker: adopted a run whose front door stopped", run_id=run_id, kind=kind)
             task = asyncio.get_running_loop().create_task(self._end_retrying(run_id, kind, started_at))
             self._adopted[run_id] = task
-            task.add_done_callback(lambda _, run_id=run_id: self._adopted.pop(run_id, None))
+            task.add_done_callback(functools.partial(self._forget, run_id))
+
+    def _forget(self, run_id: str, _task: object) -> None:
+        self._adopted.pop(run_id, None)
 
     async def _end_retrying(self, run_id: str, kind: str, started_at: int) -> None:
         """`_end`, tried again while Temporal or the store cannot be reached (the run stays adopted)."""

@@ -37,7 +37,7 @@ def project_revision(project: "Project") -> str:
 
 
 def _python_modules(root: Path) -> list[Path]:
-    found = []
+    found: list[Path] = []
     for folder, dirs, files in os.walk(root):
         dirs[:] = [d for d in dirs if not d.startswith(".") and d not in _SKIPPED_DIRS]
         found.extend(Path(folder) / name for name in files if name.endswith(".py") and not name.startswith("."))

@@ -21,7 +21,7 @@ from .served import Served, serve
 
 if TYPE_CHECKING:
     from ...runtime.project import Project
-    from ...store import Store
+    from ...store.shared import SharedStore
 
 # The engine's modules are shared with the workflow sandbox, not re-imported in it: the workflow
 # maps steps with the project this worker linked, and the engine's code is deterministic there.
@@ -40,7 +40,7 @@ def describe(project: "Project", revision: str, config: TemporalConfig) -> dict[
             "namespace": config.namespace, "task_queue": config.task_queue, "tools": tools}
 
 
-async def run_worker(project: "Project", store: "Store", *, max_concurrent: int = 100, graceful_s: float = 30.0,
+async def run_worker(project: "Project", store: "SharedStore", *, max_concurrent: int = 100, graceful_s: float = 30.0,
                      on_start: Callable[[dict[str, object]], None] | None = None) -> None:
     """Serve until SIGTERM or SIGINT (or cancellation)."""
     from temporalio.worker import Worker
@@ -86,5 +86,6 @@ async def run_worker(project: "Project", store: "Store", *, max_concurrent: int 
         await asyncio.gather(running, return_exceptions=True)
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
-    if running.done() and not running.cancelled() and running.exception() is not None:
-        raise running.exception()  # type: ignore[misc]
+    failure = running.exception() if running.done() and not running.cancelled() else None
+    if failure is not None:
+        raise failure

@@ -158,7 +158,7 @@ class ToolWorkflow(Confirmable):
         self._child: Any = None  # the running agent step's workflow (approvals go on to it)
 
     @workflow.signal(name=APPROVE_SIGNAL)
-    async def approve(self, tool_call_id: str, approve: bool) -> None:
+    async def approve(self, tool_call_id: str, approve: bool) -> None:  # type: ignore[override]  # async: it signals the child
         """An answer from any front door: this call's own, or one an agent step's tool call waits for."""
         super().approve(tool_call_id, approve)
         child = self._child
@@ -175,10 +175,11 @@ class ToolWorkflow(Confirmable):
         events, run = WorkflowEvents.of_call(call, here)
         self._events, self._run = events, run
         executor = here.project.tools[call["tool"]].executor
+        assert isinstance(executor, WorkflowExecutor)  # RemoteTool starts this workflow for workflow tools only
         try:
             if call.get("confirm"):
                 await self.confirm_call(call, run, events.record)
-            if getattr(executor, "has_constructs", False):
+            if executor.has_constructs:
                 output = await run_body(call, events, run, f"workflow of {call['tool']}")
             else:
                 context = RunContext(call["run_id"], call["tool_call_id"], call["tool"], run, here.project, call.get("model"))
@@ -186,7 +187,7 @@ class ToolWorkflow(Confirmable):
         except StepFailure as failure:
             events.fail(failure, run)
         except _NotTheStep as infrastructure:
-            raise infrastructure.error
+            raise infrastructure.error  # noqa: B904 - as it came: `from` would replace its own cause
         return ended({"output": output, "last_seq": run.last_seq}, events.take())
 
     def _on_workers(self, executor: WorkflowExecutor) -> WorkflowExecutor:
@@ -267,7 +268,7 @@ class _ActivitySkill(Skill):
         self.input_schema, self.output_schema = skill.input_schema, None
         self.input_clean, self.output_clean = skill.input_clean, skill.output_clean
         self.needs_context = True  # for the attempt's number
-        self.call = self.run
+        self.call = self.run  # type: ignore[assignment]  # needs_context: never None here
         self.flow, self.index, self.step = flow, index, step
 
     async def run(self, input: dict[str, Any], ctx: SkillContext) -> Any:

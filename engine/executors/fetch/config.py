@@ -13,7 +13,7 @@ from ...spec.models import Duration
 from .guard import IPNetwork, NetworkPolicy, normalise_domain
 
 Method = Literal["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
-ALL_METHODS: tuple[str, ...] = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+ALL_METHODS: tuple[Method, ...] = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 MAX_TIMEOUT = 60.0

@@ -55,7 +55,7 @@ _EXCERPT = 2048
 _ORIGIN_BOUND_HEADERS = ("authorization", "cookie")
 
 
-class FetchResult(dict):  # type: ignore[type-arg]
+class FetchResult(dict[str, Any]):
     """The data of a successful fetch (a plain JSON object) that also renders the model's text.
 
     Keys: url, final_url, status_code, reason, content_type, charset, bytes, truncated,
@@ -64,11 +64,11 @@ class FetchResult(dict):  # type: ignore[type-arg]
     """
 
     def result_metadata(self) -> dict[str, Any]:
-        """What the router copies into ToolResult.metadata (issue 4: status, type, size, url)."""
+        """What the router copies into ToolResult.metadata (status, type, size, url: what a caller checks without reading the content)."""
         return {key: self[key] for key in ("status_code", "content_type", "bytes", "final_url", "truncated") if key in self}
 
     def render_model_text(self, result: Any = None) -> str:
-        """Seed 000: a header with status and size, then the content."""
+        """A header with status and size, then the content: the model sees first whether the fetch worked."""
         kind = self.get("content_type") or "no content type"
         shown_as = {"markdown": " as Markdown", "json": " as JSON", "binary": ", binary"}.get(self["format"], "")
         lines = [f"[HTTP {self['status_code']} {self['reason']} · {self['bytes']:,} bytes · {kind}{shown_as} · {self['final_url']}]"]

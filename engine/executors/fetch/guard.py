@@ -123,9 +123,9 @@ def refusal_reason(ip: IPAddress, allowed: Iterable[IPNetwork] = ()) -> str | No
         if ip not in _GLOBAL_UNICAST_V6:
             return "outside global unicast space (2000::/3)"
     else:
-        for network, why in _REFUSED_V4:
-            if ip in network:
-                return f"{why} ({network})"
+        for network4, why in _REFUSED_V4:
+            if ip in network4:
+                return f"{why} ({network4})"
     if not ip.is_global:
         return "not a public address"
     return None

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import os
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -194,9 +194,9 @@ class McpConnection:
 
     # ─── calls, from any loop ─────────────────────────────────────────────────────────
 
-    def run(self, coroutine: Awaitable[Any]) -> "asyncio.Future[Any]":
+    def run(self, coroutine: Coroutine[Any, Any, Any]) -> "asyncio.Future[Any]":
         """`coroutine` on the background loop, as a future of the caller's loop (cancel it to cancel the call)."""
-        return asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coroutine, background_loop()))  # type: ignore[arg-type]
+        return asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coroutine, background_loop()))
 
     @property
     def session(self) -> Any:

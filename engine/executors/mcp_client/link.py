@@ -36,13 +36,18 @@ class McpLink:
     tool_problems: dict[str, dict[str, str]] = field(default_factory=dict)  # server → its tool's name → problem
 
 
+def _connection(root: Path, name: str, spec: McpServerSpec) -> McpConnection:
+    """The server's connection: the one it has while its spec is unchanged, else a new one."""
+    return registry.swap(root, name, lambda: McpConnection(name, spec, root, lambda: registry.tool_sources_changed(root)),
+                         lambda current: current.spec == spec)
+
+
 def link_mcp_servers(root: Path, servers: list[tuple[str, McpServerSpec, Any]], taken: set[str], default_timeout: float) -> McpLink:
     """Connect (or reuse) each enabled server and link its tools; names in `taken` are the project's own."""
     out = McpLink()
     enabled = [(name, spec, source) for name, spec, source in servers if spec.enabled]
     registry.close_others(root, {name for name, _, _ in enabled})
-    conns = [(registry.swap(root, name, lambda n=name, s=spec: McpConnection(n, s, root, lambda: registry.tool_sources_changed(root)),
-                            lambda current, s=spec: current.spec == s), source) for name, spec, source in enabled]
+    conns = [(_connection(root, name, spec), source) for name, spec, source in enabled]
     for conn, _ in conns:
         if conn.state == "starting":
             conn.wait_first_outcome()  # each within its startup_timeout; they start at once

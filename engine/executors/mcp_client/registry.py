@@ -20,7 +20,7 @@ _LISTENERS: dict[str, list["weakref.WeakMethod[Callable[[], None]]"]] = {}
 def watch_tool_sources(root: str | Path, relink: Callable[[], None]) -> None:
     """`relink` (a bound method, held weakly) is called when a tool source of `root` changes."""
     with _LOCK:
-        _LISTENERS.setdefault(str(root), []).append(weakref.WeakMethod(relink))  # type: ignore[arg-type]
+        _LISTENERS.setdefault(str(root), []).append(weakref.WeakMethod(relink))
 
 
 def tool_sources_changed(root: str | Path) -> None:

@@ -181,10 +181,10 @@ def editor_routes(api: APIRouter, admin: ToolAdmin, change: Callable[..., Any], 
 def problems_view(project: Any) -> dict[str, Any]:
     """Broken tools with their problems, every problem and every warning, as `file:line:col: …` text
     (the load hid the values it read by reference; the engine's own keys are hidden here too)."""
-    return project.redactor.hide_configured({  # type: ignore[no-any-return]
+    return project.redactor.hide_configured({
         "broken_tools": {name: [str(issue) for issue in issues] for name, issues in sorted(project.broken.items())},
         "problems": [str(issue) for issue in project.problems],
-        "warnings": [str(issue) for issue in getattr(project, "warnings", ())],
+        "warnings": [str(issue) for issue in project.warnings],
     })
 
 
@@ -198,4 +198,5 @@ def _admin_call(admin: ToolAdmin, function: Callable[..., Any], *args: Any, **kw
 def _api_error(exc: ToolAdminError, hide: Callable[[Any], Any]) -> ApiError:
     """The refusal, with its problems by field when it has them (`details.fields`); `hide`: the
     project's redactor's `hide_configured` (the engine's keys never in a body)."""
-    return ApiError(ErrorCode(exc.code), hide(exc.message), **({"fields": hide(exc.fields)} if exc.fields else {}))
+    details: dict[str, Any] = {"fields": hide(exc.fields)} if exc.fields else {}
+    return ApiError(ErrorCode.named(exc.code), hide(exc.message), **details)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from fastapi import APIRouter, Body, Depends, Request
 from fastapi.responses import JSONResponse, Response
@@ -19,6 +19,10 @@ from ..conversations import SESSION_ID_PATTERN, sessions_of, visible_to
 from ..live import finished_or_left, stream
 from ..service import Service
 from ..sse import wants_event_stream
+
+if TYPE_CHECKING:
+    from ...backends.temporal.agent_client import TemporalAgent
+    from ...runtime.agent import Agent
 
 
 class FunctionIn(BaseModel):
@@ -96,13 +100,14 @@ def router(service: Service) -> APIRouter:
         _check_untrusted(body)
         run_id = new_id("run")
         run_limits = _limits(body, AgentLimits.from_settings(engine.project.settings.agent))
+        runner: Agent | TemporalAgent
         try:
             runner = engine.agent(body.model, tools=body.tools if body.enable_tools else [], tool_choice=body.tool_choice,
                                   limits=run_limits, system=body.system, approve=hub.approver(run_id),
                                   output_schema=body.output_schema)
         except AgentSetupError as exc:
             # 422 for each, unknown_tool too (not a call's 404): the request's body names what is missing
-            raise ApiError(ErrorCode(exc.code), exc.message, status=422, **exc.details) from None
+            raise ApiError(ErrorCode.named(exc.code), exc.message, status=422, **exc.details) from None
         if engine.backend is not None:  # serve --backend temporal: the loop runs as a workflow on the workers
             from ...backends.temporal.agent_client import agent_for
 
@@ -161,7 +166,7 @@ async def _take_session(service: Service, session_id: str, run_id: str, principa
     try:
         await store_call(lambda: sessions.begin(session_id, run_id, owner=principal.name, visible=visible_to(principal)))
     except SessionError as exc:
-        raise ApiError(ErrorCode(exc.code), exc.message, session_id=session_id) from None
+        raise ApiError(ErrorCode.named(exc.code), exc.message, session_id=session_id) from None
 
 
 def _limits(body: AgentRequest, configured: Any) -> Any:

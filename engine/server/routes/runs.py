@@ -53,7 +53,7 @@ def _owner(principal: Principal) -> str | None:
 async def _service(request: Request) -> Service:
     """The service the request reached (`create_app` keeps it in the app's state). `async`: a
     plain `def` dependency would cost a thread hand-off per request."""
-    return request.app.state.service  # type: ignore[no-any-return]
+    return request.app.state.service
 
 
 def router() -> APIRouter:
