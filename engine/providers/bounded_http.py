@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import contextvars
 import json
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx2
 import orjson
@@ -54,7 +55,7 @@ class BoundedTransport(httpx2.AsyncBaseTransport):
 
 
 class _CappedStream(httpx2.AsyncByteStream):
-    __slots__ = ("inner", "budget")
+    __slots__ = ("budget", "inner")
 
     def __init__(self, inner: Any, budget: AnswerBudget):
         self.inner, self.budget = inner, budget
