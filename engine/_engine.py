@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Collection, Lite
 from .errors import AgentSetupError, UsageError
 from .link.linker import load_project
 from .providers.fallback import MODEL_EVENTS
-from .runtime.events import TERMINAL_TOOL_EVENTS, Event, Listener, QueuedListener, SyncListener, prepare_listeners, stream_run, wants_records
+from .runtime.events import (
+    TERMINAL_TOOL_EVENTS, Event, Listener, QueuedListener, SyncListener, prepare_listeners, stream_run, wants_records, watches,
+)
 from .runtime.ids import new_id
 from .runtime.project import Project
 from .runtime.result import ToolResult
@@ -282,6 +284,7 @@ class Engine:
         records = self._records_wanted or (on_event is not None and wants_records((on_event,)))
         run = Run(run_id, inline, self._project.redactor.for_run(), kind, name, principal, approver, approval_timeout,
                   records, self._project.settings.limits.max_events_per_run, asyncio.current_task())
+        run.watchers = sum(1 for listener in listeners if listener not in self._openers and watches(listener))
         if self._openers:
             self._open_whole(run, inline)
         if self._project.falls_back:  # a model fallback reports into the run; weak: the task's context holds it

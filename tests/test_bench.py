@@ -65,3 +65,21 @@ def test_the_bytecode_count_of_a_call_is_the_same_twice() -> None:
         lines.append(proc.stdout.splitlines())
     assert lines[0][0] == lines[1][0] and "bytecodes per call" in lines[0][0], lines
     assert "engine/runtime/run.py:emit" in "\n".join(lines[0])
+
+
+def test_agentloop_bench_runs_the_skillyard_case(tmp_path: Path) -> None:
+    """`python -m bench.agentloop` end to end at tiny sizes, skillyard alone (the peers are the
+    `bench` extra's, and each is skipped, saying so, when it is not installed)."""
+    out_file = tmp_path / "agentloop.json"
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench.agentloop", "bench", "--frameworks", "skillyard", "--rounds", "1", "--runs", "2",
+         "--warmup", "1", "--concurrency", "4", "--batches", "1", "--out", str(out_file)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for scenario in ("k1", "k4", "seq5"):
+        assert f"skillyard {scenario}: CPU ms/run median" in proc.stdout, proc.stdout
+    [round_] = json.loads(out_file.read_text())["rounds"]
+    assert round_["skillyard"]["server"]["non_stream"] > 0 and round_["skillyard"]["server"]["stream"] == 0  # nobody watched

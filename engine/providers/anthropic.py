@@ -1,4 +1,4 @@
-"""The `anthropic` provider: Anthropic's Messages API through the official `anthropic` SDK, always streamed.
+"""The `anthropic` provider: Anthropic's Messages API through the official `anthropic` SDK.
 
 How the engine's neutral types map onto the wire:
 
@@ -11,8 +11,11 @@ How the engine's neutral types map onto the wire:
 | `ChatMessage(role="system")`             | the top-level `system` field                            |
 | `tool_choice` auto / required / none / X | `{type: auto}` / `{type: any}` / `{type: none}` / `{type: tool, name: X}` |
 
-The SDK sends the request and parses the stream into typed events; each raw event is read
-here in order: `message_start` (input usage), `content_block_start`
+The answer is streamed when the caller takes text as it comes (`on_text`; the model's
+`stream:` may force either), else it is one plain message. The SDK sends the body as built
+here and retries; the answer is read here (bounded_http.py) within the request's budget
+(`limits.max_tool_args_bytes`, `limits.max_answer_chars`: LimitExceeded past it), a plain
+message as the events a stream of it would have sent. Each event is read in order: `message_start` (input usage), `content_block_start`
 (a text or `tool_use` block), `content_block_delta` (`text_delta` → `on_text`;
 `input_json_delta` → the call's argument text, kept raw so the router can report malformed
 JSON to the model), `content_block_stop`, `message_delta` (`stop_reason`, output usage),
@@ -51,7 +54,10 @@ import anthropic
 import httpx2  # the HTTP client under the SDK (its fork of httpx): what a broken stream raises
 
 from ..spec.models import ModelSpec
-from .base import ChatMessage, ModelRequest, ModelResponse, ProviderError, ToolCall, Usage, reasoning_sink, without_key
+from .base import (
+    AnswerMeter, ChatMessage, ModelRequest, ModelResponse, ProviderError, ToolCall, Usage, reasoning_sink, streams, without_key,
+)
+from .bounded_http import NO_COMPRESSION, READING, BoundedTransport, loads, read_body, sse_events
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 DEFAULT_VERSION = "2023-06-01"
@@ -63,6 +69,8 @@ _FINISH = {"tool_use": "tool_calls", "end_turn": "stop", "stop_sequence": "stop"
 _SDK_ARGUMENTS = frozenset({"model", "max_tokens", "messages", "stream"})
 _RETRYABLE_STREAM_ERRORS = frozenset({"overloaded_error", "api_error", "rate_limit_error"})
 _INPUT_KEYS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+POOL = httpx2.Limits(max_connections=1000, max_keepalive_connections=100)  # the SDK's own client's pool
+BLOCK_SLOT = 64  # what each content block of an answer counts against its budget beside its text
 
 
 # ─── adapters: engine messages ⇄ Anthropic messages ─────────────────────────────────────
@@ -209,6 +217,7 @@ class AnthropicProvider:
         # The key goes as x-api-key, and only the model's own: the SDK would otherwise send it as a
         # bearer token, or look for one in the environment and on disk (profiles, federation).
         self.headers: dict[str, Any] = {
+            **NO_COMPRESSION,
             "anthropic-version": str(options.get("anthropic_version", DEFAULT_VERSION)),
             "Authorization": anthropic.omit,
             "X-Api-Key": spec.api_key if spec.api_key else anthropic.omit,
@@ -220,15 +229,16 @@ class AnthropicProvider:
         # One SDK client per event loop: pooled connections belong to the loop that opened them.
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, anthropic.AsyncAnthropic] = weakref.WeakKeyDictionary()
 
-    def build_body(self, request: ModelRequest) -> dict[str, Any]:
+    def build_body(self, request: ModelRequest, streamed: bool = True) -> dict[str, Any]:
         """The JSON body of a Messages API request (public for tests and inspection)."""
         system, messages = to_anthropic_messages(request.messages)
         body: dict[str, Any] = {
             "model": request.model or self.spec.model,
             "max_tokens": request.max_tokens or self.spec.max_tokens or DEFAULT_MAX_TOKENS,
             "messages": messages,
-            "stream": True,
         }
+        if streamed:
+            body["stream"] = True
         if system:
             body["system"] = system
         reasoning = self.spec.reasoning
@@ -246,35 +256,48 @@ class AnthropicProvider:
     async def request(self, request: ModelRequest, on_text: Callable[[str], None] | None = None) -> ModelResponse:
         if not self.url.startswith(("http://", "https://")):
             raise ProviderError(f"base_url must start with http:// or https:// (got {self.url})")
-        body = self.build_body(request)
+        streamed = streams(self.spec.stream, on_text)
+        body = self.build_body(request, streamed)
         forced = any(tool["name"] == OUTPUT_TOOL for tool in body.get("tools", ()))
         output = _OutputMode(request.output_schema) if forced else None
-        stream = _Stream(on_text, output)
+        stream = _Stream(on_text, output, AnswerMeter(request.budget))
+        reading = READING.set(request.budget)
         try:
-            return await self._stream(body, stream)
+            return await self._answer(body, stream, streamed)
         except ProviderError as exc:  # an error body or proxy message may echo the key
             raise self._keyless(exc) from None
         except (anthropic.AnthropicError, httpx2.HTTPError, json.JSONDecodeError) as exc:
             raise self._keyless(self._translate(exc, stream)) from None
+        except (AttributeError, TypeError, ValueError) as exc:  # an answer of the wrong shape
+            raise self._keyless(ProviderError(f"the answer from {self.url} is not a Messages API answer: "
+                                              f"{type(exc).__name__}: {str(exc)[:200]}")) from None
+        finally:
+            READING.reset(reading)
 
-    async def _stream(self, body: dict[str, Any], stream: "_Stream") -> ModelResponse:
-        """One streamed answer: the SDK retries before the stream starts (429, 5xx, 529,
-        connection failures, honouring retry-after); each raw event goes to `stream`."""
-        rest = {k: v for k, v in body.items() if k not in _SDK_ARGUMENTS}  # sent as they are (temperature…)
-        events = await self._client().messages.create(model=body["model"], max_tokens=body["max_tokens"],
-                                                      messages=body["messages"], stream=True, extra_body=rest)
+    async def _answer(self, body: dict[str, Any], stream: "_Stream", streamed: bool) -> ModelResponse:
+        """One answer, streamed or plain, as the endpoint sent it. The SDK sends the body as it
+        is and retries before the answer starts (429, 5xx, 529, connection failures, honouring
+        retry-after); each event (or the plain message) goes to `stream`, within its budget."""
+        response = await self._client().post("/v1/messages", cast_to=httpx2.Response, body=body, stream=True)
         stream.started = True
-        content_type = events.response.headers.get("content-type", "")
-        if "text/event-stream" not in content_type:
-            await events.close()
-            raise ProviderError(f"expected an event stream from {self.url}, got {content_type or 'no content type'}")
-        async with events:
-            async for event in events:
-                stream.feed(event.to_dict())
-                if stream.done:
-                    break
-        if not stream.done:
-            raise ProviderError("the stream ended before message_stop (the connection closed early)", retryable=True)
+        budget = stream.meter.budget
+        content_type = response.headers.get("content-type", "")
+        if "text/event-stream" in content_type:
+            try:
+                async for _, data in sse_events(response, budget):
+                    stream.feed(loads(data))
+                    if stream.done:
+                        break
+            finally:
+                await response.aclose()
+            if not stream.done:
+                raise ProviderError("the stream ended before message_stop (the connection closed early)", retryable=True)
+            return stream.response()
+        message = loads(await read_body(response, budget))
+        if not isinstance(message, dict) or message.get("type") != "message":
+            raise ProviderError(f"expected an event stream or a Messages API message from {self.url}, got "
+                                f"{content_type or 'no content type'} that is neither")
+        stream.feed_message(message)
         return stream.response()
 
     async def aclose(self) -> None:
@@ -292,7 +315,9 @@ class AnthropicProvider:
                 base_url=self.base_url, timeout=self.timeout_s, max_retries=self.max_retries,
                 default_headers=self.headers, open_telemetry=False,  # the engine's spans, never the SDK's
                 # The plain HTTP client, not the SDK's wrapper (whose __del__ closes on whatever loop runs then).
-                http_client=anthropic.DefaultAsyncHttpxClient(timeout=httpx2.Timeout(self.timeout_s, connect=min(self.timeout_s, 10.0))),
+                http_client=anthropic.DefaultAsyncHttpxClient(
+                    timeout=httpx2.Timeout(self.timeout_s, connect=min(self.timeout_s, 10.0)),
+                    transport=BoundedTransport(httpx2.AsyncHTTPTransport(limits=POOL))),
             )
         return client
 
@@ -381,7 +406,8 @@ def _status_error(exc: "anthropic.APIStatusError", started: bool) -> ProviderErr
 class _Stream:
     """Assembles one streamed message from its events."""
 
-    def __init__(self, on_text: Callable[[str], None] | None, output: _OutputMode | None):
+    def __init__(self, on_text: Callable[[str], None] | None, output: _OutputMode | None, meter: AnswerMeter):
+        self.meter = meter  # every piece kept counts against the answer's budget as it comes
         self.on_text = on_text
         self.on_reasoning = reasoning_sink(on_text)
         self.output = output
@@ -400,12 +426,13 @@ class _Stream:
             self._usage((payload.get("message") or {}).get("usage") or {})
         elif kind == "content_block_start":
             block = payload.get("content_block") or {}
-            opened = {"type": block.get("type"), "id": block.get("id"), "name": block.get("name"),
-                      "text": [], "json": [], "input": block.get("input"), "thinking": [block.get("thinking") or ""],
-                      "signature": [block.get("signature") or ""], "data": block.get("data")}
-            self.blocks[int(payload.get("index", len(self.blocks)))] = opened
-            if opened["type"] == "text" and block.get("text"):
-                self._text(opened, block["text"])
+            self._count_block(block)
+            slot = {"type": block.get("type"), "id": block.get("id"), "name": block.get("name"),
+                    "text": [], "json": [], "input": block.get("input"), "thinking": [block.get("thinking") or ""],
+                    "signature": [block.get("signature") or ""], "data": block.get("data")}
+            self.blocks[int(payload.get("index", len(self.blocks)))] = slot
+            if slot["type"] == "text" and block.get("text"):
+                self._text(slot, block["text"])
         elif kind == "content_block_delta":
             slot = self.blocks.get(int(payload.get("index", -1)))
             delta = payload.get("delta") or {}
@@ -415,16 +442,20 @@ class _Stream:
                 self._text(slot, delta.get("text", ""))
             elif delta.get("type") == "input_json_delta":
                 piece = delta.get("partial_json", "")
+                self.meter.arguments(piece)
                 slot["json"].append(piece)
                 if self.output is not None and slot["name"] == OUTPUT_TOOL and piece and self.on_text is not None:
                     self.on_text(piece)  # structured output streams as the answer's progress
             elif delta.get("type") == "thinking_delta":
                 piece = delta.get("thinking", "")
+                self.meter.text(piece)
                 slot["thinking"].append(piece)
                 if piece and self.on_reasoning is not None:
                     self.on_reasoning(piece)
             elif delta.get("type") == "signature_delta":
-                slot["signature"].append(delta.get("signature", ""))
+                piece = delta.get("signature", "")
+                self.meter.text(piece)
+                slot["signature"].append(piece)
             # citations…: not part of the answer
         elif kind == "message_delta":
             self.stop_reason = (payload.get("delta") or {}).get("stop_reason") or self.stop_reason
@@ -438,7 +469,30 @@ class _Stream:
                                 retryable=kind in _RETRYABLE_STREAM_ERRORS)
         # ping and unknown events are ignored, as the API asks
 
+    def feed_message(self, message: dict[str, Any]) -> None:
+        """A plain (not streamed) answer: its blocks as the events a stream of it would have sent."""
+        self.feed({"type": "message_start", "message": {"usage": message.get("usage") or {}}})
+        for index, block in enumerate(message.get("content") or ()):
+            self.feed({"type": "content_block_start", "index": index, "content_block": block})
+        self.stop_reason = message.get("stop_reason") or self.stop_reason
+        self.done = True
+
+    def _count_block(self, block: dict[str, Any]) -> None:
+        """A new block, and what it brings whole (a plain answer's blocks come so), against the budget."""
+        meter = self.meter
+        if block.get("type") == "tool_use":
+            meter.arguments(" " * BLOCK_SLOT)
+            meter.arguments(str(block.get("name") or ""))
+            if block.get("input"):
+                meter.arguments(json.dumps(block["input"], ensure_ascii=False))
+        else:
+            meter.text(" " * BLOCK_SLOT)
+            for key in ("thinking", "signature", "data"):  # text is counted as it is kept (_text)
+                if isinstance(block.get(key), str):
+                    meter.text(block[key])
+
     def _text(self, slot: dict[str, Any], text: str) -> None:
+        self.meter.text(text)
         slot["text"].append(text)
         if text and self.on_text is not None and self.output is None:
             self.on_text(text)

@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Protocol
 
-from ..errors import ProviderError  # noqa: F401 - part of the provider seam (defined with the error tree)
+from ..errors import LimitExceeded, ProviderError  # noqa: F401 - part of the provider seam (defined with the error tree)
 from ..lang.strict_schema import StrictSchema
 from ..safety.untrusted import scrub_surrogates
+from ..spec.settings import DEFAULT_MAX_ANSWER_CHARS, DEFAULT_MAX_TOOL_ARGS_BYTES
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +59,64 @@ class Usage:
 
 
 @dataclass(frozen=True, slots=True)
+class AnswerBudget:
+    """How much of one model answer a provider reads (`limits.max_tool_args_bytes`,
+    `limits.max_answer_chars`). A model's answer is untrusted input: a model, or whatever answers
+    at its base_url, may stream without end; past the budget the call ends with
+    `limit_exceeded` and the connection is dropped, so memory stays bounded."""
+
+    max_tool_args_bytes: int = DEFAULT_MAX_TOOL_ARGS_BYTES
+    max_answer_chars: int = DEFAULT_MAX_ANSWER_CHARS
+
+    @classmethod
+    def of(cls, limits: Any) -> "AnswerBudget":
+        """The budget of a project's `limits:` (LimitSettings)."""
+        return cls(limits.max_tool_args_bytes, limits.max_answer_chars)
+
+    @property
+    def body_bytes(self) -> int:
+        """The most bytes read of a plain answer's body or of one event of a streamed one: room
+        for the whole answer JSON-escaped (4 bytes a character, twice the arguments) and its envelope."""
+        return 4 * self.max_answer_chars + 2 * self.max_tool_args_bytes + 65_536
+
+    def body_over(self, read: int) -> LimitExceeded:
+        return LimitExceeded("limits.max_answer_chars", self.max_answer_chars,
+                             f"the model endpoint sent more than {self.body_bytes:,} bytes in one answer (or one event "
+                             f"of it; read {read:,}): past what limits.max_answer_chars and limits.max_tool_args_bytes "
+                             "allow (config/engine.yaml); the call was ended")
+
+
+class AnswerMeter:
+    """Counts one answer as it arrives against its budget; LimitExceeded at the first piece past it."""
+
+    __slots__ = ("budget", "chars", "arg_bytes")
+
+    def __init__(self, budget: AnswerBudget):
+        self.budget = budget
+        self.chars = 0
+        self.arg_bytes = 0
+
+    def text(self, piece: str) -> None:
+        """Text or reasoning of the answer."""
+        self.chars += len(piece)
+        if self.chars > self.budget.max_answer_chars:
+            limit = self.budget.max_answer_chars
+            raise LimitExceeded("limits.max_answer_chars", limit,
+                                f"the model's answer passed {limit:,} characters (limits.max_answer_chars in "
+                                "config/engine.yaml); the call was ended. Ask for a shorter answer (max_tokens), "
+                                "or raise the limit")
+
+    def arguments(self, piece: str) -> None:
+        """Tool-call argument text of the answer (all its calls together)."""
+        self.arg_bytes += len(piece) if piece.isascii() else len(piece.encode("utf-8", "surrogatepass"))
+        if self.arg_bytes > self.budget.max_tool_args_bytes:
+            limit = self.budget.max_tool_args_bytes
+            raise LimitExceeded("limits.max_tool_args_bytes", limit,
+                                f"the model's tool-call arguments passed {limit:,} bytes (limits.max_tool_args_bytes "
+                                "in config/engine.yaml); the call was ended")
+
+
+@dataclass(frozen=True, slots=True)
 class ModelRequest:
     """What a skill asks of a model. `output_schema` asks for JSON matching it; `output_strict` is
     its OpenAI strict form, computed at link time (None: the schema is sent as written).
@@ -71,6 +130,7 @@ class ModelRequest:
     tools: tuple[dict[str, Any], ...] = ()  # in the engine's neutral form: name, description, parameters
     tool_choice: str = "auto"  # auto | none | required | <tool name>
     output_strict: StrictSchema | None = None
+    budget: AnswerBudget = AnswerBudget()  # how much of the answer is read (the project's `limits:`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,8 +177,17 @@ def reasoning_sink(on_text: Callable[[str], None] | None) -> Callable[[str], Non
     return getattr(on_text, "on_reasoning", None)
 
 
+def streams(spec_stream: bool | None, on_text: Callable[[str], None] | None) -> bool:
+    """Whether a provider streams the answer: when its caller takes text as it comes (`on_text`),
+    unless the model's `stream:` (config/models.yaml) forces either. A plain request costs the
+    client less: one body, parsed once."""
+    return spec_stream if spec_stream is not None else on_text is not None
+
+
 class Provider(Protocol):
     async def request(self, request: ModelRequest, on_text: Callable[[str], None] | None = None) -> ModelResponse:
         """Send the request; call `on_text` with each piece of streamed text (and
-        `reasoning_sink(on_text)`, when there is one, with each piece of reasoning); return the whole answer."""
+        `reasoning_sink(on_text)`, when there is one, with each piece of reasoning); return the whole answer.
+        No `on_text`: nobody takes the text as it comes, so the answer may come in one plain body
+        (`streams`). Reads at most `request.budget` of the answer (LimitExceeded past it)."""
         ...

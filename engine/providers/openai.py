@@ -1,8 +1,11 @@
 """The `openai` provider: any OpenAI-compatible chat-completions endpoint, via the official SDK.
 
-OpenAI, vLLM, Ollama, DeepSeek, OpenRouter… all speak this wire format. Streaming is always
-on: text deltas go to `on_text`, tool-call deltas (split across chunks by `index`) are
-assembled here. Retries on 429/5xx/connection errors are the SDK's own (`max_retries`, with
+OpenAI, vLLM, Ollama, DeepSeek, OpenRouter… all speak this wire format. The answer is
+streamed when the caller takes text as it comes (`on_text`; the model's `stream:` may force
+either): text deltas go to `on_text`, tool-call deltas (split across chunks by `index`) are
+assembled here; otherwise it is one plain body. The SDK sends the body skillyard built as it
+is and retries; the answer is read here (bounded_http.py), within the request's budget
+(`limits.max_tool_args_bytes`, `limits.max_answer_chars`: LimitExceeded past it). Retries on 429/5xx/connection errors are the SDK's own (`max_retries`, with
 backoff honouring `retry-after`). A stream that breaks off, stalls past `timeout`, or ends
 without a `finish_reason` is a ProviderError. Structured output: `response_format:
 json_schema` first; if the server refuses it, `json_object`, then plain text (the skill
@@ -18,21 +21,25 @@ import weakref
 from typing import Any, Callable
 
 import httpx
+import httpx2
 import openai
+import orjson
 
 from ..lang.strict_schema import StrictSchema, openai_function, openai_json_schema
 from ..spec.models import ModelSpec
-from .base import ChatMessage, ModelRequest, ModelResponse, ProviderError, ToolCall, Usage, reasoning_sink, without_key
+from .base import (
+    AnswerBudget, AnswerMeter, ChatMessage, ModelRequest, ModelResponse, ProviderError, ToolCall, Usage, reasoning_sink,
+    streams, without_key,
+)
+from .bounded_http import NO_COMPRESSION, READING, BoundedTransport, loads, read_body, sse_events
 
-try:  # recent SDKs ship their own fork of httpx; catch both at the boundary
-    import httpx2 as _httpx2
-
-    _HTTP_ERRORS: tuple[type[Exception], ...] = (httpx.HTTPError, _httpx2.HTTPError)
-except ImportError:  # pragma: no cover - depends on the installed SDK
-    _HTTP_ERRORS = (httpx.HTTPError,)
+# The SDK sends through its own fork of httpx (httpx2); errors of both are caught at the boundary.
+_HTTP_ERRORS: tuple[type[Exception], ...] = (httpx.HTTPError, httpx2.HTTPError)
 _REQUEST_ERRORS: tuple[type[Exception], ...] = (openai.OpenAIError, *_HTTP_ERRORS)  # what a request may raise, translated at the boundary
 
 _FORMAT_LADDER = ("json_schema", "json_object", "none")
+POOL = httpx2.Limits(max_connections=1000, max_keepalive_connections=100)  # the SDK's own client's pool
+CALL_SLOT_BYTES = 64  # what each tool call of an answer counts against limits.max_tool_args_bytes beside its text
 
 
 def to_openai_messages(messages: tuple[ChatMessage, ...]) -> list[dict[str, Any]]:
@@ -132,17 +139,41 @@ class OpenAIProvider:
                 # The plain HTTP client, not the SDK's default wrapper: the wrapper's __del__
                 # schedules its close on whatever loop runs when it is collected, which fails
                 # for connections of an earlier, closed loop.
-                http_client=openai.DefaultAsyncHttpxClient(),
+                http_client=openai.DefaultAsyncHttpxClient(transport=BoundedTransport(httpx2.AsyncHTTPTransport(limits=POOL))),
+                default_headers=NO_COMPRESSION,
             )
         return client
 
     async def request(self, request: ModelRequest, on_text: Callable[[str], None] | None = None) -> ModelResponse:
-        params: dict[str, Any] = {
-            "model": request.model or self.spec.model,
-            "messages": to_openai_messages(request.messages),
-            "stream": True,
-            "stream_options": {"include_usage": True},
-        }
+        streamed = streams(self.spec.stream, on_text)
+        params = self._params(request, streamed)
+        while True:
+            if request.output_schema is not None:
+                _set_response_format(params, self._format, request.output_schema, request.output_strict)
+            state = _StreamState()
+            reading = READING.set(request.budget)
+            try:
+                return _strict_answer(await self._answer(params, on_text, state, request.budget), params, request.output_strict)
+            except openai.BadRequestError as exc:
+                if request.output_schema is None or self._format == "none" or "response_format" not in str(exc):
+                    raise self._translate(exc, state) from None
+                self._format = _FORMAT_LADDER[_FORMAT_LADDER.index(self._format) + 1]  # refused: the next rung
+            except (openai.OpenAIError, *_HTTP_ERRORS) as exc:
+                raise self._translate(exc, state) from None
+            except (AttributeError, TypeError, ValueError) as exc:  # a body of the wrong shape (orjson's errors too)
+                raise ProviderError(f"the endpoint's answer is not a chat completion: {type(exc).__name__}: "
+                                    f"{self._short(exc)}") from None
+            finally:
+                READING.reset(reading)
+
+    def _params(self, request: ModelRequest, streamed: bool) -> dict[str, Any]:
+        """The request body, built once per model call. It goes to the endpoint as it is (the
+        SDK's `post`): skillyard built and checked every part of it, so the SDK's own walk of
+        its typed parameters would only repeat that work."""
+        params: dict[str, Any] = {"model": request.model or self.spec.model, "messages": to_openai_messages(request.messages)}
+        if streamed:
+            params["stream"] = True
+            params["stream_options"] = {"include_usage": True}
         if request.temperature is not None:
             params["temperature"] = request.temperature
         if request.max_tokens is not None:
@@ -153,18 +184,22 @@ class OpenAIProvider:
         reasoning = self.spec.reasoning
         if reasoning is not None and reasoning.enabled and reasoning.effort is not None:
             params["reasoning_effort"] = reasoning.effort
-        while True:
-            if request.output_schema is not None:
-                _set_response_format(params, self._format, request.output_schema, request.output_strict)
-            stream = _StreamState()
-            try:
-                return _strict_answer(await self._stream(params, on_text, stream), params, request.output_strict)
-            except openai.BadRequestError as exc:
-                if request.output_schema is None or self._format == "none" or "response_format" not in str(exc):
-                    raise self._translate(exc, stream) from None
-                self._format = _FORMAT_LADDER[_FORMAT_LADDER.index(self._format) + 1]  # refused: the next rung
-            except _REQUEST_ERRORS as exc:
-                raise self._translate(exc, stream) from None
+        return params
+
+    async def _answer(self, params: dict[str, Any], on_text: Callable[[str], None] | None, state: "_StreamState",
+                      budget: AnswerBudget) -> ModelResponse:
+        """One answer, streamed or plain, as the endpoint sent it (a server that streams a plain
+        request's answer is read as a stream). The SDK sends, authenticates and retries (429,
+        5xx, connection errors); the body is read here, within `budget`."""
+        response = await self.client.post("/chat/completions", cast_to=httpx2.Response, body=params, stream=True)
+        state.started = True
+        meter = AnswerMeter(budget)
+        if "text/event-stream" not in response.headers.get("content-type", ""):
+            return _completion(loads(await read_body(response, budget)), on_text, meter)
+        try:
+            return await _streamed(response, on_text, meter)
+        finally:
+            await response.aclose()
 
     def _translate(self, exc: Exception, stream: "_StreamState") -> ProviderError:
         """The one place an error of the SDK (or of the httpx under it) becomes a ProviderError,
@@ -174,7 +209,7 @@ class OpenAIProvider:
         if isinstance(exc, openai.APIStatusError):
             retryable = exc.status_code == 429 or exc.status_code >= 500
             return ProviderError(f"HTTP {exc.status_code}: {self._short(exc)}", retryable=retryable)
-        if isinstance(exc, openai.APITimeoutError):
+        if isinstance(exc, (openai.APITimeoutError, httpx2.TimeoutException, httpx.TimeoutException)):
             return ProviderError(f"the endpoint did not answer within {self.spec.timeout or 60.0:g}s", retryable=True)
         if isinstance(exc, openai.APIConnectionError):
             cause = exc.__cause__
@@ -190,45 +225,6 @@ class OpenAIProvider:
         """The error's message, without this model's API key (some endpoints and proxies echo it)."""
         return without_key(_short(exc), self.spec.api_key)
 
-    async def _stream(self, params: dict[str, Any], on_text: Callable[[str], None] | None, state: "_StreamState") -> ModelResponse:
-        stream = await self.client.chat.completions.create(**params)
-        state.started = True
-        on_reasoning = reasoning_sink(on_text)
-        text: list[str] = []
-        calls: dict[int, dict[str, Any]] = {}
-        usage = Usage()
-        finish: str | None = None
-        async for chunk in stream:
-            if chunk.usage is not None:
-                usage = Usage(chunk.usage.prompt_tokens or 0, chunk.usage.completion_tokens or 0)
-            for choice in chunk.choices:
-                delta = choice.delta
-                # DeepSeek and vLLM send `reasoning_content`, Ollama and OpenRouter `reasoning` (extra fields of the delta)
-                thought = (getattr(delta, "reasoning_content", None) or getattr(delta, "reasoning", None)) if delta is not None else None
-                if isinstance(thought, str) and thought and on_reasoning is not None:
-                    on_reasoning(thought)
-                if delta is not None and delta.content:
-                    text.append(delta.content)
-                    if on_text is not None:
-                        on_text(delta.content)
-                for piece in (delta.tool_calls if delta is not None else None) or []:
-                    slot = calls.setdefault(piece.index, {"id": "", "name": "", "arguments": []})
-                    if piece.id:
-                        slot["id"] = piece.id
-                    if piece.function is not None:
-                        if piece.function.name:
-                            slot["name"] += piece.function.name
-                        if piece.function.arguments:
-                            slot["arguments"].append(piece.function.arguments)
-                if choice.finish_reason:
-                    finish = choice.finish_reason
-        if finish is None:  # the body ended without a finish_reason (and without [DONE]): cut off
-            raise ProviderError("the stream ended before the model finished (no finish_reason)", retryable=True)
-        tool_calls = tuple(
-            ToolCall(slot["id"] or f"call_{index}", slot["name"], "".join(slot["arguments"]))
-            for index, slot in sorted(calls.items())
-        )
-        return ModelResponse("".join(text), usage, finish, tool_calls)
 
 
 class _StreamState:
@@ -266,3 +262,102 @@ def _short(exc: Exception) -> str:
         message = body["message"]
     return str(message)[:300]
 
+
+
+def _completion(data: Any, on_text: Callable[[str], None] | None, meter: AnswerMeter) -> ModelResponse:
+    """A plain chat completion (its JSON, parsed) → the answer, counted against its budget."""
+    choices = data.get("choices")
+    if not choices:
+        error = data.get("error")
+        detail = error.get("message") if isinstance(error, dict) else "no choices"
+        raise ProviderError(f"the endpoint answered without a choice: {str(detail)[:300]}")
+    choice = choices[0]
+    message = choice.get("message") or {}
+    text = _content_text(message.get("content"))
+    meter.text(text)
+    thought = message.get("reasoning_content") or message.get("reasoning")
+    on_reasoning = reasoning_sink(on_text)
+    if isinstance(thought, str) and thought:
+        meter.text(thought)
+        if on_reasoning is not None:
+            on_reasoning(thought)
+    calls = []
+    for index, call in enumerate(message.get("tool_calls") or ()):
+        function = call.get("function") or {}
+        name, arguments = str(function.get("name") or ""), function.get("arguments") or ""
+        arguments = arguments if isinstance(arguments, str) else orjson.dumps(arguments).decode()
+        meter.arguments(name)
+        meter.arguments(arguments)
+        calls.append(ToolCall(str(call.get("id") or f"call_{index}"), name, arguments))
+    if text and on_text is not None:
+        on_text(text)
+    usage = data.get("usage") or {}
+    finish = choice.get("finish_reason") or ("tool_calls" if calls else "stop")
+    return ModelResponse(text, Usage(usage.get("prompt_tokens") or 0, usage.get("completion_tokens") or 0), str(finish),
+                         tuple(calls))
+
+
+async def _streamed(response: httpx2.Response, on_text: Callable[[str], None] | None, meter: AnswerMeter) -> ModelResponse:
+    """A streamed chat completion: text deltas go to `on_text`, tool-call deltas (split across
+    chunks by `index`) are assembled; every piece is counted against the budget as it comes."""
+    on_reasoning = reasoning_sink(on_text)
+    text: list[str] = []
+    calls: dict[int, dict[str, Any]] = {}
+    usage = Usage()
+    finish: str | None = None
+    async for _, data in sse_events(response, meter.budget):
+        if data == b"[DONE]":
+            break
+        chunk = loads(data)
+        if chunk.get("error") is not None and not chunk.get("choices"):
+            error = chunk["error"]
+            raise ProviderError(f"the stream reported an error: {str(error.get('message') if isinstance(error, dict) else error)[:300]}",
+                                retryable=True)
+        counts = chunk.get("usage")
+        if counts:
+            usage = Usage(counts.get("prompt_tokens") or 0, counts.get("completion_tokens") or 0)
+        for choice in chunk.get("choices") or ():
+            delta = choice.get("delta") or {}
+            # DeepSeek and vLLM send `reasoning_content`, Ollama and OpenRouter `reasoning`
+            thought = delta.get("reasoning_content") or delta.get("reasoning")
+            if isinstance(thought, str) and thought:
+                meter.text(thought)
+                if on_reasoning is not None:
+                    on_reasoning(thought)
+            content = delta.get("content")
+            if content:
+                meter.text(content)
+                text.append(content)
+                if on_text is not None:
+                    on_text(content)
+            for piece in delta.get("tool_calls") or ():
+                _add_piece(calls, piece, meter)
+            if choice.get("finish_reason"):
+                finish = choice["finish_reason"]
+    if finish is None:  # the body ended without a finish_reason (and without [DONE]): cut off
+        raise ProviderError("the stream ended before the model finished (no finish_reason)", retryable=True)
+    tool_calls = tuple(
+        ToolCall(slot["id"] or f"call_{index}", slot["name"], "".join(slot["arguments"]))
+        for index, slot in sorted(calls.items())
+    )
+    return ModelResponse("".join(text), usage, str(finish), tool_calls)
+
+
+def _add_piece(calls: dict[int, dict[str, Any]], piece: dict[str, Any], meter: AnswerMeter) -> None:
+    """One tool-call delta into its call's slot (a new index opens a slot, which counts too)."""
+    index = int(piece.get("index") or 0)
+    slot = calls.get(index)
+    if slot is None:
+        meter.arguments(" " * CALL_SLOT_BYTES)
+        slot = calls[index] = {"id": "", "name": "", "arguments": []}
+    if piece.get("id"):
+        slot["id"] = str(piece["id"])
+    function = piece.get("function")
+    if function:
+        name, arguments = function.get("name"), function.get("arguments")
+        if name:
+            meter.arguments(name)
+            slot["name"] += name
+        if arguments:
+            meter.arguments(arguments)
+            slot["arguments"].append(arguments)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Collection, Literal, Proto
 
 from ..errors import LimitExceeded, StepFailure
 from ..logging import logger
-from ..providers.base import ChatMessage, ModelRequest, ModelResponse, ProviderError, ToolCall, Usage, clean_response
+from ..providers.base import AnswerBudget, ChatMessage, ModelRequest, ModelResponse, ProviderError, ToolCall, Usage, clean_response
 from ..providers.pricing import priced_response
 from ..safety.redaction import Redactor, enter_run, leave_run
 from ..safety.untrusted import replace_lone_surrogates
@@ -264,6 +264,7 @@ class _Loop:
             t.model_spec for t in self.project.callable_tools(agent.tools)
         )
         self.allowed = {s["name"] for s in self.tool_specs}
+        self.budget = AnswerBudget.of(self.project.settings.limits)  # what one model answer may hold
 
     def _trimmed(self, messages: list[ChatMessage]) -> tuple[list[ChatMessage], tuple[int, int]]:
         """The history within agent.max_history_tokens, and (turns, tokens) dropped (the system prompt counts)."""
@@ -372,9 +373,11 @@ class _Loop:
         request = ModelRequest(tuple(self.messages), model=spec.model, temperature=spec.temperature,
                                max_tokens=spec.max_tokens, tools=tools, tool_choice=choice if tools else "auto",
                                output_schema=answer.raw if answer is not None else None,
-                               output_strict=answer.strict if answer is not None else None)
+                               output_strict=answer.strict if answer is not None else None, budget=self.budget)
         self.events.emit("model_call_start", {"step": step, "model": self.agent.model, "messages": len(self.messages)})
-        sinks = TextSinks(self.events, step, spec.reasoning is None or spec.reasoning.send)
+        # Text as it comes only for someone who watches the run: without, the provider may ask for
+        # one plain answer (less work on both sides); the model's `stream:` may force either.
+        sinks = TextSinks(self.events, step, spec.reasoning is None or spec.reasoning.send) if self.events.watchers else None
         try:
             response = await provider.request(request, sinks)
         except ProviderError as exc:
@@ -385,7 +388,8 @@ class _Loop:
             logger.exception("model provider failed", model=self.agent.model, run_id=self.events.run_id)
             raise _Stop("error", self.events.scrub_text(f"model {self.agent.model!r} failed: {type(exc).__name__}: {exc}")) from None
         finally:
-            sinks.close()
+            if sinks is not None:
+                sinks.close()
         response = priced_response(clean_response(response, self.agent.model), spec.prices)
         self.result.usage = self.result.usage + response.usage
         if self._over_budget():

@@ -156,6 +156,19 @@ def record_sink(listener: _L) -> _L:
     return listener
 
 
+def quiet(listener: _L) -> _L:
+    """Mark `listener` as one that never shows a run's events as they come (it counts or records
+    them: metrics, traces, the store): a run it alone listens to has no watcher (Run.watchers)."""
+    listener.quiet = True  # type: ignore[attr-defined]
+    return listener
+
+
+def watches(listener: Any) -> bool:
+    """Whether `listener` (or the listener a QueuedListener wraps) shows events as they come:
+    any listener not marked `quiet` (an embedder's callback, the CLI timeline, a stream)."""
+    return not (getattr(listener, "quiet", False) or getattr(getattr(listener, "listener", None), "quiet", False))
+
+
 def wants_records(listeners: "list[Any]") -> bool:
     """Whether one of `listeners` (or the listener a QueuedListener wraps) is a record sink."""
     for listener in listeners:

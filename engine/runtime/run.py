@@ -108,7 +108,7 @@ class Run:
     __slots__ = (
         "run_id", "_seq", "_listeners", "_redact", "kind", "name", "principal", "status", "result", "error",
         "started_at", "finished_at", "approver", "approval_timeout", "_pending", "_task", "_on_end", "_records",
-        "max_events", "_input_schemas",
+        "max_events", "_input_schemas", "watchers",
         "__weakref__",  # a model fallback finds the run of its request by a weak reference (providers/fallback.py)
     )
 
@@ -150,6 +150,10 @@ class Run:
         self._task = task
         self._on_end: list[Callable[["Run"], None]] = []
         self.max_events = max_events
+        # How many of its listeners show its events as they come (a timeline, an SSE follower, an
+        # embedder's callback; not the store or metrics): set by whoever opens or follows the run.
+        # The agent loop streams a model's answer only while one does (a plain answer costs less).
+        self.watchers = 0
 
     # ─── events ──────────────────────────────────────────────────────────────────
 

@@ -62,6 +62,7 @@ def _live_stream(hub: RunHub, run: LiveRun, after: int, cancel_on_disconnect: bo
         if client_left and cancel_on_disconnect:
             _left(hub, run)
 
+    run.watch()
     return EventStreamResponse(run.follow(after, heartbeat=HEARTBEAT_S), on_close=on_close, headers={"X-Run-Id": run.run_id})
 
 

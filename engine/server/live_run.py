@@ -298,6 +298,8 @@ class LiveRun:
         """Its Run has opened (it takes the stand-in's place); `hub` wakes its followers. The
         Run's listener for this LiveRun: `records.append`, or `arrive` once a follower waits."""
         self._run, self._hub = run, hub
+        if self._waking:
+            run.watchers += 1
         return self.arrive if self._waking else self.records.append
 
     def arrive(self, event: Event) -> None:
@@ -312,7 +314,13 @@ class LiveRun:
         if not self._waking:
             self._waking = True
             if self._run is not None:  # (not open yet: `open` gives it `arrive` then)
+                self._run.watchers += 1  # someone watches: the agent loop streams the model's next answers
                 self._run.redirect(self.records.append, self.arrive)
+
+    def watch(self) -> None:
+        """A follower is on its way (an SSE answer): the run is watched from its first event, so
+        its model answers stream from the first one (`Run.watchers`)."""
+        self._wake_followers()
 
     def notify(self) -> None:
         """Wake every follower waiting for a change (call on the hub's loop)."""

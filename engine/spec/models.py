@@ -261,6 +261,11 @@ class ModelSpec(_Spec):
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_tokens: int | None = Field(default=None, gt=0)
     options: dict[str, Any] = Field(default_factory=dict, description="Provider-specific settings.")
+    stream: StrictBool | None = Field(
+        default=None,
+        description="true: always stream the answer; false: never (one plain request, the text arrives whole); "
+        "not set: stream only when someone watches the run (a timeline, an SSE stream, an event callback).",
+    )
     prices: PricesSpec | None = Field(
         default=None, description="USD per million tokens, {input, output}: usage then shows a cost."
     )

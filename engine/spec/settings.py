@@ -18,8 +18,15 @@ class RouterSettings(_Spec):
     deny: list[str] = Field(default_factory=list, description="Glob patterns that win over allow.")
 
 
+# What a model's answer may hold (the answer is untrusted input: a model, or whatever answers at its
+# base_url, can stream without end). The providers read these defaults when no setting reaches them.
+DEFAULT_MAX_TOOL_ARGS_BYTES = 1 << 20
+DEFAULT_MAX_ANSWER_CHARS = 1_000_000  # about 250,000 tokens: more than any model writes in one answer
+
+
 class LimitSettings(_Spec):
-    """What one call may cost: its time, the items of a forEach step, its events (docs/operations.md)."""
+    """What one call may cost: its time, the items of a forEach step, its events, a model's answer
+    (docs/operations.md)."""
 
     tool_timeout: Duration = Field(default=300.0, description="Default time limit of a tool call.")
     max_items: int = Field(
@@ -37,6 +44,16 @@ class LimitSettings(_Spec):
         description="Largest JSON Schema taken from outside (a caller's output_schema, an MCP server's inputSchema "
         "or requestedSchema), in bytes of compact JSON; a larger one is refused (422). Its nesting (64 levels) and "
         "its growth through $refs (100,000 nodes) are bounded too.",
+    )
+    max_tool_args_bytes: int = Field(
+        default=DEFAULT_MAX_TOOL_ARGS_BYTES, ge=1024,
+        description="Most bytes of tool-call arguments one model answer may hold (UTF-8, all its calls together); "
+        "more ends that model call with limit_exceeded.",
+    )
+    max_answer_chars: int = Field(
+        default=DEFAULT_MAX_ANSWER_CHARS, ge=1000,
+        description="Most characters of text (and reasoning) one model answer may hold; more ends that model call "
+        "with limit_exceeded.",
     )
     python_thread_after: Duration | None = Field(
         default=0.02,

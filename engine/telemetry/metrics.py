@@ -69,6 +69,8 @@ def store_queue_depth(store: Any) -> Callable[[], int]:
 class Metrics:
     """An engine listener (`engine.subscribe(metrics)`) and the registry Prometheus reads."""
 
+    quiet = True  # it counts events, never shows them as they come: no reason to stream a model's answer (events.quiet)
+
     def __init__(self, live_runs: "Mapping[str, Run]", *, write_failures: Callable[[], Mapping[str, int]] | None = None,
                  queue_depth: Callable[[], int] | None = None, registry: CollectorRegistry | None = None):
         self.registry = registry = registry if registry is not None else CollectorRegistry(auto_describe=True)

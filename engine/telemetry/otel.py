@@ -113,6 +113,8 @@ def _fail(span: Span, code: str) -> None:
 class SpanSink:
     """An engine listener (`engine.subscribe(sink)`) that turns each run's events into spans."""
 
+    quiet = True  # it counts events, never shows them as they come: no reason to stream a model's answer (events.quiet)
+
     def __init__(self, tracer: trace.Tracer, live_runs: "Mapping[str, Run] | None" = None):
         self._tracer = tracer
         self._live_runs = live_runs  # Engine.runs: to close the spans of a run that ends without its last event
