@@ -260,7 +260,7 @@ def report(paths: list[str]) -> str:
         def ratio(v: float, floor: float) -> str:
             return f"{v / floor:.2f}×" if floor else "–"
 
-        def per_round_range(name: str, s: str, key: str) -> str:
+        def per_round_range(name: str, s: str, key: str, rounds: list = rounds) -> str:
             rs = [statistics.median(rnd[name]["seq"][s][key]) / statistics.median(rnd["floor"]["seq"][s][key])
                   for rnd in rounds]
             return f"{min(rs):.2f}–{max(rs):.2f}"
@@ -302,7 +302,7 @@ def report(paths: list[str]) -> str:
                   + " | CPU share of the batch | RSS after warm-up MB | peak RSS MB | ×floor | fake server CPU µs/request |",
                   "|---|" + "---:|---:|---:|---:|" * len(cs) + "---:|---:|---:|---:|---:|"]
 
-        def conc(n: str, s: str, key: str) -> float:
+        def conc(n: str, s: str, key: str, rounds: list = rounds) -> float:
             return statistics.median([b[key] for rnd in rounds for b in rnd[n]["conc"][s]])
 
         floor_peak = statistics.median([rnd["floor"]["peak_rss_mb"] for rnd in rounds])
@@ -380,7 +380,6 @@ def cmd_report(args) -> None:
 
 def cmd_profile(args) -> None:
     import cProfile
-    import pstats
 
     plugin = _plugin(args.framework)
     plugin.load()
@@ -476,7 +475,7 @@ def _owner_buckets(stats) -> dict[str, float]:
         return dist
 
     out: dict[str, float] = {}
-    for key, (cc, nc, tt, ct, callers) in raw.items():
+    for key, (_cc, _nc, tt, _ct, _callers) in raw.items():
         for owner, f in owners_of(key).items():
             out[owner] = out.get(owner, 0.0) + tt * f
     return out
@@ -488,7 +487,7 @@ def profile_summary(path: str, runs: int, top: int) -> str:
     stats = pstats.Stats(path)
     total = stats.total_tt
     rows = []
-    for (filename, line, func), (cc, nc, tt, ct, callers) in stats.stats.items():
+    for (filename, line, func), (_cc, nc, tt, ct, _callers) in stats.stats.items():
         label = f"{_short(filename)}:{line}({func})" if not filename.startswith("~") else func
         rows.append((tt, ct, nc, label))
     owners = _owner_buckets(stats)

@@ -29,7 +29,7 @@ def _matcher(pattern: str) -> Callable[[str], bool]:
     """Whether a text matches a schema's regex, asked of jsonschema-rs: the engine that gives the
     verdict (ECMA-262, `\\p{Letter}` and all), and not a backtracking one (Python's `re`
     takes 15 s on `^(a+)+$` against 27 characters). Compiled once per pattern."""
-    return fast_validator({"pattern": pattern}).is_valid  # type: ignore[no-any-return]
+    return fast_validator({"pattern": pattern}).is_valid
 
 
 def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Any:

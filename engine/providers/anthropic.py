@@ -427,12 +427,13 @@ class _Stream:
         elif kind == "content_block_start":
             block = payload.get("content_block") or {}
             self._count_block(block)
-            slot = {"type": block.get("type"), "id": block.get("id"), "name": block.get("name"),
-                    "text": [], "json": [], "input": block.get("input"), "thinking": [block.get("thinking") or ""],
-                    "signature": [block.get("signature") or ""], "data": block.get("data")}
-            self.blocks[int(payload.get("index", len(self.blocks)))] = slot
-            if slot["type"] == "text" and block.get("text"):
-                self._text(slot, block["text"])
+            opened: dict[str, Any] = {
+                "type": block.get("type"), "id": block.get("id"), "name": block.get("name"), "text": [], "json": [],
+                "input": block.get("input"), "thinking": [block.get("thinking") or ""],
+                "signature": [block.get("signature") or ""], "data": block.get("data")}
+            self.blocks[int(payload.get("index", len(self.blocks)))] = opened
+            if opened["type"] == "text" and block.get("text"):
+                self._text(opened, block["text"])
         elif kind == "content_block_delta":
             slot = self.blocks.get(int(payload.get("index", -1)))
             delta = payload.get("delta") or {}

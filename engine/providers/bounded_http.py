@@ -29,7 +29,8 @@ import orjson
 
 from .base import AnswerBudget, ProviderError
 
-READING: contextvars.ContextVar[AnswerBudget] = contextvars.ContextVar("skillyard_answer_budget", default=AnswerBudget())
+_DEFAULT_BUDGET = AnswerBudget()
+READING: contextvars.ContextVar[AnswerBudget] = contextvars.ContextVar("skillyard_answer_budget", default=_DEFAULT_BUDGET)
 NO_COMPRESSION = {"Accept-Encoding": "identity"}
 
 
@@ -47,7 +48,7 @@ class BoundedTransport(httpx2.AsyncBaseTransport):
             raise ProviderError(f"the endpoint sent a {encoding}-compressed answer although asked for none "
                                 "(Accept-Encoding: identity); refused, so a small body cannot unpack without bound")
         if "text/event-stream" not in response.headers.get("content-type", ""):
-            response.stream = _CappedStream(response.stream, READING.get())  # type: ignore[arg-type]
+            response.stream = _CappedStream(response.stream, READING.get())
         return response
 
     async def aclose(self) -> None:

@@ -158,7 +158,7 @@ class OpenAIProvider:
                 if request.output_schema is None or self._format == "none" or "response_format" not in str(exc):
                     raise self._translate(exc, state) from None
                 self._format = _FORMAT_LADDER[_FORMAT_LADDER.index(self._format) + 1]  # refused: the next rung
-            except (openai.OpenAIError, *_HTTP_ERRORS) as exc:
+            except _REQUEST_ERRORS as exc:
                 raise self._translate(exc, state) from None
             except (AttributeError, TypeError, ValueError) as exc:  # a body of the wrong shape (orjson's errors too)
                 raise ProviderError(f"the endpoint's answer is not a chat completion: {type(exc).__name__}: "

@@ -11,6 +11,7 @@ NO_USAGE = Usage()
 if TYPE_CHECKING:
     from ..safety.redaction import Redactor
     from ..spec.models import ModelSpec
+    from ..spec.settings import EngineSettings
     from .run import Run
 
 
@@ -24,6 +25,9 @@ class CallProject(Protocol):
 
     @property
     def redactor(self) -> "Redactor": ...
+
+    @property
+    def settings(self) -> "EngineSettings": ...
 
     def provider(self, model_name: str) -> "tuple[Provider, ModelSpec]": ...
 

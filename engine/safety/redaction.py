@@ -396,7 +396,7 @@ def _hidden_in(value: Any, regex: re.Pattern[str]) -> Any:
             return items
     if isinstance(value, (list, tuple)):
         hidden = [_hidden_in(item, regex) for item in value]
-        return value if all(a is b for a, b in zip(hidden, value)) else hidden
+        return value if all(a is b for a, b in zip(hidden, value, strict=True)) else hidden
     return value
 
 

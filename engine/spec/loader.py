@@ -459,8 +459,8 @@ def _load_models(root: Path, loaded: LoadedSpecs, issues: IssueCollector) -> Non
     adapter = TypeAdapter(ModelSpec)
     for name, raw in models.items():
         # a variable set nowhere is left as written: the model reads it at first use, and names it then
-        raw, _ = loaded.resolver.resolve(raw, lambda sub, name=name: source.locate(("models", name) + sub), issues,
-                                         short_form=True, defer=lambda _path: True)
+        raw, _ = loaded.resolver.resolve(raw, source.locate, issues, short_form=True, path=("models", name),
+                                         defer=lambda _path: True)
         spec = _validate(adapter, raw, source, ("models", name), issues, loaded.resolver.written)
         if spec is not None:
             loaded.models[name] = Entry(name, spec, source, ("models", name))

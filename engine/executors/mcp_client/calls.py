@@ -119,7 +119,7 @@ class CallRouting:
         schema = getattr(params, "requested_schema", None)
         if target is None or schema is None:  # nobody to ask (or a URL elicitation, which needs a browser)
             return types.ElicitResult(action="decline")
-        question = {"server": self.server, "message": cut(params.message), "requested_schema": _plain(schema)}
+        question: dict[str, Any] = {"server": self.server, "message": cut(params.message), "requested_schema": _plain(schema)}
         too_big = schema_size_problem(question["requested_schema"])
         if too_big is not None:
             logger.warning("MCP elicitation declined: its requested schema is too big", server=self.server, problem=too_big)

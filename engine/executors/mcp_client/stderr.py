@@ -11,7 +11,7 @@ import codecs
 import os
 import threading
 from types import TracebackType
-from typing import IO
+from typing import TextIO
 
 from ...logging import logger
 from .budgets import MAX_TEXT
@@ -66,7 +66,7 @@ class StderrToLog:
     def __init__(self, server: str):
         self.server = server
         read_fd, write_fd = os.pipe()
-        self.file: IO[str] = os.fdopen(write_fd, "w")
+        self.file: TextIO = os.fdopen(write_fd, "w")  # (stdio_client's errlog is a TextIO)
         self._read_fd = read_fd
         threading.Thread(target=self._pump, name=f"skillyard-mcp-stderr-{server}", daemon=True).start()
 
