@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
+from ...lang.schema_budget import DEFAULT_MAX_SCHEMA_BYTES, schema_over_budget
 
 MAX_TEXT = 4000  # characters kept of one log message, progress message or stderr line
 MAX_DESCRIPTION_BYTES = 4 * 1024  # a tool's description or title (UTF-8)
-MAX_INPUT_SCHEMA_BYTES = 64 * 1024  # a tool's inputSchema, as JSON
+MAX_INPUT_SCHEMA_BYTES = DEFAULT_MAX_SCHEMA_BYTES  # a tool's inputSchema or a question's schema, as JSON
 SAMPLING_MAX_TOKENS = 4096  # a sampling request's ceiling when the answering model sets no max_tokens
 LIST_CHANGED_DEBOUNCE = 1.0  # seconds a `tools/list_changed` waits for more before the tools are listed again
 
@@ -29,18 +29,13 @@ def tool_size_problem(description: str | None, title: str | None, input_schema: 
         if size > MAX_DESCRIPTION_BYTES:
             return f"its {field} is {size:,} bytes, past the limit of {MAX_DESCRIPTION_BYTES:,}"
     problem = schema_size_problem(input_schema)
-    return None if problem is None else f"its inputSchema {problem}"
+    return None if problem is None else f"its inputSchema is refused: {problem}"
 
 
 def schema_size_problem(schema: Any) -> str | None:
-    """A schema a server sent (a tool's inputSchema, an elicitation's requestedSchema) past MAX_INPUT_SCHEMA_BYTES."""
-    try:
-        size = len(orjson.dumps(schema))
-    except (TypeError, orjson.JSONEncodeError):
-        return "is not JSON"
-    if size > MAX_INPUT_SCHEMA_BYTES:
-        return f"is {size:,} bytes, past the limit of {MAX_INPUT_SCHEMA_BYTES:,}"
-    return None
+    """A schema a server sent (a tool's inputSchema, an elicitation's requestedSchema) over the
+    budget every schema from outside has (size, depth, $ref fan-out; lang/schema_budget.py)."""
+    return schema_over_budget(schema, MAX_INPUT_SCHEMA_BYTES)
 
 
 def sampling_max_tokens(asked: int, model_max: int | None) -> int:
