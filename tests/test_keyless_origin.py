@@ -67,6 +67,8 @@ def test_a_cross_site_read_without_an_origin_is_refused_by_its_fetch_metadata(en
         answer = _request(app, "GET", "/v1/runs", headers={"Sec-Fetch-Site": site})
         assert answer.status_code == 403 and answer.json()["error"]["code"] == "origin_not_allowed", site
     assert _request(app, "GET", "/v1/runs", headers={"Sec-Fetch-Site": "none"}).status_code == 200
+    linked = _request(app, "GET", "/", headers={"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate"})
+    assert linked.status_code == 200, "the page itself opens from a link on another site"
 
 
 @pytest.mark.parametrize("keys", ["", f"alice:caller:{KEY}"])

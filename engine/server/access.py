@@ -74,7 +74,7 @@ async def current_principal(request: Request) -> Principal:
 
 def optional_principal(request: Request) -> Principal | None:
     """Who made this request, or None, on a public route that shows more to a valid key."""
-    return request.scope.get(PRINCIPAL_KEY)  # type: ignore[no-any-return]
+    return request.scope.get(PRINCIPAL_KEY)
 
 
 async def send_unauthorized(send: Send) -> None:
@@ -105,8 +105,9 @@ class Access:
         if declared is not None and (not declared.isdigit() or int(declared) > self.max_body_bytes):
             await _send_error(send, ErrorCode.PAYLOAD_TOO_LARGE, f"the request body may be at most {self.max_body_bytes} bytes")
             return
-        if _not_json_body(scope, headers, declared):
-            await _send_error(send, ErrorCode.INVALID_REQUEST, not_json_message(headers.get(b"content-type")))
+        content_type = headers.get(b"content-type")
+        if content_type != b"application/json" and _not_json_body(scope, content_type, headers, declared):
+            await _send_error(send, ErrorCode.INVALID_REQUEST, not_json_message(content_type))
             return
         if declared is not None:
             # The HTTP server frames the body by its Content-Length: it cannot pass the cap, and
@@ -119,8 +120,9 @@ class Access:
         """(code, message, headers) when the request may not go further."""
         if not self.keys:
             client = scope.get("client")
+            fetch_site = headers.get(b"sec-fetch-site") if _route_path(scope).startswith(_PROTECTED) else None  # the page opens from a link
             refusal = _loopback_verdict(str(client[0]) if client else None, headers.get(b"host"), headers.get(b"origin"),
-                                        scope.get("scheme", "http"), headers.get(b"sec-fetch-site"))
+                                        scope.get("scheme", "http"), fetch_site)
             if refusal is None:
                 scope[PRINCIPAL_KEY] = LOCAL
             return refusal
@@ -207,13 +209,18 @@ def json_type(content_type: bytes | None) -> bool:
     return media == b"application/json" or (media.startswith(b"application/") and media.endswith(b"+json"))
 
 
-def _not_json_body(scope: Scope, headers: dict[bytes, bytes], declared: bytes | None) -> bool:
+def _not_json_body(scope: Scope, content_type: bytes | None, headers: dict[bytes, bytes], declared: bytes | None) -> bool:
     """A request to a JSON route that brings a body (a length, or chunks) not said to be JSON."""
-    if scope["method"] not in _WITH_BODY or json_type(headers.get(b"content-type")):
+    if scope["method"] not in _WITH_BODY or json_type(content_type):
         return False
     if declared == b"0" or (declared is None and b"transfer-encoding" not in headers):
         return False  # no body: a call without arguments
-    return (get_route_path(scope) if scope.get("root_path") else scope["path"]).startswith(_JSON_ROUTES)
+    return _route_path(scope).startswith(_JSON_ROUTES)
+
+
+def _route_path(scope: Scope) -> str:
+    """The path as the router matches it (without the root path of a mounted app)."""
+    return get_route_path(scope) if scope.get("root_path") else scope["path"]
 
 
 def not_json_message(content_type: bytes | None) -> str:
@@ -225,7 +232,7 @@ def not_json_message(content_type: bytes | None) -> str:
 def request_headers(scope: Scope) -> dict[bytes, bytes]:
     """`first_values` of the request, as `Access` kept them."""
     headers = scope.get(HEADERS_KEY)
-    return first_values(scope) if headers is None else headers  # type: ignore[no-any-return]
+    return first_values(scope) if headers is None else headers
 
 
 def first_values(scope: Scope) -> dict[bytes, bytes]:

@@ -163,7 +163,7 @@ def _entry(name: str | None, role: str, key: str) -> KeyEntry:
         name = f"{role}-{hashed.hex()[:8]}"  # stable across restarts and replicas, and says nothing of the key
     elif not _NAME.match(name):
         raise KeyConfigError(f"API key name {name!r}: use 1-64 letters, digits, '_', '.', '@' or '-'")
-    return KeyEntry(name, role, hashed)  # type: ignore[arg-type]
+    return KeyEntry(name, role, hashed)
 
 
 def _checked_names(entries: list[KeyEntry]) -> tuple[KeyEntry, ...]:
