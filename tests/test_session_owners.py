@@ -161,7 +161,10 @@ def test_two_callers_naming_one_session_each_get_their_own(app: Any, model_serve
     assert mine["principal"] == "bob" and [m["content"] for m in mine["messages"]] == ["bob here", "for bob"]
     assert send(app, "GET", f"/v1/sessions/{NAME}?owner=alice", BOB).status_code == 404, "a caller names only itself"
     assert [s["principal"] for s in send(app, "GET", "/v1/sessions", BOB).json()] == ["bob"]
-    assert sorted(s["principal"] for s in send(app, "GET", "/v1/sessions", ROOT).json()) == ["alice", "bob"]
+    assert send(app, "GET", "/v1/sessions", ROOT).json() == [], "an admin's list is its own conversations"
+    assert sorted(s["principal"] for s in send(app, "GET", "/v1/sessions?all=true", ROOT).json()) == ["alice", "bob"]
+    assert [s["principal"] for s in send(app, "GET", "/v1/sessions?owner=bob", ROOT).json()] == ["bob"]
+    assert [s["principal"] for s in send(app, "GET", "/v1/sessions?all=true", BOB).json()] == ["bob"], "a caller's all is its own"
     assert send(app, "GET", f"/v1/sessions/{NAME}?owner=alice", ROOT).json()["turns"] == 2
     assert send(app, "DELETE", f"/v1/sessions/{NAME}", BOB).status_code == 204
     assert send(app, "GET", f"/v1/sessions/{NAME}", ALICE).json()["turns"] == 2, "bob deleted only his own"

@@ -13,7 +13,7 @@ SESSION_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 
 
 def visible_to(principal: Principal) -> str | None:
-    """Whose sessions `principal` may list: its own (by key name); None, an admin's: all (as runs)."""
+    """Whose sessions `principal` may list when it asks for all: its own (by key name); None, an admin's: all (as runs)."""
     return None if principal.is_admin else principal.name
 
 

@@ -1,8 +1,8 @@
 """Sessions: list, read, delete the caller's conversations (POST /v1/agent's `session_id` continues one).
 
 A session's name is its owner's (the key name that created it): two callers naming `ticket-1`
-have two sessions. A caller lists, reads and deletes its own; an admin lists all and reads or
-deletes another owner's with `?owner=NAME`. Naming another owner without the admin role
+have two sessions. Everyone lists, reads and deletes its own (the conversations it can
+continue); an admin names another owner with `?owner=NAME`, or lists every owner's with `?all=true`. Naming another owner without the admin role
 answers 404, exactly like a session that does not exist (as runs do, routes/runs.py).
 Sessions live in the run store: without one these routes answer 409 `no_store`.
 """
@@ -29,11 +29,14 @@ def router(service: Service) -> APIRouter:
     api = APIRouter()
 
     @api.get("/v1/sessions", tags=["sessions"], summary="The caller's sessions, most recently used first",
+             description="An admin lists another owner's with `?owner=NAME`, everyone's with `?all=true`.",
              responses=error_responses(409))
-    async def list_sessions(limit: int = Query(100, ge=1, le=1000),
+    async def list_sessions(limit: int = Query(100, ge=1, le=1000), owner: str | None = Owner,
+                            everyone: bool = Query(False, alias="all", description="Every owner's sessions (admins only)"),
                             principal: Principal = Depends(current_principal)) -> Any:
         sessions = sessions_of(service)
-        return jsonable(await store_call(lambda: sessions.list(visible=visible_to(principal), limit=limit)))
+        whose = visible_to(principal) if everyone else owner_for(principal, owner)
+        return jsonable(await store_call(lambda: sessions.list(visible=whose, limit=limit)))
 
     @api.get("/v1/sessions/{session_id}", tags=["sessions"],
              summary="One session: its messages (OpenAI chat format) and the run of each turn",
