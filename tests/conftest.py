@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import textwrap
 from pathlib import Path
 from typing import Callable
@@ -47,11 +48,13 @@ def pg_cluster():  # type: ignore[no-untyped-def]
         pytest.skip("PostgreSQL is not installed (no initdb on PATH or under /usr/lib/postgresql/*/bin); "
                     ".ci/run installs Debian's postgresql package")
     cluster = PgCluster(bindir)
+    atexit.register(cluster.destroy)  # pg_ctl's server is no child of ours: stopped at exit if teardown never ran
     try:
         cluster.start()
         yield cluster
     finally:
         cluster.destroy()
+        atexit.unregister(cluster.destroy)
 
 
 @pytest.fixture(scope="module")

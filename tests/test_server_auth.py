@@ -13,7 +13,7 @@ pytest.importorskip("fastapi")
 import httpx  # noqa: E402
 
 from engine import Engine  # noqa: E402
-from engine.server.auth import ApiKeys, KeyConfigError, is_loopback_host, load_api_keys, loopback_origin, presented_key  # noqa: E402
+from engine.server.auth import ApiKeys, KeyConfigError, is_loopback_host, load_api_keys, presented_key, same_origin  # noqa: E402
 
 from server_helpers import write_project  # noqa: E402
 
@@ -72,8 +72,9 @@ def test_presented_key_and_loopback_names() -> None:
         assert is_loopback_host(host), host
     for host in ("0.0.0.0", "::", "10.0.0.1", "example.com", "localhost.example.com"):
         assert not is_loopback_host(host), host
-    assert loopback_origin("http://127.0.0.1:8000") and loopback_origin("http://localhost:3000")
-    assert not loopback_origin("https://evil.example") and not loopback_origin("null")
+    assert same_origin("http://127.0.0.1:8000", "http", "127.0.0.1:8000")
+    assert not same_origin("http://localhost:3000", "http", "127.0.0.1:8000")  # another port is another origin
+    assert not same_origin("https://evil.example", "http", "127.0.0.1:8000") and not same_origin("null", "http", "localhost")
 
 
 # ─── the app in process ──────────────────────────────────────────────────────────────────

@@ -26,6 +26,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
+import child_processes
+
 pytest.importorskip("fastapi")
 import httpx  # noqa: E402
 from fastapi import FastAPI  # noqa: E402
@@ -150,9 +152,9 @@ def _embedded_server(tmp_path: Path) -> Iterator[str]:
     port = free_port()
     env = {**os.environ, "DOCS_PROJECT": str(write_project(tmp_path / "project")), "DOCS_KEYS": KEYS}
     log = (tmp_path / "uvicorn.log").open("w")
-    process = subprocess.Popen([sys.executable, "-m", "uvicorn", "embed:app", "--app-dir", str(tmp_path),
-                                "--host", "127.0.0.1", "--port", str(port)],
-                               stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    process = child_processes.start([sys.executable, "-m", "uvicorn", "embed:app", "--app-dir", str(tmp_path),
+                                     "--host", "127.0.0.1", "--port", str(port)],
+                                    stdout=log, stderr=subprocess.STDOUT, env=env)
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -164,8 +166,7 @@ def _embedded_server(tmp_path: Path) -> Iterator[str]:
             time.sleep(0.1)
         yield f"http://127.0.0.1:{port}"
     finally:
-        process.terminate()
-        process.wait(timeout=10)
+        child_processes.stop(process)
         log.close()
 
 

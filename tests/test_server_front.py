@@ -102,14 +102,15 @@ def test_keys_are_read_from_either_header_and_the_body_cap_holds(engine: Any) ->
         yield b"y" * 100
         yield b'"}'
 
-    chunked = _request(app, "POST", "/v1/tools/echo/call", content=chunks(), headers={"X-API-Key": KEY})
+    json_key = {"X-API-Key": KEY, "Content-Type": "application/json"}
+    chunked = _request(app, "POST", "/v1/tools/echo/call", content=chunks(), headers=json_key)
     assert chunked.status_code == 413 and chunked.json()["error"]["code"] == "payload_too_large"
 
     async def small() -> Any:
         yield b'{"name": '
         yield b'"z"}'
 
-    assert _request(app, "POST", "/v1/tools/echo/call", content=small(), headers={"X-API-Key": KEY}).json()["data"] == {
+    assert _request(app, "POST", "/v1/tools/echo/call", content=small(), headers=json_key).json()["data"] == {
         "name": "z", "count": 1}
 
 

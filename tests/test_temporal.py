@@ -19,6 +19,7 @@ from typing import Any, Iterator
 
 import pytest
 
+import child_processes
 from temporal_server import temporal_address  # noqa: F401 - the session's dev server (a fixture)
 
 pytestmark = pytest.mark.slow  # every test here starts a process or a server
@@ -56,7 +57,7 @@ class Setup:
 
     def start_worker(self, root: Path | None = None) -> subprocess.Popen[str]:
         log = open(self.root.parent / f"worker{len(self.workers)}.log", "w+")
-        worker = subprocess.Popen(self.command("worker", root=root), env=self.env, stdout=log, stderr=log, text=True)
+        worker = child_processes.start(self.command("worker", root=root), env=self.env, stdout=log, stderr=log, text=True)
         worker.log = log  # type: ignore[attr-defined]
         self.workers.append(worker)
         wait_for(lambda: "revision" in Path(log.name).read_text(), 60, "the worker's start line")
@@ -80,15 +81,14 @@ class Setup:
             return store.events(run_id)
 
     def stop(self) -> None:
-        for worker in self.workers:
+        for worker in self.workers:  # all asked at once: each finishes its step while the others do
             if worker.poll() is None:
                 worker.send_signal(signal.SIGTERM)
         for worker in self.workers:
             try:
-                worker.wait(30)
-            except subprocess.TimeoutExpired:
-                worker.kill()
-            worker.log.close()  # type: ignore[attr-defined]
+                child_processes.stop(worker, signal.SIGTERM, grace=30)
+            finally:
+                worker.log.close()  # type: ignore[attr-defined]
 
 
 def write_config(root: Path, queue: str, extra: str = "") -> None:

@@ -120,7 +120,7 @@ def test_broken_tools_are_marked_and_the_admin_reloads_the_project(browser: Any,
         page.click("#reload-project")
         page.wait_for_selector("#reload-result[data-outcome=failed]", timeout=15000)
         failed = page.inner_text("#reload-result")
-        assert "Reload failed" in failed and "tools.yaml:" in failed and "fix: fix the YAML syntax" in failed
+        assert "Reload failed" in failed and "tools.yaml:" in failed and "fix: the list opened with `[` at line 1:8 is not closed" in failed
         assert page.get_attribute("#tool-list li[data-tool=report]", "data-broken") == "serving"
         page.set_viewport_size({"width": 420, "height": 800})  # the problems and the outcome fit a narrow screen
         page.click("#tool-list li[data-tool=brief]")

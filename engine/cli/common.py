@@ -40,11 +40,12 @@ def fail(message: str) -> int:
     return EXIT_USAGE
 
 
-def report_config(error: ConfigError) -> int:
+def report_config(error: ConfigError, consequence: str = "nothing was run") -> int:
+    """Every problem, then how many and what they stopped (`consequence`: the command's own words)."""
     for issue in error.issues:
         print(str(issue), file=sys.stderr)
     count = len(error.issues)
-    print(f"{count} problem{'s' if count != 1 else ''} found; nothing was run.", file=sys.stderr)
+    print(f"{count} problem{'s' if count != 1 else ''} found; {consequence}.", file=sys.stderr)
     return EXIT_USAGE
 
 

@@ -118,7 +118,7 @@ def _show_result(ns: argparse.Namespace, result: ToolResult) -> int:
         return EXIT_OK
     if ns.quiet:
         print(f"error: {result.error.code}: {result.error.message}", file=sys.stderr)
-        for hint in error_hints(result.error.to_dict()):
+        for hint in error_hints(result.error.to_dict(), result.tool):
             print(f"  {hint}", file=sys.stderr)
     show_error(ns, result.error, sys.stderr)  # the user's frame or traceback (error_view.py)
     return exit_code(result.error)
@@ -131,7 +131,7 @@ def cmd_validate(ns: argparse.Namespace) -> int:
         if stored and not ns.no_import:  # what every command runs: the YAML with the store's overrides
             project = load_project(ns.dir, tool_settings=stored)
     except ConfigError as exc:
-        return report_config(exc)
+        return report_config(exc, "the project does not load")
     warnings = getattr(project, "warnings", [])
     for warning in warnings:  # it loads and runs, but is probably not what was meant
         print(f"warning: {warning}", file=sys.stderr)

@@ -24,20 +24,22 @@ def add_sessions_parser(commands: Any) -> None:
     sub = sessions.add_subparsers(dest="action", metavar="ACTION")
     show = sub.add_parser("show", help="print a conversation (tool calls and results folded to one line each)")
     show.add_argument("name")
+    show.add_argument("--owner", help="the API key name whose session it is (default: the project's own, `chat --session`)")
     show.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print the session as JSON (messages in the OpenAI chat format)")
     delete = sub.add_parser("delete", help="delete a conversation")
     delete.add_argument("name")
+    delete.add_argument("--owner", help="the API key name whose session it is (default: the project's own)")
 
 
 @store_command
 def run_sessions(ns: argparse.Namespace, store: Store) -> int:
     if ns.action == "delete":
-        if not store.sessions.delete(ns.name):
+        if not store.sessions.delete(ns.name, owner=ns.owner):
             raise UsageError(f"no session {ns.name!r}; see `skillyard sessions`")
         print(f"deleted session {ns.name}")
         return 0
     if ns.action == "show":
-        session = store.sessions.get(ns.name)
+        session = store.sessions.get(ns.name, owner=ns.owner)
         if session is None:
             raise UsageError(f"no session {ns.name!r}; see `skillyard sessions`")
         if ns.json:
@@ -53,10 +55,12 @@ def run_sessions(ns: argparse.Namespace, store: Store) -> int:
     if not sessions:
         print("no sessions yet; `skillyard chat --session NAME PROMPT` starts one", file=sys.stderr)
         return 0
-    print(f"{'NAME':<24} {'TURNS':>5}  {'LAST USED':<19}  TOKENS (in/out)")
+    owned = any(s["principal"] for s in sessions)  # a name is its owner's: HTTP callers' sessions show whose
+    owner_head = f"{'OWNER':<12} " if owned else ""
+    print(f"{'NAME':<24} {owner_head}{'TURNS':>5}  {'LAST USED':<19}  TOKENS (in/out)")
     for s in sessions:
-        usage = s["usage"]
-        print(f"{s['id']:<24} {s['turns']:>5}  {_when(s['updated_at'])}  {usage['input_tokens']}/{usage['output_tokens']}")
+        usage, owner = s["usage"], (f"{s['principal'] or '-':<12} " if owned else "")
+        print(f"{s['id']:<24} {owner}{s['turns']:>5}  {_when(s['updated_at'])}  {usage['input_tokens']}/{usage['output_tokens']}")
     return 0
 
 

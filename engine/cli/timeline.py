@@ -11,6 +11,7 @@ progress, a sub-workflow's steps) is left out. Sub-workflow steps read `parent/s
 
 from __future__ import annotations
 
+import difflib
 from typing import Any, TextIO
 
 from ..errors import ErrorCode
@@ -28,6 +29,7 @@ class Timeline:
         self._steps: dict[str, str] = {}
         self._items: dict[str, int] = {}  # forEach step id → items_total
         self._parallel: set[str] = set()  # step ids that run in a parallel group
+        self._tools: dict[str | None, str] = {}  # tool call id → the tool it asked for (named in its error's hints)
 
     def __call__(self, event: Event) -> None:
         line = self._line(event)
@@ -61,6 +63,7 @@ class Timeline:
         if kind == "agent_error":
             return f"✗ {data.get('message')}"
         if kind == "tool_call_start":
+            self._tools[event.tool_call_id] = data["tool"]
             return f"▶ {data['tool']}  ({event.run_id})"
         if kind == "tool_progress_delta":
             return self._progress(data)
@@ -86,7 +89,8 @@ class Timeline:
         if kind == "tool_call_error":
             error = data["error"]
             line = f"✗ {error['code']}: {error['message']}  ({_ms(data['metadata'].get('duration_ms'))})"
-            return "\n".join([line, *(f"  {hint}" for hint in error_hints(error))])
+            hints = error_hints(error, self._tools.pop(event.tool_call_id, None))
+            return "\n".join([line, *(f"  {hint}" for hint in hints)])
         return None
 
 
@@ -136,12 +140,15 @@ def _hidden_item(data: dict[str, Any]) -> bool:
     return index is not None and index >= ITEMS_SHOWN
 
 
-def error_hints(error: dict[str, Any]) -> list[str]:
-    """What the user can do next, from the error's details (e.g. which tools exist)."""
+def error_hints(error: dict[str, Any], tool: str | None = None) -> list[str]:
+    """What the user can do next, from the error's details: for an unknown `tool`, the known
+    tool its name is closest to (a typo), then which tools exist."""
     details = error.get("details") or {}
     if error.get("code") == ErrorCode.UNKNOWN_TOOL and "available_tools" in details:
         available = details["available_tools"]
-        return [f"available tools: {', '.join(available)}" if available else "no tools are available"]
+        close = difflib.get_close_matches(tool, available, n=1) if tool and available else []
+        listed = f"available tools: {', '.join(available)}" if available else "no tools are available"
+        return [f"did you mean {close[0]!r}?", listed] if close else [listed]
     return []
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import Any, TextIO
 
 from .._engine import Engine
-from ..errors import ConfigError, ToolAdminError, UsageError
+from ..errors import EXIT_USAGE, ConfigError, ToolAdminError, UsageError
 from ..store import StoreError, store_url
 from ..store.urls import store_exists
 from ..tool_admin import ToolAdmin
@@ -46,10 +46,12 @@ def add_tools_parser(commands: Any, on_config_error: Any) -> None:
 
 
 def _open(ns: argparse.Namespace, *, create_store: bool) -> Engine:
-    """With the store when it exists (listing) or always (changes, which live in it)."""
+    """With the store when it exists (listing) or always (changes, which live in it). A tool
+    broken by a problem in its own parts is set aside (`project.broken`), as `serve` and
+    `run-workflow` do: the others are listed and changed."""
     from ..link.linker import load_project
 
-    project = load_project(ns.dir)
+    project = load_project(ns.dir, isolate_broken_tools=True)
     try:
         url = store_url(project.root, project.settings.store)
         return Engine.from_project(project, store=url if create_store or store_exists(url) else False)
@@ -58,33 +60,54 @@ def _open(ns: argparse.Namespace, *, create_store: bool) -> Engine:
 
 
 def cmd_list(ns: argparse.Namespace, on_config_error: Any) -> int:
+    """The healthy tools, then the broken ones with their problems (exit 2 when there are any:
+    the project has problems to fix, though everything else runs)."""
     if ns.format and not ns.json:
         raise UsageError(f"--format {ns.format} applies to JSON output only: write `skillyard tools --json --format {ns.format}`")
     try:
         engine = _open(ns, create_store=False)
     except ConfigError as exc:
-        return int(on_config_error(exc))
+        return int(on_config_error(exc, "no tool is listed"))
     try:
         project = engine.project
+        broken = {name: [str(issue) for issue in issues] for name, issues in sorted(project.broken.items())}
         if ns.json and ns.format:
             print(json.dumps(project.tool_schemas(ns.format), ensure_ascii=False, indent=2))
-            return 0
-        views = ToolAdmin(engine).views()
-        if ns.json:
+            _print_broken(broken, sys.stderr)
+        elif ns.json:
+            views = ToolAdmin(engine).views() + [{"name": name, "broken": True, "problems": problems}
+                                                 for name, problems in broken.items()]
             print(json.dumps(views, ensure_ascii=False, indent=2))
-            return 0
-        for view in views:
-            state = "enabled" if view["enabled"] else "disabled"
-            if not project.policy.permits(view["name"]):
-                state += ", denied by router policy"
-            origin = view["source"] + (f", stored overrides: {json.dumps(view['overrides'])}" if view["overrides"] else "")
-            title = f" — {view['title']}" if view.get("title") else ""
-            print(f"{view['name']}{title}  [{view['type']}, {state}; from {origin}]")
-            print(f"    {view['description']}")
-            _print_parameters(view["parameters"])
-        return 0
+        else:
+            for view in ToolAdmin(engine).views():
+                _print_view(view, project.policy.permits(view["name"]))
+            _print_broken(broken, sys.stdout)
+        return EXIT_USAGE if broken else 0
     finally:
         engine.close()
+
+
+def _print_view(view: dict[str, Any], permitted: bool) -> None:
+    state = "enabled" if view["enabled"] else "disabled"
+    if not permitted:
+        state += ", denied by router policy"
+    origin = view["source"] + (f", stored overrides: {json.dumps(view['overrides'])}" if view["overrides"] else "")
+    title = f" — {view['title']}" if view.get("title") else ""
+    print(f"{view['name']}{title}  [{view['type']}, {state}; from {origin}]")
+    print(f"    {view['description']}")
+    _print_parameters(view["parameters"])
+
+
+def _print_broken(broken: dict[str, list[str]], out: TextIO) -> None:
+    """Each broken tool and its problems (`file:line:col: what — fix`): it does not run, the others do."""
+    if not broken:
+        return
+    count = len(broken)
+    print(f"\n{count} broken tool{'s' if count != 1 else ''} (not callable until fixed; the tools above run):", file=out)
+    for name, problems in broken.items():
+        print(f"{name}  [broken]", file=out)
+        for problem in problems:
+            print(f"    {problem}", file=out)
 
 
 def _print_parameters(parameters: dict[str, Any]) -> None:
@@ -102,7 +125,7 @@ def cmd_change(ns: argparse.Namespace, on_config_error: Any) -> int:
     try:
         engine = _open(ns, create_store=True)
     except ConfigError as exc:
-        return int(on_config_error(exc))
+        return int(on_config_error(exc, "nothing was changed"))
     admin = ToolAdmin(engine, operator=True)  # the host's owner: no admin-key limits
     try:
         if ns.action == "add":

@@ -8,6 +8,7 @@ functions imported. Every problem found is collected and raised at once as a Con
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import importlib
 import re
 import sys
@@ -256,7 +257,7 @@ class _Linker:
                 self.issues.add(
                     _variable_location(entry, field, source, name),
                     f"template {field!r} of skill {entry.name!r} uses {{{{ {name} }}}}, which the skill's input schema does not declare",
-                    f"add {name!r} under input.properties, or fix the variable name",
+                    _variable_hint(name, declared),
                 )
         return not problems
 
@@ -475,6 +476,14 @@ def _template_place(entry: Entry[Any], field: str, line: int) -> str:
     """`skills.yaml:12:9`: where line `line` of the skill's template `field` sits (asked on a render error)."""
     where = entry.source.block_location(entry.path + (field,), line)
     return f"{where.file}:{where.line}:{where.col}"
+
+
+def _variable_hint(name: str, declared: set[str]) -> str:
+    """`titel` with `title` declared is a typo, said first; else declare it or fix it."""
+    close = difflib.get_close_matches(name, sorted(declared), n=1)
+    if close:
+        return f"did you mean {{{{ {close[0]} }}}}? (or add {name!r} under input.properties)"
+    return f"add {name!r} under input.properties, or fix the variable name"
 
 
 def _variable_location(entry: Entry[Any], field: str, source: str, name: str) -> Location:

@@ -30,7 +30,7 @@ UNFINISHED = frozenset({"cancelled", "error"})  # a turn that stopped so is not 
 class SessionBook(Protocol):
     """Where sessions are kept (the run store's `Sessions`, store/sessions.py)."""
 
-    def begin(self, session_id: str, run_id: str, *, owner: str | None = None, visible: str | None = None,
+    def begin(self, session_id: str, run_id: str, *, owner: str | None = None,
               hold_s: float = 3600.0) -> list[dict[str, Any]]: ...
 
     def append(self, session_id: str, run_id: str, messages: list[dict[str, Any]], usage: dict[str, Any]) -> bool: ...

@@ -4,15 +4,19 @@
 
 1. With no API keys, only loopback peers are served: the client address of the connection
    (ASGI `client`) must be loopback, the `Host` header must name a loopback host and an
-   `Origin`, if any, must be loopback. (An app embedded under `uvicorn.run(host="0.0.0.0")`
+   `Origin`, if any, must be the request's own origin (scheme, host and port): another local
+   program's page (a dev server on `localhost:3000`) is another site. (An app embedded under `uvicorn.run(host="0.0.0.0")`
    would otherwise serve the network as admin: a `Host` header is whatever the client says.)
 2. `/v1/*`, `/mcp` and `/metrics` need a key; `/v1/admin/*` and `/metrics` an admin key. The
    principal is put in the scope for the routes (`current_principal`). `/readyz` takes a key
    if one is sent (its figures are for admins) and never refuses.
 3. Every request body is capped while it streams in: a `Content-Length` over the cap is
    refused at once, and a chunked body is cut off with 413 as soon as it passes the cap.
+4. A body under `/v1/` must say it is JSON (`Content-Type: application/json`): 422 saying so
+   otherwise. Every route there reads JSON, and the types a page of another site may send
+   without a preflight (`text/plain`, forms) are exactly the ones refused.
 
-All three happen before a route reads a byte of the body, so an unauthenticated client
+All four happen before a route reads a byte of the body, so an unauthenticated client
 cannot make the server buffer anything.
 
 Paths are judged as the router matches them: without the root path (`get_route_path`), so
@@ -35,7 +39,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..errors import ErrorCode, SkillyardError
 from .api import ApiError
-from .auth import LOCAL, ApiKeys, Principal, host_header_name, is_loopback_host, loopback_origin, presented_key
+from .auth import LOCAL, ApiKeys, Principal, host_header_name, is_loopback_host, presented_key, same_origin
 
 PRINCIPAL_KEY = "skillyard.principal"
 HEADERS_KEY = "skillyard.headers"  # {name: first value}, bytes, set by Access
@@ -98,10 +102,14 @@ class Access:
             await _send_error(send, *refusal)
             return
         declared = headers.get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.max_body_bytes):
+            await _send_error(send, ErrorCode.PAYLOAD_TOO_LARGE, f"the request body may be at most {self.max_body_bytes} bytes")
+            return
+        content_type = headers.get(b"content-type")
+        if content_type != b"application/json" and _not_json_body(scope, content_type, headers, declared):
+            await _send_error(send, ErrorCode.INVALID_REQUEST, not_json_message(content_type))
+            return
         if declared is not None:
-            if not declared.isdigit() or int(declared) > self.max_body_bytes:
-                await _send_error(send, ErrorCode.PAYLOAD_TOO_LARGE, f"the request body may be at most {self.max_body_bytes} bytes")
-                return
             # The HTTP server frames the body by its Content-Length: it cannot pass the cap, and
             # the request needs no counting wrappers around receive and send.
             await self.app(scope, receive, send)
@@ -112,7 +120,9 @@ class Access:
         """(code, message, headers) when the request may not go further."""
         if not self.keys:
             client = scope.get("client")
-            refusal = _loopback_verdict(str(client[0]) if client else None, headers.get(b"host"), headers.get(b"origin"))
+            fetch_site = headers.get(b"sec-fetch-site") if _route_path(scope).startswith(_PROTECTED) else None  # the page opens from a link
+            refusal = _loopback_verdict(str(client[0]) if client else None, headers.get(b"host"), headers.get(b"origin"),
+                                        scope.get("scheme", "http"), fetch_site)
             if refusal is None:
                 scope[PRINCIPAL_KEY] = LOCAL
             return refusal
@@ -159,18 +169,64 @@ class Access:
 
 
 @functools.lru_cache(maxsize=256)
-def _loopback_verdict(client: str | None, host: bytes | None, origin: bytes | None) -> tuple[ErrorCode, str, dict[str, str]] | None:
+def _loopback_verdict(client: str | None, host: bytes | None, origin: bytes | None, scheme: str,
+                      fetch_site: bytes | None) -> tuple[ErrorCode, str, dict[str, str]] | None:
     """The refusal for this peer, Host and Origin, or None. Cached: a server without keys sees the
-    same few loopback values on every request, and parsing addresses is most of the check's cost."""
+    same few loopback values on every request, and parsing addresses is most of the check's cost.
+    An Origin must be the request's own (scheme, host, port), and a browser's `Sec-Fetch-Site`
+    (sent on every request, GETs too, which carry no Origin) `same-origin` or `none` (typed in):
+    a page served by another local program (a dev server on localhost:3000) is refused, as any
+    other site is."""
     if client and not is_loopback_host(client):
         return ErrorCode.PEER_NOT_ALLOWED, ("no API keys are configured, so this server answers only loopback clients "
                                             "(set SKILLYARD_API_KEYS to serve others)"), {}
-    if host is not None and not is_loopback_host(host_header_name(host.decode("latin-1"))):
+    host_text = host.decode("latin-1") if host is not None else None
+    if host_text is not None and not is_loopback_host(host_header_name(host_text)):
         return ErrorCode.HOST_NOT_ALLOWED, ("no API keys are configured, so this server answers only requests to a "
                                             "loopback address (set SKILLYARD_API_KEYS to serve others)"), {}
-    if origin is not None and not loopback_origin(origin.decode("latin-1")):
-        return ErrorCode.ORIGIN_NOT_ALLOWED, "no API keys are configured, so cross-site requests are refused", {}
+    if (origin is not None and not same_origin(origin.decode("latin-1"), scheme, host_text)) or \
+            fetch_site not in _OWN_FETCH_SITES:
+        return ErrorCode.ORIGIN_NOT_ALLOWED, ("no API keys are configured, so only pages of this server's own origin "
+                                              f"({scheme}://{host_text or '?'}) may call it; a page of another origin "
+                                              "needs an API key"), {}
     return None
+
+
+_OWN_FETCH_SITES = frozenset({None, b"same-origin", b"none"})  # Sec-Fetch-Site of a request of this origin's page, or none
+_WITH_BODY = frozenset({"POST", "PUT", "PATCH"})
+_JSON_ROUTES = "/v1/"  # every body under /v1/ is JSON (/mcp checks its own, as the MCP transport says)
+
+
+def json_type(content_type: bytes | None) -> bool:
+    """Whether a `Content-Type` names JSON (`application/json`, with parameters or not, or `…+json`).
+    The one rule for every JSON route: a body a browser may send another site without asking
+    first (`text/plain`, a form) is never taken as a call's arguments."""
+    if content_type == b"application/json":
+        return True
+    if content_type is None:
+        return False
+    media = content_type.split(b";", 1)[0].strip().lower()
+    return media == b"application/json" or (media.startswith(b"application/") and media.endswith(b"+json"))
+
+
+def _not_json_body(scope: Scope, content_type: bytes | None, headers: dict[bytes, bytes], declared: bytes | None) -> bool:
+    """A request to a JSON route that brings a body (a length, or chunks) not said to be JSON."""
+    if scope["method"] not in _WITH_BODY or json_type(content_type):
+        return False
+    if declared == b"0" or (declared is None and b"transfer-encoding" not in headers):
+        return False  # no body: a call without arguments
+    return _route_path(scope).startswith(_JSON_ROUTES)
+
+
+def _route_path(scope: Scope) -> str:
+    """The path as the router matches it (without the root path of a mounted app)."""
+    return get_route_path(scope) if scope.get("root_path") else scope["path"]
+
+
+def not_json_message(content_type: bytes | None) -> str:
+    sent = "no Content-Type" if content_type is None else f"Content-Type {content_type.decode('latin-1')[:80]!r}"
+    return (f"this route reads a JSON body, and the request sent {sent}: send the body with "
+            "`Content-Type: application/json` (curl: -H 'Content-Type: application/json')")
 
 
 def request_headers(scope: Scope) -> dict[bytes, bytes]:

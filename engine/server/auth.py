@@ -234,7 +234,21 @@ def host_header_name(value: str) -> str:
     return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
 
 
-def loopback_origin(origin: str) -> bool:
-    """An `Origin` header naming a loopback host (`http://127.0.0.1:8000`), or `null`-free."""
-    match = re.match(r"^https?://(\[[^\]]+\]|[^/:]+)(:\d+)?/?$", origin.strip(), re.I)
-    return match is not None and is_loopback_host(match.group(1))
+_AUTHORITY = r"(\[[0-9A-Fa-f:.]+\]|[^/:\[\]]+)(?::(\d{1,5}))?"  # host, port: no nested quantifier
+_ORIGIN = re.compile(rf"^(https?)://{_AUTHORITY}/?$", re.I)
+_HOST = re.compile(rf"^{_AUTHORITY}$")
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def same_origin(origin: str, scheme: str, host: str | None) -> bool:
+    """Whether an `Origin` header names the request's own origin: the scheme, host and port the
+    request was made to (the connection's scheme, the `Host` header). Another port of the same
+    machine is another origin: a page on `localhost:3000` is not the service on 8000, nor is
+    `localhost` the origin `127.0.0.1`. `null` (a sandboxed or file page) is no one's."""
+    asked, own = _ORIGIN.match(origin.strip()), _HOST.match(host.strip()) if host is not None else None
+    if asked is None or own is None:
+        return False
+    scheme = "https" if scheme.lower() in ("https", "wss") else "http"
+    asked_scheme = asked.group(1).lower()
+    return (asked_scheme == scheme and asked.group(2).lower() == own.group(1).lower()
+            and int(asked.group(3) or _DEFAULT_PORTS[asked_scheme]) == int(own.group(2) or _DEFAULT_PORTS[scheme]))

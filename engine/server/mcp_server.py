@@ -5,7 +5,7 @@
 - `tools/call`: through the router like every other front door. The engine's progress events
   (`tool_progress_delta`, `skill_progress_delta`) become `notifications/progress` for a
   client that sent a progress token; the message is the event's own ("step 2 of 3 started:
-  render", "1,204 chars received"). A failed call is an MCP tool error (`isError: true`)
+  render", "receiving the answer: 1,204 chars so far"). A failed call is an MCP tool error (`isError: true`)
   whose text is the router's model-facing explanation, code first; an unknown tool is a
   JSON-RPC error -32602 ("Unknown tool: …"), as every MCP revision from 2024-11-05 to
   2026-07-28 says (tools § Error Handling: unknown tools are protocol errors).

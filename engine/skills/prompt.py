@@ -94,7 +94,7 @@ class PromptSkill(Skill):
             ctx.add_usage(response.usage)
             ctx.model_exchange(model_name, attempt, request, response)
             ctx.progress(
-                f"model answered: {len(response.text):,} chars",
+                f"model answered: {len(response.text):,} chars in all",
                 stage="answered",
                 chars=len(response.text),
                 chunks=stream.chunks,
@@ -141,4 +141,7 @@ class _StreamProgress:
         now = time.monotonic()
         if self.chunks == 1 or now - self._last >= STREAM_PROGRESS_EVERY_S:
             self._last = now
-            self.ctx.progress(f"{self.chars:,} chars received", stage="streaming", chars=self.chars, chunks=self.chunks)
+            # "so far": a log shows this line and the answer's own ("model answered: 901 chars"); a
+            # bare "24 chars received" before it read like an answer cut short
+            self.ctx.progress(f"receiving the answer: {self.chars:,} chars so far", stage="streaming", chars=self.chars,
+                              chunks=self.chunks)

@@ -445,8 +445,8 @@ def _describe_yaml_error(exc: yaml.MarkedYAMLError, text: str) -> tuple[str, str
             message = f"{problem} ({context} at {where})"
     else:
         message = problem or context or "invalid YAML"
-    hint = "fix the YAML syntax"
     lines = text.splitlines()
+    hint = _syntax_hint(problem, context, exc.context_mark, lines[line - 1] if 0 < line <= len(lines) else "", line, col)
     offending = lines[line - 1][col - 1 : col] if 0 < line <= len(lines) else ""
     if offending == "\t" or "cannot start any token" in problem and "\t" in (lines[line - 1] if 0 < line <= len(lines) else ""):
         hint = "YAML does not allow tabs for indentation; use spaces"
@@ -461,6 +461,30 @@ def _describe_yaml_error(exc: yaml.MarkedYAMLError, text: str) -> tuple[str, str
     elif "expected ',' or '}'" in problem:
         hint = _flow_quote_hint(lines[line - 1] if 0 < line <= len(lines) else "") or hint
     return f"YAML syntax error: {message}", hint, line, col
+
+
+def _syntax_hint(problem: str, context: str, opened_at: Any, found: str, line: int, col: int) -> str:
+    """What to change, from what the parser found (its `problem`) and what it was reading (its
+    `context`, opened at `opened_at`). The line is named by its key only: a value may be a secret."""
+    opened = f"line {opened_at.line + 1}:{opened_at.column + 1}" if opened_at is not None else "above"
+    key = found.strip().lstrip("- ").split(":", 1)[0].strip()
+    named = f" (`{key}:`)" if key and ":" in found and len(key) <= 60 else ""
+    if "expected ',' or ']'" in problem:
+        return f"the list opened with `[` at {opened} is not closed: add the missing `]` before line {line}, column {col} (or a `,` between items)"
+    if "expected ',' or '}'" in problem:
+        return (f"the mapping opened with `{{` at {opened} is not closed: add the missing `}}` before line {line}, column {col} "
+                "(or a `,` between entries)")
+    if "end of stream" in problem and "quoted scalar" in context:
+        return f"the quoted string opened at {opened} never ends: close it with the same quote"
+    if any(words in problem for words in ("expected key", "expected <document start>", "expected '-' indicator",
+                                          "expected <block end>")):
+        return (f"line {line}{named} is indented differently from the block it belongs to (from {opened}): the keys of "
+                "one mapping, and the items of one list, start in the same column (spaces, no tabs)")
+    if "cannot start any token" in problem:
+        char = found[col - 1 : col]
+        shown = f"`{char}` " if char.isprintable() and not char.isspace() else ""
+        return f"the character {shown}at line {line}, column {col} cannot start a plain value: put the value in quotes"
+    return f"look at line {line}, column {col}{named}: {problem or context or 'the YAML does not parse there'}"
 
 
 _KEY_AND_VALUE = re.compile(r"^(\s*(?:-\s+)?)([^\s:#'\"{\[][^:#]*?):[ \t]+(.*?)(?:\s+#.*)?$")

@@ -234,6 +234,42 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (session_id, seq)
     ) WITHOUT ROWID
     """,
+    # 14: a session's name is its owner's: two callers naming `ticket-1` have two sessions. The
+    # key becomes (principal, id), '' the project's own use (a key column is never NULL in
+    # PostgreSQL); both tables are rebuilt, their rows kept
+    """
+    CREATE TABLE sessions_owned (
+        principal     TEXT NOT NULL,            -- the API key name that created it ('': the project's own use)
+        id            TEXT NOT NULL,
+        created_at    INTEGER NOT NULL,
+        updated_at    INTEGER NOT NULL,
+        turns         INTEGER NOT NULL,
+        input_tokens  INTEGER NOT NULL,
+        output_tokens INTEGER NOT NULL,
+        busy_run      TEXT,
+        busy_until    INTEGER,
+        PRIMARY KEY (principal, id)
+    );
+    INSERT INTO sessions_owned SELECT COALESCE(principal, ''), id, created_at, updated_at, turns, input_tokens,
+        output_tokens, busy_run, busy_until FROM sessions;
+    CREATE TABLE session_messages_owned (
+        principal  TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        seq        INTEGER NOT NULL,
+        turn       INTEGER NOT NULL,
+        run_id     TEXT NOT NULL,
+        message    TEXT NOT NULL,               -- JSON, one OpenAI chat message
+        PRIMARY KEY (principal, session_id, seq)
+    ) WITHOUT ROWID;
+    INSERT INTO session_messages_owned SELECT COALESCE(s.principal, ''), m.session_id, m.seq, m.turn, m.run_id, m.message
+        FROM session_messages AS m LEFT JOIN sessions AS s ON s.id = m.session_id;
+    DROP TABLE session_messages;
+    DROP TABLE sessions;
+    ALTER TABLE sessions_owned RENAME TO sessions;
+    ALTER TABLE session_messages_owned RENAME TO session_messages;
+    CREATE INDEX sessions_updated ON sessions(updated_at);
+    CREATE INDEX sessions_busy ON sessions(busy_run)
+    """,
 ]
 
 

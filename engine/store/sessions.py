@@ -21,56 +21,59 @@ import time
 from typing import Any
 
 from ..errors import SessionError
-from .database import Database
+from .database import Database, Statement
 
-_TAKE = ("UPDATE sessions SET busy_run = ?, busy_until = ? WHERE id = ? "
+# A session is named within its owner's sessions (key (principal, id)); the project's own use
+# (the CLI, Python) is the owner '' in the row and None everywhere else. A run holds at most one
+# session: the turn's writes find it by its id and `busy_run`.
+PROJECT = ""
+_TAKE = ("UPDATE sessions SET busy_run = ?, busy_until = ? WHERE principal = ? AND id = ? "
          "AND (busy_run IS NULL OR busy_run = ? OR busy_until < ?)")
+_CREATE = ("INSERT INTO sessions (principal, id, created_at, updated_at, turns, input_tokens, output_tokens) "
+           "VALUES (?, ?, ?, ?, 0, 0, 0) ON CONFLICT (principal, id) DO NOTHING")
 _ROW = "SELECT id, principal, created_at, updated_at, turns, input_tokens, output_tokens, busy_run, busy_until FROM sessions"
+_HELD = "s.id = ? AND s.busy_run = ?"
 _ADD_MESSAGE = (
-    "INSERT INTO session_messages (session_id, seq, turn, run_id, message) "
-    "SELECT ?, (SELECT COALESCE(MAX(seq), 0) FROM session_messages WHERE session_id = ?) + 1, turns + 1, ?, ? "
-    "FROM sessions WHERE id = ? AND busy_run = ?"
+    "INSERT INTO session_messages (principal, session_id, seq, turn, run_id, message) "
+    "SELECT s.principal, s.id, (SELECT COALESCE(MAX(m.seq), 0) FROM session_messages AS m "
+    "WHERE m.principal = s.principal AND m.session_id = s.id) + 1, s.turns + 1, ?, ? "
+    f"FROM sessions AS s WHERE {_HELD}"
 )
 _END_TURN = ("UPDATE sessions SET turns = turns + 1, updated_at = ?, input_tokens = input_tokens + ?, "
              "output_tokens = output_tokens + ?, busy_run = NULL, busy_until = NULL WHERE id = ? AND busy_run = ?")
 
 
 class Sessions:
-    """Sessions, read and written. `visible`: the principal whose sessions a caller may see
-    (None: all, the project's own use and admins), as runs are seen (server/routes/runs.py)."""
+    """Sessions, read and written. `owner`: whose session a name is (the API key name; None: the
+    project's own use). `visible` in `list`: the owner whose sessions a caller may see (None:
+    all, for admins and the project), as runs are seen (server/routes/runs.py)."""
 
     def __init__(self, database: Database) -> None:
         self._transaction = database.transaction
         self._fetch = database.fetch
 
-    def begin(self, session_id: str, run_id: str, *, owner: str | None = None, visible: str | None = None,
+    def begin(self, session_id: str, run_id: str, *, owner: str | None = None,
               hold_s: float = 3600.0) -> list[dict[str, Any]]:
-        """Take `session_id` for the turn of `run_id` (creating the session on first use) and
-        return its messages so far. SessionError `session_busy` when another turn holds it,
-        `unknown_session` when it is another caller's. Taking it again for the same run is a no-op."""
-        now = _now_ms()
-        created, taken = self._transaction([
-            ("INSERT INTO sessions (id, principal, created_at, updated_at, turns, input_tokens, output_tokens) "
-             "VALUES (?, ?, ?, ?, 0, 0, 0) ON CONFLICT (id) DO NOTHING", (session_id, owner, now, now)),
-            (_TAKE, (run_id, now + int(hold_s * 1000), session_id, run_id, now)),
+        """Take `owner`'s session `session_id` for the turn of `run_id` (creating it on first use)
+        and return its messages so far. SessionError `session_busy` when another turn holds it.
+        Taking it again for the same run is a no-op."""
+        now, key = _now_ms(), _key(owner)
+        _created, taken = self._transaction([
+            (_CREATE, (key, session_id, now, now)),
+            (_TAKE, (run_id, now + int(hold_s * 1000), key, session_id, run_id, now)),
         ])
-        row = self._row(session_id)
-        if row is None or (visible is not None and row["principal"] != visible):
-            if taken and row is not None:
-                self.release(session_id, run_id)
-            raise SessionError("unknown_session", session_id, f"no session {session_id!r}")
         if not taken:
+            row = self._row(session_id, owner)
+            holder = row["busy_run"] if row is not None else None
             raise SessionError("session_busy", session_id, f"session {session_id!r} is busy: another turn of it "
-                               f"(run {row['busy_run']}) is running; send this turn when that one ends")
-        return self.messages(session_id)
+                               f"(run {holder}) is running; send this turn when that one ends")
+        return self.messages(session_id, owner=owner)
 
     def append(self, session_id: str, run_id: str, messages: list[dict[str, Any]], usage: dict[str, Any]) -> bool:
         """Write one whole turn and let the session go, in one transaction; False (nothing
         written) when the run no longer holds the session (its hold expired and another took it)."""
-        statements = [
-            (_ADD_MESSAGE, (session_id, session_id, run_id, json.dumps(m, ensure_ascii=False), session_id, run_id))
-            for m in messages
-        ]
+        statements: list[Statement] = [(_ADD_MESSAGE, (run_id, json.dumps(m, ensure_ascii=False), session_id, run_id))
+                                       for m in messages]
         statements.append((_END_TURN, (_now_ms(), int(usage.get("input_tokens") or 0),
                                        int(usage.get("output_tokens") or 0), session_id, run_id)))
         return self._transaction(statements)[-1] == 1
@@ -80,41 +83,45 @@ class Sessions:
         self._transaction([("UPDATE sessions SET busy_run = NULL, busy_until = NULL WHERE id = ? AND busy_run = ?",
                             (session_id, run_id))])
 
-    def messages(self, session_id: str) -> list[dict[str, Any]]:
-        rows = self._fetch("SELECT message FROM session_messages WHERE session_id = ? ORDER BY seq", (session_id,))
+    def messages(self, session_id: str, *, owner: str | None = None) -> list[dict[str, Any]]:
+        rows = self._fetch("SELECT message FROM session_messages WHERE principal = ? AND session_id = ? ORDER BY seq",
+                           (_key(owner), session_id))
         return [json.loads(row[0]) for row in rows]
 
     def list(self, *, visible: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
         """Sessions, the most recently used first."""
-        where, params = (" WHERE principal = ?", [visible]) if visible is not None else ("", [])
-        rows = self._fetch(f"{_ROW}{where} ORDER BY updated_at DESC, id LIMIT ?", (*params, limit))
+        where, params = (" WHERE principal = ?", [_key(visible)]) if visible is not None else ("", [])
+        rows = self._fetch(f"{_ROW}{where} ORDER BY updated_at DESC, principal, id LIMIT ?", (*params, limit))
         return [_summary(row) for row in rows]
 
-    def get(self, session_id: str, *, visible: str | None = None) -> dict[str, Any] | None:
-        """A session with its `messages` and `runs` (one per turn, in order), or None."""
-        row = self._row(session_id)
-        if row is None or (visible is not None and row["principal"] != visible):
+    def get(self, session_id: str, *, owner: str | None = None) -> dict[str, Any] | None:
+        """`owner`'s session with its `messages` and `runs` (one per turn, in order), or None."""
+        row = self._row(session_id, owner)
+        if row is None:
             return None
-        runs = self._fetch("SELECT run_id, MIN(seq) AS first FROM session_messages WHERE session_id = ? "
-                           "GROUP BY run_id ORDER BY first", (session_id,))
-        return {**row, "messages": self.messages(session_id), "runs": [r[0] for r in runs]}
+        runs = self._fetch("SELECT run_id, MIN(seq) AS first FROM session_messages WHERE principal = ? AND session_id = ? "
+                           "GROUP BY run_id ORDER BY first", (_key(owner), session_id))
+        return {**row, "messages": self.messages(session_id, owner=owner), "runs": [r[0] for r in runs]}
 
-    def delete(self, session_id: str, *, visible: str | None = None) -> bool:
-        if self.get(session_id, visible=visible) is None:
-            return False
-        self._transaction([("DELETE FROM session_messages WHERE session_id = ?", (session_id,)),
-                           ("DELETE FROM sessions WHERE id = ?", (session_id,))])
-        return True
+    def delete(self, session_id: str, *, owner: str | None = None) -> bool:
+        key = _key(owner)
+        counts = self._transaction([("DELETE FROM session_messages WHERE principal = ? AND session_id = ?", (key, session_id)),
+                                    ("DELETE FROM sessions WHERE principal = ? AND id = ?", (key, session_id))])
+        return counts[-1] == 1
 
-    def _row(self, session_id: str) -> dict[str, Any] | None:
-        rows = self._fetch(f"{_ROW} WHERE id = ?", (session_id,))
+    def _row(self, session_id: str, owner: str | None) -> dict[str, Any] | None:
+        rows = self._fetch(f"{_ROW} WHERE principal = ? AND id = ?", (_key(owner), session_id))
         return _summary(rows[0]) if rows else None
+
+
+def _key(owner: str | None) -> str:
+    return PROJECT if owner is None else owner
 
 
 def _summary(row: tuple[Any, ...]) -> dict[str, Any]:
     sid, principal, created, updated, turns, input_tokens, output_tokens, busy_run, busy_until = row
     busy = busy_run is not None and busy_until is not None and busy_until >= _now_ms()
-    return {"id": sid, "principal": principal, "created_at": created, "updated_at": updated, "turns": int(turns),
+    return {"id": sid, "principal": principal or None, "created_at": created, "updated_at": updated, "turns": int(turns),
             "usage": {"input_tokens": int(input_tokens), "output_tokens": int(output_tokens)},
             "busy": busy, "busy_run": busy_run if busy else None}
 

@@ -15,7 +15,7 @@ from ...safety.untrusted import arguments_problem
 from ..access import current_principal
 from ..api import SSE_DOC, ApiError, error_responses, jsonable, store_call
 from ..auth import Principal
-from ..conversations import SESSION_ID_PATTERN, sessions_of, visible_to
+from ..conversations import SESSION_ID_PATTERN, sessions_of
 from ..live import finished_or_left, stream
 from ..service import Service
 from ..sse import wants_event_stream
@@ -61,9 +61,9 @@ class AgentRequest(BaseModel):
     enable_tools: bool = Field(True, description="False: the model answers without tools.")
     tool_choice: str = Field("auto", description="auto, none, required, or a tool name.")
     system: str | None = Field(None)
-    session_id: str | None = Field(None, pattern=SESSION_ID_PATTERN, description="Continue this session (created on "
-                                   "first use): its history goes first, and the turn is kept. 409 session_busy while "
-                                   "another turn of it runs.")
+    session_id: str | None = Field(None, pattern=SESSION_ID_PATTERN, description="Continue this session of the caller's "
+                                   "(created on first use; another caller's of the same name is another session): its "
+                                   "history goes first, and the turn is kept. 409 session_busy while another turn of it runs.")
     # Limits: each defaults to config/engine.yaml's `agent:` section, and may only be lower.
     max_steps: int | None = Field(None, ge=1, description="Most model calls in the run (default: agent.max_steps).")
     max_parallel_tool_calls: int | None = Field(None, ge=1, description="Tool calls of one turn run at once.")
@@ -120,7 +120,7 @@ def router(service: Service) -> APIRouter:
             raise ApiError(ErrorCode.INVALID_REQUEST, str(exc)) from None
         if not parsed or not any(m.content.strip() for m in parsed):
             raise ApiError(ErrorCode.INVALID_REQUEST, "messages is empty")
-        if body.session_id is not None:  # take it now: busy or another caller's is an answer, not a failed run
+        if body.session_id is not None:  # take it now: busy is an answer, not a failed run
             await _take_session(service, body.session_id, run_id, principal)
         work = functools.partial(runner.run, parsed, run_id=run_id, principal=principal.name, session=body.session_id)
         try:
@@ -158,13 +158,14 @@ def _let_go(service: Service, session_id: str, run_id: str, _task: Any) -> None:
 
 
 async def _take_session(service: Service, session_id: str, run_id: str, principal: Principal) -> None:
-    """Take the session for this run (the run takes it again, a no-op, and lets it go at its end):
-    409 `session_busy` while another turn holds it, 404 when it is another caller's."""
+    """Take the caller's session for this run (the run takes it again, a no-op, and lets it go at
+    its end): 409 `session_busy` while another turn holds it. A name is the caller's own: another
+    caller's session of the same name is another session."""
     from ...errors import SessionError
 
     sessions = sessions_of(service)
     try:
-        await store_call(lambda: sessions.begin(session_id, run_id, owner=principal.name, visible=visible_to(principal)))
+        await store_call(lambda: sessions.begin(session_id, run_id, owner=principal.name))
     except SessionError as exc:
         raise ApiError(ErrorCode.named(exc.code), exc.message, session_id=session_id) from None
 
