@@ -6,10 +6,12 @@ import asyncio
 import json
 import sys
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..runtime.run import Approver
 from .elicit_prompt import ask_fields
+
+if TYPE_CHECKING:
+    from ..runtime.run import Approver
 
 
 async def _ask(question: str) -> str:

@@ -5,14 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .._engine import Engine
 from ..errors import ConfigError, ToolAdminError, UsageError
-from ..store import StoreError, store_url
-from ..store.urls import store_exists
-from ..tool_admin import ToolAdmin
 from .tools_import import add_import_parser
+
+if TYPE_CHECKING:  # building the parser (`--help`) loads none of what a command runs
+    from .._engine import Engine
 
 
 def add_tools_parser(commands: Any, on_config_error: Any) -> None:
@@ -47,7 +46,10 @@ def add_tools_parser(commands: Any, on_config_error: Any) -> None:
 
 def _open(ns: argparse.Namespace, *, create_store: bool) -> Engine:
     """With the store when it exists (listing) or always (changes, which live in it)."""
+    from .._engine import Engine
     from ..link.linker import load_project
+    from ..store import StoreError, store_url
+    from ..store.urls import store_exists
 
     project = load_project(ns.dir)
     try:
@@ -58,6 +60,8 @@ def _open(ns: argparse.Namespace, *, create_store: bool) -> Engine:
 
 
 def cmd_list(ns: argparse.Namespace, on_config_error: Any) -> int:
+    from ..tool_admin import ToolAdmin
+
     if ns.format and not ns.json:
         raise UsageError(f"--format {ns.format} applies to JSON output only: write `skillyard tools --json --format {ns.format}`")
     try:
@@ -99,6 +103,8 @@ def _print_parameters(parameters: dict[str, Any]) -> None:
 
 
 def cmd_change(ns: argparse.Namespace, on_config_error: Any) -> int:
+    from ..tool_admin import ToolAdmin
+
     try:
         engine = _open(ns, create_store=True)
     except ConfigError as exc:

@@ -15,13 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from ..errors import UsageError
-from ..lang.schema import schema_problem_details
-from ..link.overlay import tool_field_issues
-from ..runtime.contracts import known_tool_types
-from ..spec.models import TOOL_NAME_RE
 
 EMPTY_PARAMETERS = {"type": "object", "properties": {}}
 
@@ -37,6 +31,10 @@ def add_import_parser(actions: Any) -> None:
 
 
 def cmd_import(ns: argparse.Namespace) -> int:
+    import yaml  # here, not at the top: `skillyard --help` builds this command's parser
+
+    from ..runtime.contracts import known_tool_types
+
     if ns.type == "workflow" or ns.type not in known_tool_types():
         usable = ", ".join(t for t in known_tool_types() if t != "workflow")
         raise UsageError(f"--type {ns.type!r} is not a registered tool type; use one of: {usable}")
@@ -54,6 +52,8 @@ def cmd_import(ns: argparse.Namespace) -> int:
 
 def import_tools(data: Any, type_name: str, config: dict[str, Any], where: str) -> dict[str, dict[str, Any]]:
     """The tools.yaml entries of every definition in `data`; a bad one is a UsageError naming it."""
+    from ..link.overlay import tool_field_issues
+
     items = _tool_list(data, where)
     entries: dict[str, dict[str, Any]] = {}
     for index, item in enumerate(items):
@@ -81,6 +81,9 @@ def _tool_list(data: Any, where: str) -> list[Any]:
 
 def _entry(item: Any, place: str) -> tuple[str, dict[str, Any]]:
     """One definition, whichever of the three shapes, as (name, entry without type)."""
+    from ..lang.schema import schema_problem_details
+    from ..spec.models import TOOL_NAME_RE
+
     if not isinstance(item, dict):
         raise UsageError(f"{place}: expected an object, got {type(item).__name__}")
     if item.get("type") == "function" and isinstance(item.get("function"), dict):
@@ -109,6 +112,8 @@ def _entry(item: Any, place: str) -> tuple[str, dict[str, Any]]:
 
 
 def _read(path: Path) -> Any:
+    import yaml
+
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -135,6 +140,8 @@ def _json_object(text: str, what: str) -> dict[str, Any]:
 def _append(target: Path, entries: dict[str, dict[str, Any]], text: str) -> None:
     """Append under tools.yaml's `tools:` keeping the file's own text (comments and all); refused
     when a name is taken or the file's layout would not read back as one mapping with them."""
+    import yaml
+
     if not target.exists():
         target.write_text(text, encoding="utf-8")
         return
