@@ -15,13 +15,16 @@ import functools
 import re
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import jsonschema
 import jsonschema_rs
-import regress
 
 from .schema_refs import find_refs, ref_problem, resolve_in_document
+
+
+if TYPE_CHECKING:
+    import regress  # (~1 MiB) imported by the two functions below, for a pattern Python's re cannot read
 
 
 @functools.lru_cache(maxsize=4096)
@@ -34,6 +37,8 @@ def _regex(pattern: str) -> "re.Pattern[str] | regress.Regex":
             warnings.simplefilter("ignore")  # FutureWarning about nested sets: not our user's concern
             return re.compile(pattern)
     except re.error:
+        import regress
+
         return regress.Regex(pattern, "u")
 
 
@@ -245,6 +250,8 @@ def _ecma_reads(pattern: str) -> bool:
 
 def _regress_error(pattern: str) -> str | None:
     """Why regress (ECMA-262, unicode mode) cannot read `pattern`; None when it can."""
+    import regress
+
     try:
         regress.Regex(pattern, "u")
     except regress.RegressError as exc:
