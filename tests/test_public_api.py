@@ -4,8 +4,10 @@ an extension finds what it needs there, and names that moved still import, with 
 from __future__ import annotations
 
 import importlib
+import re
 import sys
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -72,3 +74,12 @@ def test_a_shim_knows_only_the_names_that_moved() -> None:
 
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):
         engine.context.Nope  # noqa: B018 - the access is the test
+
+
+@pytest.mark.parametrize("doc", ["docs/tool-types.md", "docs/embedding.md", "docs/agent.md"])
+def test_the_extension_docs_import_only_from_engine(doc: str) -> None:
+    text = (Path(__file__).resolve().parent.parent / doc).read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    assert blocks
+    deeper = [line for block in blocks for line in block.splitlines() if re.match(r"\s*from engine\.|\s*import engine\.", line)]
+    assert deeper == []
