@@ -65,3 +65,16 @@ def test_the_bytecode_count_of_a_call_is_the_same_twice() -> None:
         lines.append(proc.stdout.splitlines())
     assert lines[0][0] == lines[1][0] and "bytecodes per call" in lines[0][0], lines
     assert "engine/runtime/run.py:emit" in "\n".join(lines[0])
+
+
+def test_the_startup_benchmark_compares_two_trees(tmp_path: Path) -> None:
+    """Against itself (one round): every figure printed and written, the ratios about 1."""
+    out_file = tmp_path / "startup.json"
+    proc = subprocess.run([sys.executable, "-m", "bench.startup", str(ROOT), "--rounds", "1", "--json", str(out_file)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for label in ("import engine, time", "from engine import Engine", "run-workflow textReport --no-store, wall",
+                  "peak RSS", "run-workflow --help", "skillyard --help"):
+        assert label in proc.stdout
+    figures = json.loads(out_file.read_text())
+    assert figures["best"]["this"]["import_modules"] == figures["best"]["baseline"]["import_modules"]
