@@ -7,7 +7,6 @@ Exit codes fit CI: 0 every case ran and every expectation held, 1 otherwise, 2 u
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -67,6 +66,8 @@ def cmd_batch(ns: argparse.Namespace) -> int:
 
 
 def _run(ns: argparse.Namespace, engine: Any) -> int:
+    import asyncio
+
     from ..batch.progress import Progress
     from ..batch.recording import BatchRecording
     from ..batch.report import summary_lines

@@ -9,7 +9,6 @@ limit flags default to `agent:` in config/engine.yaml.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from typing import TYPE_CHECKING, Any
@@ -71,6 +70,8 @@ def _duration(text: str) -> float:
 
 
 def run_chat(ns: argparse.Namespace) -> int:
+    import asyncio
+
     from ..runtime.agent import AgentLimits
     from ..runtime.events import record_sink
     from .arguments import read_stdin

@@ -189,7 +189,7 @@ def run_workflow_main(argv: Sequence[str] | None = None) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="skillyard", description="Declarative tools, skills and workflows for LLM tool calling.")
-    parser.add_argument("--version", action="version", version=f"skillyard {_version()}")
+    parser.add_argument("--version", action=_Version, help="show the version and exit")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     call = commands.add_parser("call", help="call a tool (same as run-workflow)")
     _add_call_arguments(call)
@@ -230,6 +230,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_batch_parser(commands)
     ns = parser.parse_args(argv)
     return _guarded(ns.handler, ns)
+
+
+class _Version(argparse.Action):
+    """`--version`, read from the installed package's metadata only when asked (not by `--help`)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any):
+        super().__init__(option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, nargs=0, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        sys.stdout.write(f"skillyard {_version()}\n")
+        parser.exit()
 
 
 def _version() -> str:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import functools
 import json
 import re
@@ -194,6 +193,8 @@ def cmd_export(ns: argparse.Namespace, store: Store) -> int:
 
 @store_command
 def cmd_replay(ns: argparse.Namespace, store: Store) -> int:
+    import asyncio
+
     from .._engine import Engine
     from ..batch.replay import REPLAY_MODEL, Recording, ReplayProvider, replay_project
     from .timeline import Timeline
