@@ -104,9 +104,15 @@ __all__ = [
 
 
 def __getattr__(name: str) -> object:
-    """A public name's module is imported when the name is first read; then it is a plain attribute."""
+    """A public name's module is imported when the name is first read; then it is a plain attribute.
+    A subpackage (`engine.store`) is imported as `import engine.store` would."""
     module = _LAZY.get(name)
     if module is None:
+        try:
+            return _import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{name}":
+                raise
         raise AttributeError(f"module 'engine' has no attribute {name!r}")
     value = getattr(_import_module(module, __name__), name)
     globals()[name] = value

@@ -41,6 +41,10 @@ def test_an_unknown_name_is_an_attribute_error() -> None:
         engine.Nope  # noqa: B018 - the access is the test
 
 
+def test_a_subpackage_is_an_attribute_as_after_importing_it() -> None:
+    assert engine.store is importlib.import_module("engine.store")
+
+
 def test_an_extension_finds_what_it_needs_in_engine() -> None:
     from engine.runtime.contracts import ToolType, register_tool_type
     from engine.runtime.context import RunContext
