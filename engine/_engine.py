@@ -104,9 +104,9 @@ class Engine:
 
         `stored_settings` (when `store` is False): the tool settings kept in the project's
         store apply, read-only, and are read again on every reload."""
-        from .store import open_store, store_url
-
         run_store = None
+        if store is not False or stored_settings:  # else the store is not imported at all (its driver, sqlite3)
+            from .store import open_store, store_url
         if store is not False:
             where = store_url(project.root, project.settings.store) if store is True else str(store)
             run_store = open_store(where, redactor=project.redactor, redacted_events=True)

@@ -83,3 +83,14 @@ def test_agentloop_bench_runs_the_skillyard_case(tmp_path: Path) -> None:
         assert f"skillyard {scenario}: CPU ms/run median" in proc.stdout, proc.stdout
     [round_] = json.loads(out_file.read_text())["rounds"]
     assert round_["skillyard"]["server"]["non_stream"] > 0 and round_["skillyard"]["server"]["stream"] == 0  # nobody watched
+def test_the_startup_benchmark_compares_two_trees(tmp_path: Path) -> None:
+    """Against itself (one round): every figure printed and written, the ratios about 1."""
+    out_file = tmp_path / "startup.json"
+    proc = subprocess.run([sys.executable, "-m", "bench.startup", str(ROOT), "--rounds", "1", "--json", str(out_file)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for label in ("import engine, time", "from engine import Engine", "run-workflow textReport --no-store, wall",
+                  "peak RSS", "run-workflow --help", "skillyard --help"):
+        assert label in proc.stdout
+    figures = json.loads(out_file.read_text())
+    assert figures["best"]["this"]["import_modules"] == figures["best"]["baseline"]["import_modules"]

@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..runtime.run import Approver
 from .elicit_prompt import ask_fields
+
+if TYPE_CHECKING:
+    from ..runtime.run import Approver
 
 
 async def _ask(question: str) -> str:
     """input() on a daemon thread: Ctrl-C while a question waits must not wait for Enter
     (asyncio.run joins its default executor's threads on the way out; not this one)."""
+    import asyncio
+
     loop = asyncio.get_running_loop()
     answer: asyncio.Future[str] = loop.create_future()
 
@@ -43,6 +46,8 @@ def terminal_approver(*, approve_all: bool, stdin_is_input: bool = False) -> App
     calls never share a prompt line and each answer reaches its own tool_call_id. An MCP
     server's question for values is asked field by field at a terminal (even with `--yes`);
     with `--yes` and no terminal it takes the defaults."""
+    import asyncio  # here, not at the top: the parsers (`--help`) import this module
+
     terminal = asyncio.Lock()
 
     async def approve(tool: Any, args: dict[str, Any], tool_call_id: str) -> bool | dict[str, Any]:

@@ -7,22 +7,17 @@ Exit codes fit CI: 0 every case ran and every expectation held, 1 otherwise, 2 u
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..batch.dataset import load_cases
-from ..batch.judge import check_judge
-from ..batch.progress import Progress
-from ..batch.recording import BatchRecording
-from ..batch.report import compare, summary_lines
-from ..batch.reuse import ReuseTally, recorded_answers, reusing_project
-from ..batch.runner import BatchCase, BatchRun, ResultsFile, read_results, run_batch
 from ..errors import ConfigError, UsageError
-from ..link.expect import compile_checks
 from ..logging import configure_logging
 from .arguments import positive_int
 from .common import SETTINGS_STILL_APPLY, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, add_backend_argument, open_engine, report_config
+
+if TYPE_CHECKING:  # building the parser (`--help`) loads none of what a batch runs
+    from ..batch.reuse import ReuseTally
+    from ..batch.runner import BatchRun
 
 
 def add_batch_parser(commands: Any) -> None:
@@ -71,6 +66,13 @@ def cmd_batch(ns: argparse.Namespace) -> int:
 
 
 def _run(ns: argparse.Namespace, engine: Any) -> int:
+    import asyncio
+
+    from ..batch.progress import Progress
+    from ..batch.recording import BatchRecording
+    from ..batch.report import summary_lines
+    from ..batch.runner import ResultsFile, read_results, run_batch
+
     settings = engine.project.settings.logging
     configure_logging(settings.format, settings.level, engine.project.redactor)
     batch = _plan(ns, engine)
@@ -120,6 +122,9 @@ def _run(ns: argparse.Namespace, engine: Any) -> int:
 
 def _reuse_answers(ns: argparse.Namespace, engine: Any) -> ReuseTally:
     """Point the engine's models at the answers recorded for the runs of --replay-from."""
+    from ..batch.reuse import ReuseTally, recorded_answers, reusing_project
+    from ..batch.runner import read_results
+
     if engine.store is None:
         raise UsageError("--replay-from reads the recorded model answers from the run store; run without --no-store")
     if engine.backend is not None:
@@ -138,6 +143,11 @@ def _expected_failure(record: dict[str, Any]) -> bool:
 
 
 def _plan(ns: argparse.Namespace, engine: Any) -> BatchRun:
+    from ..batch.dataset import load_cases
+    from ..batch.judge import check_judge
+    from ..batch.runner import BatchCase, BatchRun
+    from ..link.expect import compile_checks
+
     project = engine.project
     if ns.tool in project.broken:
         problems = "\n  ".join(str(issue) for issue in project.broken[ns.tool])
@@ -167,6 +177,8 @@ def _plan(ns: argparse.Namespace, engine: Any) -> BatchRun:
 
 
 def cmd_compare(ns: argparse.Namespace) -> int:
+    from ..batch.runner import read_results
+
     if len(ns.files) != 2:
         raise UsageError("usage: skillyard batch compare BEFORE.jsonl AFTER.jsonl")
     comparison = _show_comparison(read_results(ns.files[0]), read_results(ns.files[1]))
@@ -174,6 +186,8 @@ def cmd_compare(ns: argparse.Namespace) -> int:
 
 
 def _show_comparison(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> Any:
+    from ..batch.report import compare
+
     comparison = compare(before, after)
     for line in comparison.lines:
         print(line)

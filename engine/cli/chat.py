@@ -9,20 +9,19 @@ limit flags default to `agent:` in config/engine.yaml.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import AgentSetupError, ConfigError, ErrorCode, SessionError, UsageError
 from ..logging import configure_logging
-from ..runtime.agent import AgentLimits
-from ..runtime.events import Event, record_sink
 from ..safety.untrusted import replace_lone_surrogates
 from .approval import terminal_approver
 from .common import SETTINGS_STILL_APPLY, add_backend_argument, close_recording, emit_event, open_engine, report_unrecorded
-from .mock_note import MockNote
-from .timeline import Timeline
+
+if TYPE_CHECKING:  # building the parser (`--help`) loads none of what the agent loop needs
+    from ..runtime.agent import AgentLimits
+    from ..runtime.events import Event
 
 
 def add_chat_parser(commands: Any, run_handler: Any) -> None:
@@ -71,7 +70,13 @@ def _duration(text: str) -> float:
 
 
 def run_chat(ns: argparse.Namespace) -> int:
+    import asyncio
+
+    from ..runtime.agent import AgentLimits
+    from ..runtime.events import record_sink
     from .arguments import read_stdin
+    from .mock_note import MockNote
+    from .timeline import Timeline
 
     prompt = read_stdin("prompt") if ns.prompt == "-" else ns.prompt
     if not prompt.strip():

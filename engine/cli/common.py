@@ -11,15 +11,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .._engine import Engine
 from ..errors import EXIT_FAILED, EXIT_USAGE, ConfigError, ErrorCode, UsageError
-from ..link.linker import load_project
-from ..runtime.events import Event
-from ..runtime.result import ToolError
 from ..safety.untrusted import replace_lone_surrogates
-from ..store import StoreError
+
+if TYPE_CHECKING:  # the parsers of every subcommand import this module: the engine loads when a command runs
+    from .._engine import Engine
+    from ..runtime.events import Event
+    from ..runtime.result import ToolError
 
 EXIT_OK, EXIT_INTERRUPTED = 0, 130  # EXIT_FAILED (1) and EXIT_USAGE (2) come from errors.py: ErrorCode carries them
 
@@ -72,6 +72,8 @@ def emit_event(event: Event) -> None:
 
 def close_recording(engine: Engine) -> str | None:
     """Close the engine; why its run was not (wholly) recorded in the run store, or None."""
+    from ..store import StoreError
+
     try:
         if engine.store is not None:
             engine.store.flush()
@@ -110,6 +112,10 @@ def open_engine(ns: argparse.Namespace) -> Engine:
     the YAML alone runs. A tool broken by a problem in its own parts does not stop the others
     (`project.broken`).
     """
+    from .._engine import Engine
+    from ..link.linker import load_project
+    from ..store import StoreError
+
     project = load_project(ns.dir, isolate_broken_tools=True)
     recording = project.settings.store.enabled and not ns.no_store
     try:

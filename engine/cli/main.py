@@ -8,17 +8,11 @@ User mistakes print one clear message (or every config issue) and never a traceb
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ..errors import ConfigError, UsageError
-from ..link.linker import check_project, load_project
-from ..logging import configure_logging
-from ..runtime.events import Event, record_sink
-from ..runtime.result import ToolResult
 from ..safety.untrusted import replace_lone_surrogates
-from ..store import StoreError
 from .approval import terminal_approver
 from .arguments import build_arguments
 from .common import (
@@ -27,8 +21,10 @@ from .common import (
     report_unrecorded, warn_broken,
 )
 from .error_view import add_error_arguments, show_error
-from .mock_note import MockNote
-from .timeline import Timeline, error_hints
+
+if TYPE_CHECKING:  # building the parser (`--help`) loads none of what a command runs
+    from ..runtime.events import Event
+    from ..runtime.result import ToolResult
 
 
 def _add_call_arguments(parser: argparse.ArgumentParser) -> None:
@@ -57,6 +53,13 @@ def _emit_text(text: str) -> None:
 
 
 def run_call(ns: argparse.Namespace) -> int:
+    import asyncio
+
+    from ..logging import configure_logging
+    from ..runtime.events import record_sink
+    from .mock_note import MockNote
+    from .timeline import Timeline
+
     try:
         arguments = build_arguments(ns.args_json, ns.arg)
         engine = open_engine(ns)
@@ -108,6 +111,8 @@ def run_call(ns: argparse.Namespace) -> int:
 
 def _show_result(ns: argparse.Namespace, result: ToolResult) -> int:
     """Print the result as --output asks; the exit code it calls for."""
+    from .timeline import error_hints
+
     if ns.output in ("result", "events"):
         emit_json(result.to_dict(), pretty=ns.output == "result")
     elif result.ok and ns.output == "text" and isinstance(result.data, str):
@@ -125,6 +130,8 @@ def _show_result(ns: argparse.Namespace, result: ToolResult) -> int:
 
 
 def cmd_validate(ns: argparse.Namespace) -> int:
+    from ..link.linker import check_project, load_project
+
     try:
         project, skipped = check_project(ns.dir, import_python=not ns.no_import)
         stored = _stored_tool_settings(project)
@@ -159,7 +166,7 @@ def _stored_tool_settings(project: Any) -> dict[str, Any]:
 
     A store that cannot be read is said on stderr and validation goes on with the YAML alone.
     """
-    from ..store import store_url
+    from ..store import StoreError, store_url
     from ..store.open import read_tool_settings
 
     try:
@@ -182,7 +189,7 @@ def run_workflow_main(argv: Sequence[str] | None = None) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="skillyard", description="Declarative tools, skills and workflows for LLM tool calling.")
-    parser.add_argument("--version", action="version", version=f"skillyard {_version()}")
+    parser.add_argument("--version", action=_Version, help="show the version and exit")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     call = commands.add_parser("call", help="call a tool (same as run-workflow)")
     _add_call_arguments(call)
@@ -225,6 +232,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     return _guarded(ns.handler, ns)
 
 
+class _Version(argparse.Action):
+    """`--version`, read from the installed package's metadata only when asked (not by `--help`)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any):
+        super().__init__(option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, nargs=0, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        sys.stdout.write(f"skillyard {_version()}\n")
+        parser.exit()
+
+
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -239,8 +258,14 @@ def _guarded(handler: Callable[[argparse.Namespace], int], ns: argparse.Namespac
         return handler(ns)
     except BrokenPipeError:
         return EXIT_OK
-    except (UsageError, StoreError) as exc:
+    except UsageError as exc:
         return fail(str(exc))
+    except Exception as exc:
+        from ..store import StoreError  # loaded already when a command raised one
+
+        if isinstance(exc, StoreError):
+            return fail(str(exc))
+        raise
 
 
 if __name__ == "__main__":  # pragma: no cover

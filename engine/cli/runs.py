@@ -3,26 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import functools
 import json
 import re
 import sys
 import time
 from datetime import datetime
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from .._engine import Engine
-from ..batch.replay import REPLAY_MODEL, Recording, ReplayProvider, replay_project
 from ..errors import ConfigError, UsageError
-from ..link.linker import load_project
-from ..providers.pricing import format_usd, usage_cost
-from ..store import RunRecord, Store, StoreError, store_url
-from ..store import open_store as open_url
-from ..store.urls import sqlite_path, store_exists
-from .run_tree import short as _short
-from .run_tree import tree
-from .timeline import Timeline
+
+if TYPE_CHECKING:  # building the parser (`--help`) loads none of what a command runs
+    from ..store import RunRecord, Store
 
 _AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)\s*$")
 _AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -91,6 +83,8 @@ def store_command(handler: Callable[[argparse.Namespace, Store], int]) -> Callab
 
     @functools.wraps(handler)
     def run(ns: argparse.Namespace) -> int:
+        from ..store import StoreError
+
         store = open_store(ns.dir)
         try:
             return handler(ns, store)
@@ -111,6 +105,11 @@ def _find_run(store: Store, run_id: str) -> RunRecord:
 
 def open_store(directory: str) -> Store:
     """The project's store (SKILLYARD_STORE_URL, else its engine.yaml, decides where), or a clear UsageError."""
+    from ..link.linker import load_project
+    from ..store import StoreError, store_url
+    from ..store import open_store as open_url
+    from ..store.urls import sqlite_path, store_exists
+
     try:
         project = load_project(directory)
     except ConfigError as exc:
@@ -157,6 +156,10 @@ def _status(run: RunRecord) -> str:
 
 @store_command
 def cmd_show(ns: argparse.Namespace, store: Store) -> int:
+    from ..providers.pricing import format_usd, usage_cost
+    from .run_tree import short as _short
+    from .run_tree import tree
+
     run = _find_run(store, ns.run_id)
     events = store.events(run.id)
     duration = f"{run.duration_ms} ms" if run.duration_ms is not None else "still running"
@@ -190,6 +193,12 @@ def cmd_export(ns: argparse.Namespace, store: Store) -> int:
 
 @store_command
 def cmd_replay(ns: argparse.Namespace, store: Store) -> int:
+    import asyncio
+
+    from .._engine import Engine
+    from ..batch.replay import REPLAY_MODEL, Recording, ReplayProvider, replay_project
+    from .timeline import Timeline
+
     run = _find_run(store, ns.run_id)
     if run.kind != "tool":
         raise UsageError(f"run {run.id} is an {run.kind} run; replay works on tool runs (run-workflow, skillyard call)")

@@ -6,7 +6,6 @@ Both need the `server` extra: `pip install 'skillyard[server]'`.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import gc
 import sys
 from typing import Any, Sequence
@@ -141,6 +140,8 @@ def settle_heap() -> None:
 
 
 def cmd_mcp(ns: argparse.Namespace) -> int:
+    import asyncio
+
     _need("mcp", "mcp")
     from ..server.mcp_stdio import serve_stdio
 

@@ -6,11 +6,13 @@ from __future__ import annotations
 import argparse
 import sys
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
-from ..store import Store
 from .common import emit_json
+
+if TYPE_CHECKING:
+    from ..store import Store
 from .runs import store_command
 
 FOLD = 100  # characters of a tool call or result shown on its one line

@@ -5,14 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from .._engine import Engine
 from ..errors import EXIT_USAGE, ConfigError, ToolAdminError, UsageError
-from ..store import StoreError, store_url
-from ..store.urls import store_exists
-from ..tool_admin import ToolAdmin
 from .tools_import import add_import_parser
+
+if TYPE_CHECKING:  # building the parser (`--help`) loads none of what a command runs
+    from .._engine import Engine
 
 
 def add_tools_parser(commands: Any, on_config_error: Any) -> None:
@@ -49,7 +48,10 @@ def _open(ns: argparse.Namespace, *, create_store: bool) -> Engine:
     """With the store when it exists (listing) or always (changes, which live in it). A tool
     broken by a problem in its own parts is set aside (`project.broken`), as `serve` and
     `run-workflow` do: the others are listed and changed."""
+    from .._engine import Engine
     from ..link.linker import load_project
+    from ..store import StoreError, store_url
+    from ..store.urls import store_exists
 
     project = load_project(ns.dir, isolate_broken_tools=True)
     try:
@@ -62,6 +64,8 @@ def _open(ns: argparse.Namespace, *, create_store: bool) -> Engine:
 def cmd_list(ns: argparse.Namespace, on_config_error: Any) -> int:
     """The healthy tools, then the broken ones with their problems (exit 2 when there are any:
     the project has problems to fix, though everything else runs)."""
+    from ..tool_admin import ToolAdmin
+
     if ns.format and not ns.json:
         raise UsageError(f"--format {ns.format} applies to JSON output only: write `skillyard tools --json --format {ns.format}`")
     try:
@@ -122,6 +126,8 @@ def _print_parameters(parameters: dict[str, Any]) -> None:
 
 
 def cmd_change(ns: argparse.Namespace, on_config_error: Any) -> int:
+    from ..tool_admin import ToolAdmin
+
     try:
         engine = _open(ns, create_store=True)
     except ConfigError as exc:

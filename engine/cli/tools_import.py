@@ -20,14 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from ..errors import UsageError
-from ..lang.schema import schema_problem_details
-from ..link.overlay import tool_field_issues
-from ..runtime.contracts import known_tool_types
-from ..spec.models import TOOL_NAME_RE
-from ..spec.references import escape
 
 EMPTY_PARAMETERS = {"type": "object", "properties": {}}
 
@@ -43,6 +36,10 @@ def add_import_parser(actions: Any) -> None:
 
 
 def cmd_import(ns: argparse.Namespace) -> int:
+    import yaml  # here, not at the top: `skillyard --help` builds this command's parser
+
+    from ..runtime.contracts import known_tool_types
+
     if ns.type == "workflow" or ns.type not in known_tool_types():
         usable = ", ".join(t for t in known_tool_types() if t != "workflow")
         raise UsageError(f"--type {ns.type!r} is not a registered tool type; use one of: {usable}")
@@ -63,6 +60,8 @@ def cmd_import(ns: argparse.Namespace) -> int:
 
 def import_tools(data: Any, type_name: str, config: dict[str, Any], where: str) -> dict[str, dict[str, Any]]:
     """The tools.yaml entries of every definition in `data`; a bad one is a UsageError naming it."""
+    from ..link.overlay import tool_field_issues
+
     items = _tool_list(data, where)
     entries: dict[str, dict[str, Any]] = {}
     for index, item in enumerate(items):
@@ -81,6 +80,8 @@ def import_tools(data: Any, type_name: str, config: dict[str, Any], where: str) 
 def as_text(entries: dict[str, dict[str, Any]]) -> tuple[dict[str, dict[str, Any]], int, list[str]]:
     """The entries with every `${` of their imported fields escaped (`--config`, the operator's own,
     is kept), how many were, and the tools that had one."""
+    from ..spec.references import escape
+
     out: dict[str, dict[str, Any]] = {}
     total, names = 0, []
     for name, entry in entries.items():
@@ -104,6 +105,9 @@ def _tool_list(data: Any, where: str) -> list[Any]:
 
 def _entry(item: Any, place: str) -> tuple[str, dict[str, Any]]:
     """One definition, whichever of the three shapes, as (name, entry without type)."""
+    from ..lang.schema import schema_problem_details
+    from ..spec.models import TOOL_NAME_RE
+
     if not isinstance(item, dict):
         raise UsageError(f"{place}: expected an object, got {type(item).__name__}")
     if item.get("type") == "function" and isinstance(item.get("function"), dict):
@@ -132,6 +136,8 @@ def _entry(item: Any, place: str) -> tuple[str, dict[str, Any]]:
 
 
 def _read(path: Path) -> Any:
+    import yaml
+
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -158,6 +164,8 @@ def _json_object(text: str, what: str) -> dict[str, Any]:
 def _append(target: Path, entries: dict[str, dict[str, Any]], text: str) -> None:
     """Append under tools.yaml's `tools:` keeping the file's own text (comments and all); refused
     when a name is taken or the file's layout would not read back as one mapping with them."""
+    import yaml
+
     if not target.exists():
         target.write_text(text, encoding="utf-8")
         return

@@ -7,7 +7,6 @@ Ctrl-C: running steps get a grace period, then go back to Temporal for another w
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +35,8 @@ def add_worker_parser(commands: Any) -> None:
 
 
 def cmd_worker(ns: argparse.Namespace) -> int:
+    import asyncio
+
     from ..backends.temporal.config import require_sdk, require_shared_store
     from ..link.linker import load_project
     from ..logging import configure_logging

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import jsonschema
-import regress
 
 from .schema_compile import fast_validator, meta_is_valid, reference_validator, schema_uri_problem
 from .schema_refs import find_refs, ref_problem, resolve_in_document
@@ -277,6 +276,8 @@ def _ecma_reads(pattern: str) -> bool:
 
 def _regress_error(pattern: str) -> str | None:
     """Why regress (ECMA-262, unicode mode) cannot read `pattern`; None when it can."""
+    import regress
+
     try:
         regress.Regex(pattern, "u")
     except regress.RegressError as exc:

@@ -9,20 +9,24 @@ and the model are checked as a prompt skill's are (linker.py).
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import IssueCollector
-from ..runtime.agent import AgentLimits
-from ..skills.agent import AgentSkill
 from ..spec.loader import Entry, LoadedSpecs
 from ..spec.models import AgentSkillSpec
 from .closure import tool_closure
 from .data_flow import suggest
 
+if TYPE_CHECKING:
+    from ..skills.agent import AgentSkill
+
 
 def agent_skill(entry: Entry[AgentSkillSpec], specs: LoadedSpecs, issues: IssueCollector, ok: bool,
                 where: Callable[[str, int], Any]) -> AgentSkill | None:
     """The linked skill, or None when something about it is wrong (each problem reported)."""
+    from ..runtime.agent import AgentLimits  # the agent loop loads with a project that has an agent skill
+    from ..skills.agent import AgentSkill
+
     spec = entry.spec
     for index, tool in enumerate(spec.tools):
         if tool not in specs.tools and not specs.reported("tools", tool):

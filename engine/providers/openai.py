@@ -28,10 +28,11 @@ import orjson
 from ..lang.strict_schema import StrictSchema, openai_function, openai_json_schema
 from ..spec.models import ModelSpec
 from .base import (
-    AnswerBudget, AnswerMeter, ChatMessage, ModelRequest, ModelResponse, ProviderError, ToolCall, Usage, reasoning_sink,
+    AnswerBudget, AnswerMeter, ModelRequest, ModelResponse, ProviderError, ToolCall, Usage, reasoning_sink,
     streams, without_key,
 )
 from .bounded_http import NO_COMPRESSION, READING, BoundedTransport, loads, read_body, sse_events
+from .chat_format import content_text, from_openai_message, from_openai_messages, to_openai_messages  # noqa: F401 - the provider's adapters
 
 # The SDK sends through its own fork of httpx (httpx2); errors of both are caught at the boundary.
 _HTTP_ERRORS: tuple[type[Exception], ...] = (httpx.HTTPError, httpx2.HTTPError)
@@ -40,63 +41,6 @@ _REQUEST_ERRORS: tuple[type[Exception], ...] = (openai.OpenAIError, *_HTTP_ERROR
 _FORMAT_LADDER = ("json_schema", "json_object", "none")
 POOL = httpx2.Limits(max_connections=1000, max_keepalive_connections=100)  # the SDK's own client's pool
 CALL_SLOT_BYTES = 64  # what each tool call of an answer counts against limits.max_tool_args_bytes beside its text
-
-
-def to_openai_messages(messages: tuple[ChatMessage, ...]) -> list[dict[str, Any]]:
-    """Engine messages → chat-completions `messages`."""
-    out: list[dict[str, Any]] = []
-    for message in messages:
-        if message.role == "tool":
-            out.append({"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content})
-        elif message.role == "assistant" and message.tool_calls:
-            out.append(
-                {
-                    "role": "assistant",
-                    "content": message.content or None,
-                    "tool_calls": [
-                        {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-                        for c in message.tool_calls
-                    ],
-                }
-            )
-        else:
-            out.append({"role": message.role, "content": message.content})
-    return out
-
-
-def from_openai_message(message: dict[str, Any]) -> ChatMessage:
-    """A chat-completions message → the engine's ChatMessage (the other direction of the adapter)."""
-    role = message["role"]
-    content = _content_text(message.get("content"))
-    if role == "tool":
-        return ChatMessage("tool", content, tool_call_id=message.get("tool_call_id"))
-    calls = tuple(
-        ToolCall(c["id"], c["function"]["name"], c["function"].get("arguments") or "")
-        for c in message.get("tool_calls") or []
-    )
-    return ChatMessage(role, content, tool_calls=calls)
-
-
-def _content_text(content: Any) -> str:
-    """`content` is a string, null, or a list of parts ({"type": "text", "text": …})."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    return "".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
-
-
-def from_openai_messages(messages: list[dict[str, Any]]) -> list[ChatMessage]:
-    """A whole chat-completions conversation → engine messages, tool results named after their call."""
-    names: dict[str, str] = {}
-    out = []
-    for raw in messages:
-        message = from_openai_message(raw)
-        names.update((c.id, c.name) for c in message.tool_calls)
-        if message.role == "tool" and message.tool_call_id in names:
-            message = ChatMessage("tool", message.content, tool_call_id=message.tool_call_id, name=names[message.tool_call_id])
-        out.append(message)
-    return out
 
 
 def to_openai_tools(tools: tuple[dict[str, Any], ...]) -> list[dict[str, Any]]:
@@ -273,7 +217,7 @@ def _completion(data: Any, on_text: Callable[[str], None] | None, meter: AnswerM
         raise ProviderError(f"the endpoint answered without a choice: {str(detail)[:300]}")
     choice = choices[0]
     message = choice.get("message") or {}
-    text = _content_text(message.get("content"))
+    text = content_text(message.get("content"))
     meter.text(text)
     thought = message.get("reasoning_content") or message.get("reasoning")
     on_reasoning = reasoning_sink(on_text)

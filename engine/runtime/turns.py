@@ -4,8 +4,7 @@ budget, and one turn of a session.
 The OpenAI chat format is the one shape a transcript takes outside the engine (AgentResult's
 `to_dict`, POST /v1/agent's `messages`, the session rows): role `user`/`assistant`/`tool`/
 `system`, assistant `tool_calls` with `id` and `function {name, arguments}`, tool messages
-with `tool_call_id`. The engine's ChatMessage maps onto it one to one (providers/openai.py's
-adapters, reused here).
+with `tool_call_id`. The engine's ChatMessage maps onto it one to one (providers/chat_format.py).
 
 A session turn (`session_turn`) takes the session for its run (the store says `session_busy`
 when another turn holds it), sends the stored history with the new messages, and writes the
@@ -20,7 +19,7 @@ import json
 from typing import Any, Awaitable, Callable, Protocol, Sequence
 
 from ..providers.base import ChatMessage, ToolCall
-from ..providers.openai import from_openai_messages, to_openai_messages
+from ..providers.chat_format import from_openai_messages, to_openai_messages
 from ..safety.redaction import Redactor
 
 CHARS_PER_TOKEN = 4

@@ -1,6 +1,6 @@
 """A worked example of a third-party tool type: `type: clock`.
 
-A tool type is data plus small functions (see engine/runtime/contracts.py):
+A tool type is data plus small functions (see docs/tool-types.md):
 
 - a pydantic model of its `config:` (validated at load time; errors point at the YAML line),
 - the JSON Schema of the arguments a model may pass, computed from the config,
@@ -19,8 +19,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from engine.errors import StepFailure
-from engine.runtime.contracts import ToolType
+from engine import StepFailure, ToolType
 
 
 class ClockConfig(BaseModel):
