@@ -172,13 +172,13 @@ class Agent:
         self.repairs = repairs
         self.system = with_instruction(system, self.answer)
         self.approve = approve
-        self.last_result: AgentResult | None = None
 
     async def run(
         self, messages: str | list[Any], *, on_event: Listener | None = None, run_id: str | None = None,
         principal: str | None = None, session: str | None = None,
     ) -> AgentResult:
-        """Run the loop to a stop. On cancellation the partial result is in `last_result`.
+        """Run the loop to a stop. On cancellation the partial result is the run's own: the
+        `result` of its `agent_done` event (every run of this Agent has its own).
 
         `session`: continue that session (created on first use): its history goes first, and
         the turn is kept when the run stops (runtime/turns.py). SessionError when another turn
@@ -198,14 +198,16 @@ class Agent:
         run, queued = self.runs.open_run(run_id, on_event, kind="agent", name=self.model,
                                          principal=principal, approver=self.approve)
         token = enter_run(run.scrubber)  # log lines written during the run hide its secrets too
+        loop: _Loop | None = None
         try:
-            return await _Loop(self, run, parsed, session).run()
+            loop = _Loop(self, run, parsed, session)
+            return await loop.run()
         except Exception as exc:  # a bug: the run ended in error (the loop stops for every expected reason)
             run.crash(exc)
             raise
         finally:
             leave_run(token)
-            self.runs.end_run(run, *agent_run_end(self.last_result))
+            self.runs.end_run(run, *agent_run_end(loop.ended if loop is not None else None))
             for listener in queued:
                 await listener.close()
 
@@ -257,6 +259,7 @@ class _Loop:
         self.messages = ([ChatMessage("system", agent.system)] if agent.system else []) + kept  # what the model reads
         self.produced_from = len(self.messages)
         self.result = AgentResult(events.run_id, "answer", "", list(messages), session_id=session)
+        self.ended: AgentResult | None = None  # the result, once the loop stopped (this run's, nobody else's)
         self.corrections: dict[str, int] = {}
         self.repairs_left = agent.repairs
         self.recent_calls: list[str] = []
@@ -312,7 +315,7 @@ class _Loop:
         result.messages = self.given + self.messages[self.produced_from:]  # the whole transcript, the answer last
         if result.stop_reason in LIMIT_STOPS and not result.answer.strip():
             result.answer = self.events.scrub_text(gathered_summary(result, self.limits, self.project.redactor))
-        self.agent.last_result = result
+        self.ended = result
         self.events.emit("agent_done", {
             "stop_reason": result.stop_reason,
             "answer": result.answer,
@@ -321,7 +324,7 @@ class _Loop:
             "usage": result.usage.as_dict(),
             "duration_ms": round((time.perf_counter() - started) * 1000, 2),
             "error": result.error,
-        })
+        }, result=result)
 
     async def _loop(self) -> None:
         for step in range(1, self.limits.max_steps + 1):

@@ -61,7 +61,8 @@ _EventFields = namedtuple(
 
 
 class Event(_EventFields):
-    """One thing that happened in a run. `result` is set on the terminal tool event.
+    """One thing that happened in a run. `result` is set on the terminal tool event (the
+    ToolResult) and on `agent_done` (the AgentResult: a cancelled run's partial one too).
 
     Fields: `type` (an EventType), `run_id`, `seq`, `ts` (milliseconds since the epoch),
     `tool_call_id`, `step_id`, `skill`, `data` (read-only for listeners), `result`, and

@@ -168,10 +168,12 @@ class Run:
         tool_call_id: str | None = None,
         step_id: str | None = None,
         skill: str | None = None,
-        result: "ToolResult | None" = None,
+        result: Any = None,
         clean: bool = False,
     ) -> Event:
         """`clean=True`: the caller proved (from a closed schema) that `data` holds no sensitive key.
+        `result`: what the run's work returned, on the event that ends it (a tool call's
+        ToolResult, an agent's AgentResult).
 
         Every event type passes through the run's redaction here (text deltas included: a
         model may echo a password). When a listener is a record sink, the redacted data is

@@ -1,6 +1,6 @@
 """The front door of an agent run on Temporal: start the agent workflow, follow its events.
 
-`TemporalAgent` has the `Agent`'s surface (`run`, `last_result`): `skillyard chat`, an
+`TemporalAgent` has the `Agent`'s surface (`run`, `stream`): `skillyard chat`, an
 embedder or a service use it as they use a local agent. The loop runs on the workers
 (agent_workflow.py); this side opens the live Run (so this process can answer and cancel
 it), relays the stored events to its listeners, and answers confirmations: the Run's
@@ -58,7 +58,6 @@ class TemporalAgent:
         self.backend = backend
         self.agent = agent
         self.model = agent.model
-        self.last_result: AgentResult | None = None
 
     async def run(self, messages: str | list[Any], *, on_event: Any = None, run_id: str | None = None,
                   principal: str | None = None, session: str | None = None) -> AgentResult:
@@ -74,11 +73,17 @@ class TemporalAgent:
         run, queued = self.engine.open_run(run_id or new_id("run"), on_event, kind="agent", name=agent.model,
                                            principal=principal, approver=agent.approve)
         token = enter_run(run.scrubber)
+        ended: list[AgentResult] = []  # this run's result, once it has one (a cancelled run's too)
         try:
-            return await self._run(run, as_messages(messages))
+            result = await self._run(run, as_messages(messages), ended)
+            ended.append(result)
+            return result
+        except Exception as exc:  # a bug, or Temporal refused the start: the run ended in error
+            run.crash(exc)
+            raise
         finally:
             leave_run(token)
-            self.engine.end_run(run, *agent_run_end(self.last_result))
+            self.engine.end_run(run, *agent_run_end(ended[0] if ended else None))
             for listener in queued:
                 await listener.close()
 
@@ -89,15 +94,14 @@ class TemporalAgent:
         ):
             yield event
 
-    async def _run(self, run: "Run", messages: list[Any]) -> AgentResult:
+    async def _run(self, run: "Run", messages: list[Any], ended: list[AgentResult]) -> AgentResult:
         from temporalio.client import WorkflowFailureError
 
         agent = self.agent
         try:
             client = await self.backend.client()
         except StepFailure as failure:  # no Temporal server at the address: the run stops, saying where it looked
-            self.last_result = AgentResult(run.run_id, "error", "", messages, error=failure.message)
-            return self.last_result
+            return AgentResult(run.run_id, "error", "", messages, error=failure.message)
         call = {"revision": _revision(self.engine.project), "run_id": run.run_id, "model": agent.model,
                 "tools": sorted(agent.tools) if agent.tools is not None else None,
                 "limits": dict(agent.limits.__dict__), "tool_choice": agent.tool_choice, "system": agent.system,
@@ -115,20 +119,17 @@ class TemporalAgent:
             await follower.catch_up(None)
             failure, _ = call_failure(exc, run.run_id, agent.model, call["revision"])
             if failure.code == ErrorCode.CANCELLED:  # cancelled from another front door: agent_done said so
-                self.last_result = AgentResult(run.run_id, "cancelled", "", messages)
-                return self.last_result
-            self.last_result = AgentResult(run.run_id, "error", "", messages, error=failure.message)
-            return self.last_result
+                return AgentResult(run.run_id, "cancelled", "", messages)
+            return AgentResult(run.run_id, "error", "", messages, error=failure.message)
         except asyncio.CancelledError:
             if not answers.ended:  # after agent_done the execution only finishes: nothing left to cancel
                 await asyncio.shield(cancel_and_wait(handle, follower))
-            self.last_result = AgentResult(run.run_id, "cancelled", "", messages)
+            ended.append(AgentResult(run.run_id, "cancelled", "", messages))
             raise
         finally:
             answers.close()
         await follower.catch_up(outcome["last_seq"])
-        self.last_result = _result(run.run_id, outcome)
-        return self.last_result
+        return _result(run.run_id, outcome)
 
 
 _last_revision: "tuple[Project, str] | None" = None
