@@ -20,20 +20,21 @@ from ..errors import LimitExceeded, StepFailure
 from ..logging import logger
 from ..providers.base import ChatMessage, ModelRequest, ModelResponse, ProviderError, ToolCall, Usage, clean_response
 from ..providers.pricing import priced_response
-from ..safety.redaction import Redactor, enter_run, leave_run
+from ..safety.redaction import Redactor
 from ..safety.untrusted import replace_lone_surrogates
 from .answers import DEFAULT_REPAIRS, AnswerSchema, problem_lines, refusal_details, repair_message, with_instruction
-from .events import Event, Listener, stream_run
+from ..runs.events import Event, Listener, stream_run
+from ..runs.run import end_status, stop_code
 from .ids import new_id
 from .result import ToolResult
 from .router import route_in_run
-from .run import end_status, stop_code
 from .turns import chat_format, parse_messages, session_turn, trim_history
 
 if TYPE_CHECKING:
-    from .events import QueuedListener
+    from ..runs.events import QueuedListener
+    from ..runs.live import LiveRuns, RunEnd
+    from ..runs.run import Approver, Run, RunKind
     from .project import Project
-    from .run import Approver, Run, RunKind
     from .turns import SessionBook
 
 StopReason = Literal["answer", "max_steps", "timeout", "token_budget", "repeated_call", "error", "cancelled",
@@ -131,16 +132,18 @@ as_messages = parse_messages  # a prompt, or ChatMessages / OpenAI chat-format d
 
 
 class RunOpener(Protocol):
-    """What opens and ends Runs (the Engine): all the agent loop needs of it."""
+    """What opens Runs (the Engine) and drives them (its `live`, engine/runs/live.py): all the
+    agent loop needs of it."""
 
     @property
     def project(self) -> "Project": ...
 
+    @property
+    def live(self) -> "LiveRuns": ...
+
     def open_run(self, run_id: str, on_event: "Listener | None" = None, kind: RunKind = "tool", name: str = "",
                  principal: str | None = None, approver: Approver | None = None,
                  ) -> "tuple[Run, list[QueuedListener]]": ...
-
-    def end_run(self, run: "Run", status: Any, result: Any = None, error: dict[str, Any] | None = None) -> None: ...
 
     @property
     def sessions(self) -> "SessionBook": ...
@@ -197,19 +200,8 @@ class Agent:
         parsed = as_messages(messages)  # a bad message raises here, before any run opens
         run, queued = self.runs.open_run(run_id, on_event, kind="agent", name=self.model,
                                          principal=principal, approver=self.approve)
-        token = enter_run(run.scrubber)  # log lines written during the run hide its secrets too
-        loop: _Loop | None = None
-        try:
-            loop = _Loop(self, run, parsed, session)
-            return await loop.run()
-        except Exception as exc:  # a bug: the run ended in error (the loop stops for every expected reason)
-            run.crash(exc)
-            raise
-        finally:
-            leave_run(token)
-            self.runs.end_run(run, *agent_run_end(loop.ended if loop is not None else None))
-            for listener in queued:
-                await listener.close()
+        loop = _Loop(self, run, parsed, session)
+        return await self.runs.live.drive(run, queued, loop.run(), loop.end_of)
 
     async def stream(self, messages: str | list[Any], **options: Any) -> AsyncIterator[Event]:
         """Yield the run's events as they happen; the last one is `agent_done`."""
@@ -225,7 +217,7 @@ async def run_in(agent: Agent, run: "Run", project: "Project", messages: str | l
     return await _Loop(agent, run, as_messages(messages), project=project).run()
 
 
-def agent_run_end(result: AgentResult | None) -> tuple[Any, Any, dict[str, Any] | None]:
+def agent_run_end(result: AgentResult | None) -> "RunEnd":
     """(status, result, error) of an agent run (None: it ended before it began), by the
     run's end rule (`end_status`)."""
     if result is None:
@@ -263,10 +255,12 @@ class _Loop:
         self.corrections: dict[str, int] = {}
         self.repairs_left = agent.repairs
         self.recent_calls: list[str] = []
-        self.tool_specs = tuple(  # the provider-neutral form of ModelRequest.tools, with its link-time strict form
-            t.model_spec for t in self.project.callable_tools(agent.tools)
-        )
-        self.allowed = {s["name"] for s in self.tool_specs}
+        self.tool_specs: tuple[dict[str, Any], ...] = ()  # set as the loop runs (in its Run: a bug ends that)
+        self.allowed: set[str] = set()
+
+    def end_of(self, run: "Run", answered: AgentResult | None) -> "RunEnd":
+        """How the run ended: by this loop's own result (a cancelled loop's partial one too)."""
+        return agent_run_end(self.ended)
 
     def _trimmed(self, messages: list[ChatMessage]) -> tuple[list[ChatMessage], tuple[int, int]]:
         """The history within agent.max_history_tokens, and (turns, tokens) dropped (the system prompt counts)."""
@@ -276,6 +270,10 @@ class _Loop:
 
     async def run(self) -> AgentResult:
         started = time.perf_counter()
+        self.tool_specs = tuple(  # the provider-neutral form of ModelRequest.tools, with its link-time strict form
+            t.model_spec for t in self.project.callable_tools(self.agent.tools)
+        )
+        self.allowed = {s["name"] for s in self.tool_specs}
         start = {
             "model": self.agent.model,
             "tools": sorted(self.allowed),

@@ -17,9 +17,8 @@ from typing import TYPE_CHECKING, Any, AsyncIterator
 from ...errors import ErrorCode, StepFailure
 from ...providers.base import Usage
 from ...runtime.agent import Agent, AgentResult, agent_run_end, as_messages
-from ...runtime.events import Event, stream_run
+from ...runs.events import Event, stream_run
 from ...runtime.ids import new_id
-from ...safety.redaction import enter_run, leave_run
 from .agent_protocol import AGENT_WORKFLOW, APPROVE_SIGNAL, PENDING_QUERY, message_in, message_out, result_in
 from .client import Follower, TemporalBackend, call_failure, cancel_and_wait
 from .confirmation import Answers
@@ -28,8 +27,9 @@ from .revision import project_revision
 
 if TYPE_CHECKING:
     from ..._engine import Engine
+    from ...runs.live import RunEnd
+    from ...runs.run import Run
     from ...runtime.project import Project
-    from ...runtime.run import Run
 
 
 def agent_for(engine: "Engine", agent: Agent) -> "Agent | TemporalAgent":
@@ -70,22 +70,15 @@ class TemporalAgent:
             return await session_turn(lambda sent: self.run(sent, on_event=on_event, run_id=run_id, principal=principal),
                                       self.engine.sessions, self.engine.project.redactor, session, messages, run_id, principal)
         agent = self.agent
+        parsed = as_messages(messages)  # a bad message raises here, before any run opens
         run, queued = self.engine.open_run(run_id or new_id("run"), on_event, kind="agent", name=agent.model,
                                            principal=principal, approver=agent.approve)
-        token = enter_run(run.scrubber)
-        ended: list[AgentResult] = []  # this run's result, once it has one (a cancelled run's too)
-        try:
-            result = await self._run(run, as_messages(messages), ended)
-            ended.append(result)
-            return result
-        except Exception as exc:  # a bug, or Temporal refused the start: the run ended in error
-            run.crash(exc)
-            raise
-        finally:
-            leave_run(token)
-            self.engine.end_run(run, *agent_run_end(ended[0] if ended else None))
-            for listener in queued:
-                await listener.close()
+        cancelled: list[AgentResult] = []  # a cancelled run's own result (a crash ends the run in error)
+
+        def end_of(run: "Run", result: AgentResult | None) -> "RunEnd":
+            return agent_run_end(result if result is not None else cancelled[0] if cancelled else None)
+
+        return await self.engine.live.drive(run, queued, self._run(run, parsed, cancelled), end_of)
 
     async def stream(self, messages: str | list[Any], **options: Any) -> AsyncIterator[Event]:
         """Yield the run's events as they are stored; the last one is `agent_done` (as `Agent.stream`)."""
@@ -94,7 +87,7 @@ class TemporalAgent:
         ):
             yield event
 
-    async def _run(self, run: "Run", messages: list[Any], ended: list[AgentResult]) -> AgentResult:
+    async def _run(self, run: "Run", messages: list[Any], cancelled: list[AgentResult]) -> AgentResult:
         from temporalio.client import WorkflowFailureError
 
         agent = self.agent
@@ -124,7 +117,7 @@ class TemporalAgent:
         except asyncio.CancelledError:
             if not answers.ended:  # after agent_done the execution only finishes: nothing left to cancel
                 await asyncio.shield(cancel_and_wait(handle, follower))
-            ended.append(AgentResult(run.run_id, "cancelled", "", messages))
+            cancelled.append(AgentResult(run.run_id, "cancelled", "", messages))
             raise
         finally:
             answers.close()
