@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 from typing import TYPE_CHECKING, Any
 
+from ...runs.payloads import ConfirmationRequired
 from .protocol import ANSWER_QUERY, APPROVE_SIGNAL
 
 if TYPE_CHECKING:
@@ -84,9 +85,10 @@ class Answers:
         if event.type == "agent_done":
             self.ended = True
         if event.type == "confirmation_required" and call_id and self.run.approver is not None:
-            tool = self.project.tools.get(event.data.get("tool"))
+            asked: ConfirmationRequired = event.data
+            tool = self.project.tools.get(asked["tool"])
             if tool is not None and call_id not in self.asking:
-                self.asking[call_id] = asyncio.ensure_future(self._ask(tool, event.data.get("arguments") or {}, call_id))
+                self.asking[call_id] = asyncio.ensure_future(self._ask(tool, asked["arguments"] or {}, call_id))
         elif event.type in ("tool_call_result", "tool_call_error") and call_id in self.asking:
             self.asking.pop(call_id).cancel()  # answered elsewhere (or timed out): stop asking here
 
