@@ -21,6 +21,7 @@ from ..logging import logger
 from ..providers.base import ChatMessage, ModelRequest, ModelResponse, ProviderError, ToolCall, Usage, clean_response
 from ..providers.pricing import priced_response
 from ..safety.redaction import Redactor
+from ..spec.settings import AgentSettings
 from ..safety.untrusted import replace_lone_surrogates
 from .answers import DEFAULT_REPAIRS, AnswerSchema, problem_lines, refusal_details, repair_message, with_instruction
 from ..runs.events import Event, Listener, stream_run
@@ -42,51 +43,7 @@ StopReason = Literal["answer", "max_steps", "timeout", "token_budget", "repeated
 CORRECTABLE = frozenset({"unknown_tool", "invalid_arguments"})
 
 
-@dataclass(frozen=True)
-class AgentLimits:
-    """Limits of one agent run. Hitting one stops the loop with that reason.
-
-    The defaults are `config/engine.yaml`'s `agent:` defaults; `from_settings` reads a project's.
-    """
-
-    max_steps: int = 8
-    max_parallel_tool_calls: int = 4
-    tool_timeout: float | None = None  # caps every tool's own timeout
-    total_timeout: float | None = 600.0
-    token_budget: int | None = None  # input + output tokens over the whole run
-    max_repeated_calls: int = 3  # the same tool with the same arguments this many times in a row
-    max_corrections: int = 3  # unknown-tool / invalid-argument results per tool before giving up
-    max_result_chars: int = 20_000  # a tool result longer than this is cut (with a note) before the model reads it
-    max_history_tokens: int | None = None  # the oldest whole turns are dropped while the history would pass it
-
-    def __post_init__(self) -> None:
-        if self.max_steps < 1 or self.max_parallel_tool_calls < 1 or self.max_repeated_calls < 2:
-            raise ValueError("max_steps and max_parallel_tool_calls must be ≥ 1, max_repeated_calls ≥ 2")
-        if self.max_corrections < 1 or self.max_result_chars < 1:
-            raise ValueError("max_corrections and max_result_chars must be ≥ 1")
-        for name in ("token_budget", "max_history_tokens"):
-            if getattr(self, name) is not None and getattr(self, name) < 1:
-                raise ValueError(f"{name} must be ≥ 1")
-        for name in ("tool_timeout", "total_timeout"):
-            value = getattr(self, name)
-            if value is not None and not value > 0:
-                raise ValueError(f"{name} must be greater than zero")
-
-    @classmethod
-    def from_settings(cls, settings: Any, **overrides: Any) -> "AgentLimits":
-        """The limits of `config/engine.yaml`'s `agent:` section, with per-call overrides (None: keep)."""
-        values = {f.name: getattr(settings, f.name) for f in dataclasses.fields(cls)}
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        return cls(**values)
-
-    def exceeded_by(self, asked: "dict[str, Any]") -> list[str]:
-        """The asked limits that go beyond these ones (a service's callers may only ask for less)."""
-        over = []
-        for name, value in asked.items():
-            mine = getattr(self, name)
-            if value is not None and mine is not None and value > mine:
-                over.append(f"{name}={value:g} is above this service's {name}={mine:g} (agent.{name} in config/engine.yaml)")
-        return over
+AgentLimits = AgentSettings  # the limits of one agent run: config/engine.yaml's `agent:` model, defaults and bounds
 
 
 @dataclass
