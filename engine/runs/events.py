@@ -4,7 +4,7 @@ Runtime code emits; it never prints, writes files or knows who listens. Every ev
 one envelope (`Event`) with a `type` from `EventType`. Within one run `seq` counts 1, 2, 3…
 with no gaps, whoever listens.
 
-The `Run` (engine/runtime/run.py) numbers, redacts and delivers a run's events. Listeners are plain callables `(Event) -> None` or async callables. A sync listener runs
+The `Run` (run.py) numbers, redacts and delivers a run's events. Listeners are plain callables `(Event) -> None` or async callables. A sync listener runs
 inline and must be quick; an async listener gets its own queue and task, so a slow one
 cannot hold up the others, and nothing is dropped for it. A listener that raises is logged
 and keeps receiving later events; the others never notice.

@@ -1,7 +1,7 @@
 """The live runs of this server process, and who follows them.
 
 A run's state (kind, name, principal, status, error, result, times, pending approvals,
-cancellation) is its `Run`'s (engine/runtime/run.py): a `LiveRun` reads it there and keeps
+cancellation) is its `Run`'s (engine/runs/run.py): a `LiveRun` reads it there and keeps
 none of it. The hub adds what a follower needs: the run's events in `seq` order (as the Run made them;
 their SSE frames encoded once, when a follower first asks), so a follower can start from any
 `seq` and gets every later event exactly once, live, until the run ends.

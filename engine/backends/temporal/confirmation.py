@@ -21,7 +21,7 @@ from ...runs.payloads import ConfirmationRequired
 from .protocol import ANSWER_QUERY, APPROVE_SIGNAL
 
 if TYPE_CHECKING:
-    from ...runtime.context import RunContext
+    from ...runtime.context import CallContext
     from ...runtime.events import Event
     from ...runtime.project import LinkedTool, Project
     from ...runtime.run import Run
@@ -29,16 +29,16 @@ if TYPE_CHECKING:
 ANSWER_POLL_S = 1.0  # how often the workflow is asked whether another front door answered
 
 
-async def until_answered(handle: Any, follower: Any, run: "RunContext", tool: "LinkedTool",
+async def until_answered(handle: Any, follower: Any, run: "CallContext", tool: "LinkedTool",
                          args: dict[str, Any]) -> None:
     """Relay the execution's events (`follower`: client.Follower) until it has its answer (from
     here or elsewhere) or ended."""
     await follower.follow(asyncio.ensure_future(_answered(handle, run, tool, args)))
 
 
-async def _answered(handle: Any, run: "RunContext", tool: "LinkedTool", args: dict[str, Any]) -> None:
+async def _answered(handle: Any, run: "CallContext", tool: "LinkedTool", args: dict[str, Any]) -> None:
     call_id = run.tool_call_id
-    events = run.events
+    events = run.run
     asking = asyncio.ensure_future(events.ask_approval(tool, args, call_id)) if events.approver is not None else None
     ended = asyncio.ensure_future(handle.result())
     try:

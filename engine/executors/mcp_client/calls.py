@@ -21,7 +21,7 @@ from typing import Any
 import mcp_types as types
 
 from ...logging import logger
-from ...runtime.context import RunContext
+from ...runtime.context import CallContext
 from ...spec.mcp_config import McpServerSpec
 from .answers import answer_values
 
@@ -32,7 +32,7 @@ _KEYS = itertools.count(1)  # one sequence for every connection: a key names one
 
 @dataclass(frozen=True)
 class _InFlight:
-    run: RunContext
+    run: CallContext
     loop: asyncio.AbstractEventLoop
 
 
@@ -62,7 +62,7 @@ class CallRouting:
             return self._calls[key]
         return next(iter(self._calls.values())) if len(self._calls) == 1 else None
 
-    async def call(self, session: Any, tool: str, args: dict[str, Any], run: RunContext, loop: asyncio.AbstractEventLoop,
+    async def call(self, session: Any, tool: str, args: dict[str, Any], run: CallContext, loop: asyncio.AbstractEventLoop,
                    timeout: float | None) -> Any:
         """On the background loop: `tools/call` with progress forwarded; cancelled → notifications/cancelled (the SDK)."""
         key = next(_KEYS)
@@ -115,16 +115,16 @@ class CallRouting:
         return await asyncio.wrap_future(asked)
 
 
-async def ask_for_input(run: RunContext, question: dict[str, Any]) -> bool | dict[str, Any]:
+async def ask_for_input(run: CallContext, question: dict[str, Any]) -> bool | dict[str, Any]:
     """An `input_required` event, answered like an approval (terminal, --yes, the approvals
     endpoint): False (declined), True (the defaults) or the values given."""
-    run.events.emit("input_required", question, tool_call_id=run.tool_call_id)
+    run.run.emit("input_required", question, tool_call_id=run.tool_call_id)
     schema = question["requested_schema"]
     asking = Asking(run.tool, f"MCP server {question['server']!r} asks: {question['message']}", schema)
-    return await run.events.ask_input(asking, question, run.tool_call_id, schema)
+    return await run.run.ask_input(asking, question, run.tool_call_id, schema)
 
 
-async def sample_with_model(run: RunContext, model: str, params: Any) -> Any:
+async def sample_with_model(run: CallContext, model: str, params: Any) -> Any:
     """A sampling request answered by one of the project's models (its text messages in, text out)."""
     from ...providers.base import ChatMessage, ModelRequest
 
