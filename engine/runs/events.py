@@ -17,7 +17,7 @@ import functools
 import inspect
 import types
 from collections import namedtuple
-from typing import Any, AsyncIterator, Awaitable, Callable, Literal, Mapping, TypeVar, Union
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Literal, Mapping, TypeVar, Union
 
 import orjson
 
@@ -157,7 +157,7 @@ def record_sink(listener: _L) -> _L:
     return listener
 
 
-def wants_records(listeners: "list[Any]") -> bool:
+def wants_records(listeners: "Iterable[Any]") -> bool:
     """Whether one of `listeners` (or the listener a QueuedListener wraps) is a record sink."""
     for listener in listeners:
         if getattr(listener, "wants_records", False) or getattr(getattr(listener, "listener", None), "wants_records", False):

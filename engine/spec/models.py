@@ -8,7 +8,7 @@ models (`python -m engine.spec.export`).
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional, Union
 
 from pydantic import BeforeValidator, Discriminator, Field, StrictBool, StrictInt, Tag, create_model
 from pydantic.fields import FieldInfo
@@ -127,7 +127,7 @@ def _each_optional(settings: type[_Spec], name: str, doc: str) -> Any:
     """A model of `settings`' fields, each optional (None: the configured value) with its bounds:
     the limits stay one model, however many places may lower them."""
     fields: dict[str, Any] = {
-        field: (info.annotation | None, FieldInfo.merge_field_infos(info, default=None))
+        field: (Optional[info.annotation], FieldInfo.merge_field_infos(info, default=None))
         for field, info in settings.model_fields.items()
     }
     return create_model(name, __base__=_Spec, __doc__=doc, **fields)
