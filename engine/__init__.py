@@ -20,12 +20,12 @@ if _typing.TYPE_CHECKING:  # what the lazy names below resolve to, for type chec
     from .providers.base import ChatMessage, ModelRequest, ModelResponse, Provider, ProviderError, Usage
     from .providers.registry import register_provider
     from .runtime.agent import Agent, AgentLimits, AgentResult
-    from .runtime.context import RunContext, SkillContext
+    from .runtime.context import CallContext, SkillContext
     from .runtime.contracts import ToolExecutor, ToolType, register_tool_type
-    from .runtime.events import Event, EventType
+    from .runs.events import Event, EventType
     from .runtime.project import Project
     from .runtime.result import ToolError, ToolResult
-    from .runtime.run import Run
+    from .runs.run import Run
     from .store import RunStore, Store, StoreError, open_store
     from .tool_admin import ToolAdmin
 
@@ -35,15 +35,15 @@ _LAZY = {  # public name → the module that defines it
     "AgentResult": ".runtime.agent",
     "ChatMessage": ".providers.base",
     "Engine": "._engine",
-    "Event": ".runtime.events",
-    "EventType": ".runtime.events",
+    "CallContext": ".runtime.context",
+    "Event": ".runs.events",
+    "EventType": ".runs.events",
     "ModelRequest": ".providers.base",
     "ModelResponse": ".providers.base",
     "Project": ".runtime.project",
     "Provider": ".providers.base",
     "ProviderError": ".providers.base",
-    "Run": ".runtime.run",
-    "RunContext": ".runtime.context",
+    "Run": ".runs.run",
     "RunStore": ".store",
     "SkillContext": ".runtime.context",
     "Store": ".store",
@@ -66,6 +66,7 @@ __all__ = [
     "AgentLimits",
     "AgentResult",
     "AgentSetupError",
+    "CallContext",
     "ChatMessage",
     "ConfigError",
     "ConfigIssue",
@@ -80,7 +81,6 @@ __all__ = [
     "Provider",
     "ProviderError",
     "Run",
-    "RunContext",
     "RunStore",
     "SkillContext",
     "SkillyardError",

@@ -5,22 +5,19 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Collection, Literal, Protocol
 
 from .errors import AgentSetupError, UsageError
 from .link.linker import load_project
-from .providers.fallback import MODEL_EVENTS
-from .runtime.events import (
-    TERMINAL_TOOL_EVENTS, Event, Listener, QueuedListener, SyncListener, prepare_listeners, stream_run, wants_records, watches,
-)
+from .runs.events import TERMINAL_TOOL_EVENTS, Event, Listener, QueuedListener, SyncListener, stream_run, wants_records
+from .runs.live import LiveRuns, RunEnd
+from .runs.run import Approver, Run, RunKind, RunStatus, cancelled_error, end_status
+from .runs.sinks import OpenerSink, RunSink
 from .runtime.ids import new_id
 from .runtime.project import Project
 from .runtime.result import ToolResult
 from .runtime.router import route_in_run
-from .runtime.run import Approver, Run, RunKind, cancelled_error, end_status
-from .safety.redaction import enter_run, leave_run
 from .telemetry.traces import open_traces
 
 if TYPE_CHECKING:
@@ -28,9 +25,6 @@ if TYPE_CHECKING:
     from .store import Store
     from .store.sessions import Sessions
     from .store.shared import SharedStore
-
-_model_events_to = MODEL_EVENTS.set  # the ContextVar's own C method: no Python frame per call
-_weak = weakref.ref
 
 
 __all__ = ["Backend", "Engine", "new_id"]
@@ -60,12 +54,9 @@ class Engine:
         OTEL_* decide (docs/operations.md). Off: no listener, nothing imported."""
         _learn_configured_keys(project)
         self._project = project
-        self._listeners: list[Listener] = []
-        self.runs: dict[str, Run] = {}  # the live runs, by id: any front door may answer or cancel them
+        self.live = LiveRuns()  # opens, drives and ends every run of this engine
+        self.runs: dict[str, Run] = self.live.live  # the live runs, by id: any front door may answer or cancel them
         self.store = store
-        # listeners that take each run whole: at a run's open they give it a listener of its own
-        self._openers: dict[Listener, Callable[[Run], SyncListener]] = {}
-        self._records_wanted = False  # whether a listener is a record sink: kept in step by subscribe()
         if store is not None:
             self.subscribe(store.listener, for_run=store.for_run)
         self.traces = open_traces(project.settings.telemetry, tracer_provider)  # None: traces off
@@ -200,18 +191,16 @@ class Engine:
         """Receive the events of every call; returns a function that unsubscribes.
 
         `for_run(run)`, if given, is called as each run opens and returns the listener for that
-        run's events (a list's `append` costs no Python call per event); `listener` gets the rest."""
-        self._listeners.append(listener)
+        run's events (a list's `append` costs no Python call per event): the pair is a RunSink
+        (`add_sink`), and `listener` only says whether it wants encoded records."""
         if for_run is not None:
-            self._openers[listener] = for_run
-        self._records_wanted = wants_records(self._listeners)
+            return self.live.add_sink(OpenerSink(listener, for_run, wants_records((listener,))))
+        return self.live.subscribe(listener)
 
-        def unsubscribe() -> None:
-            self._listeners.remove(listener)
-            self._openers.pop(listener, None)
-            self._records_wanted = wants_records(self._listeners)
-
-        return unsubscribe
+    def add_sink(self, sink: RunSink) -> Any:
+        """`sink` takes every later run whole (`sink.open(run)` as it opens: the run store, the
+        service's hub); returns a function that removes it."""
+        return self.live.add_sink(sink)
 
     def tool_schemas(
         self, format: Literal["openai", "anthropic", "mcp"] = "openai", allowed_tools: Collection[str] | None = None
@@ -244,28 +233,12 @@ class Engine:
         project = self._project  # pinned: a reload mid-call does not affect this call
         if self.backend is not None:  # the router's checks stay here; the backend's executors run elsewhere
             project = self.backend.project_for(project)
-        run, queued = self.open_run(run_id or new_id("run"), on_event, "tool", name, principal, approve)
-        token = enter_run(run.scrubber)  # log lines written during the call hide its secrets too
-        result: ToolResult | None = None
-        try:
-            result = await route_in_run(run, project, name, args, tool_call_id=tool_call_id, model=model,
-                                        allowed_tools=allowed_tools, announce_start=announce_start)
-            if result.error is not None:
-                result = run.scrub_error(result)
-            return result
-        except Exception as exc:  # a bug (the router answers every bad call): the run ended in error
-            run.crash(exc)
-            raise
-        finally:
-            leave_run(token)
-            if result is not None and result.error is None:  # the common end (end_status(None)), without a detour
-                run.finish("ok", result)
-                if self.runs.get(run.run_id) is run:
-                    del self.runs[run.run_id]
-            else:
-                self.end_run(run, *_tool_run_end(result))
-            for listener in queued:
-                await listener.close()
+        live = self.live
+        run, queued = live.open(self._project, run_id or new_id("run"), on_event, "tool", name, principal, approve)
+        result = await live.drive(run, queued, route_in_run(run, project, name, args, tool_call_id=tool_call_id, model=model,
+                                                            allowed_tools=allowed_tools, announce_start=announce_start),
+                                  _tool_run_end)
+        return result if result.error is None else run.scrub_error(result)
 
     def open_run(
         self,
@@ -277,33 +250,14 @@ class Engine:
         approver: Approver | None = None,
         approval_timeout: float = 600.0,
     ) -> tuple[Run, list[QueuedListener]]:
-        """A new live Run delivering to the engine's subscribers plus `on_event`, and the
-        queued (async) listeners to close when it ends. End it with `end_run`."""
-        listeners = self._listeners if on_event is None else [*self._listeners, on_event]
-        inline, queued = prepare_listeners(listeners)  # new lists: a later subscribe() does not reach this run
-        records = self._records_wanted or (on_event is not None and wants_records((on_event,)))
-        run = Run(run_id, inline, self._project.redactor.for_run(), kind, name, principal, approver, approval_timeout,
-                  records, self._project.settings.limits.max_events_per_run, asyncio.current_task())
-        run.watchers = sum(1 for listener in listeners if listener not in self._openers and watches(listener))
-        if self._openers:
-            self._open_whole(run, inline)
-        if self._project.falls_back:  # a model fallback reports into the run; weak: the task's context holds it
-            _model_events_to(_weak(run))
-        self.runs[run_id] = run
-        return run, queued
+        """A new live Run of this engine's project delivering to its subscribers and sinks plus
+        `on_event`, and the queued (async) listeners `self.live.drive` drains as it ends
+        (engine/runs/live.py: the one sequence of a run's life)."""
+        return self.live.open(self._project, run_id, on_event, kind, name, principal, approver, approval_timeout)
 
-    def _open_whole(self, run: Run, listeners: list[SyncListener]) -> None:
-        """Each listener that takes runs whole (the store, the server's hub) gives this run a
-        listener of its own (see `subscribe`)."""
-        for listener, for_run in self._openers.items():
-            if listener in listeners:
-                listeners[listeners.index(listener)] = for_run(run)
-
-    def end_run(self, run: Run, status: Any, result: Any = None, error: dict[str, Any] | None = None) -> None:
-        """Record the run's end and forget it as live."""
-        run.finish(status, result=result, error=error)
-        if self.runs.get(run.run_id) is run:
-            del self.runs[run.run_id]
+    def end_run(self, run: Run, status: RunStatus, result: Any = None, error: dict[str, Any] | None = None) -> None:
+        """Record the end of a run driven elsewhere and forget it as live."""
+        self.live.end(run, status, result, error)
 
     def agent(
         self,
@@ -362,13 +316,15 @@ class Engine:
         raise UsageError("call_tool_sync() cannot run inside an event loop; use `await engine.call_tool(...)`")
 
 
-def _tool_run_end(result: ToolResult | None) -> tuple[Any, Any, dict[str, Any] | None]:
-    """(status, result, error) of a tool run from its ToolResult (None: it never returned)."""
+def _tool_run_end(run: Run, result: ToolResult | None) -> RunEnd:
+    """(status, result, error) of a tool run from its ToolResult (None: it never returned);
+    an error's message without the run's known secrets (it is bound for HTTP bodies)."""
     if result is None:
         return "cancelled", None, cancelled_error()
     if result.error is None:
         return "ok", result, None  # the ToolResult itself: to_dict() only where a sink needs it
-    return end_status(result.error.code), result, result.error.to_dict()
+    result = run.scrub_error(result)
+    return end_status(result.error.code), result, result.error.to_dict()  # type: ignore[union-attr]  # checked above
 
 
 _ENV_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")

@@ -137,7 +137,7 @@ def serving() -> Iterator[LoopbackServer]:
 
 
 class FakeRun:
-    """Stands in for RunContext when a test drives an executor directly."""
+    """Stands in for CallContext when a test drives an executor directly."""
 
     def __init__(self) -> None:
         self.progress: list[tuple[str, str, dict[str, Any]]] = []

@@ -43,7 +43,7 @@ LOGIN_TOOL = {
             config: {function: leaky:report}
     """,
     "leaky.py": '''
-        from engine.runtime.context import RunContext
+        from engine.runtime.context import CallContext
 
 
         def login(user: str, password: str) -> dict:
@@ -51,7 +51,7 @@ LOGIN_TOOL = {
             raise RuntimeError(f"login failed for {user} with {password} ({len(kept)} fields)")
 
 
-        def report(note: str, run: RunContext) -> dict:
+        def report(note: str, run: CallContext) -> dict:
             run.tool_progress("auth", f"using api_token={note}", api_token=note, detail=f"token is {note}")
             return {"ok": True}
     ''',

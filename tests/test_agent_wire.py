@@ -360,6 +360,51 @@ def test_total_timeout(wire: Any, server: FakeServer, make_engine: Callable[...,
 # ─── approval and cancellation ──────────────────────────────────────────────────────────
 
 
+def test_concurrent_runs_of_one_agent_each_end_with_their_own_result(
+        wire: Any, server: FakeServer, make_engine: Callable[..., Engine]) -> None:
+    """One Agent object, two runs at once: the first is cancelled mid tool call while the
+    second goes on to its answer; each run ends with its own result, never the other's."""
+    server.script(wire.reply("", [call("long", "nap", {"seconds": 10})]),
+                  wire.reply("", [call("b1", "echo", {"name": "b"})]), wire.reply("B's answer"))
+    engine = make_engine()
+    agent = engine.agent("fake", limits=QUICK)
+    events: dict[str, list[Event]] = {"a": [], "b": []}
+    runs: dict[str, Any] = {}
+
+    async def main() -> AgentResult:
+        napping, echoing = asyncio.Event(), asyncio.Event()
+
+        def listener(name: str) -> Callable[[Event], None]:
+            def listen(event: Event) -> None:
+                runs.setdefault(name, engine.runs.get(event.run_id))
+                events[name].append(event)
+                if event.type == "skill_progress_delta" and event.tool_call_id == "long":
+                    napping.set()
+                if event.type == "tool_call_start" and event.tool_call_id == "b1":
+                    echoing.set()
+            return listen
+
+        loop = asyncio.get_running_loop()
+        first = loop.create_task(agent.run("go", on_event=listener("a")))
+        await asyncio.wait_for(napping.wait(), 5)
+        second = loop.create_task(agent.run("go", on_event=listener("b")))
+        await asyncio.wait_for(echoing.wait(), 5)
+        first.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        return await second
+
+    answered = asyncio.run(asyncio.wait_for(main(), 8))
+    assert answered.answer == "B's answer" and answered.stop_reason == "answer"
+    a_end, b_end = events["a"][-1], events["b"][-1]
+    assert a_end.type == b_end.type == "agent_done"
+    assert isinstance(a_end.result, AgentResult) and a_end.result.run_id == a_end.run_id
+    assert a_end.result.stop_reason == "cancelled" and a_end.result.answer != "B's answer"
+    assert b_end.result is answered
+    assert (runs["a"].status, runs["b"].status) == ("cancelled", "ok")
+    assert runs["b"].result == "B's answer" and runs["a"].result != "B's answer"
+
+
 def test_parallel_approvals_resolved_in_reverse_order(wire: Any, server: FakeServer,
                                                       make_engine: Callable[..., Engine]) -> None:
     server.script(
@@ -426,8 +471,8 @@ def test_cancel_during_a_tool_call(wire: Any, server: FakeServer, make_engine: C
     started = time.perf_counter()
     asyncio.run(asyncio.wait_for(main(), 8))
     assert time.perf_counter() - started < 2
-    result = agent.last_result
-    assert result is not None and result.stop_reason == "cancelled"
+    result = events[-1].result  # the run's own partial result
+    assert isinstance(result, AgentResult) and result.stop_reason == "cancelled"
     assert [(r.tool_call_id, r.ok) for r in result.tool_results] == [("short", True)]  # what finished is kept
     assert [(m.role, m.tool_call_id) for m in result.messages[-3:]] == [("assistant", None), ("tool", "long"), ("tool", "short")]
     assert "cancelled" in result.messages[-2].content

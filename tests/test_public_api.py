@@ -16,7 +16,7 @@ import engine
 # What a tool type, a provider or an event listener is written against (docs/tool-types.md,
 # docs/embedding.md): each must be importable from `engine` itself.
 EXTENSION_NAMES = (
-    "ToolType", "ToolExecutor", "register_tool_type", "RunContext", "SkillContext", "StepFailure", "ErrorCode",
+    "ToolType", "ToolExecutor", "register_tool_type", "CallContext", "SkillContext", "StepFailure", "ErrorCode",
     "register_provider", "Provider", "ModelRequest", "ModelResponse", "ChatMessage", "Usage", "Event", "EventType",
 )
 
@@ -47,23 +47,23 @@ def test_a_subpackage_is_an_attribute_as_after_importing_it() -> None:
 
 def test_an_extension_finds_what_it_needs_in_engine() -> None:
     from engine.runtime.contracts import ToolType, register_tool_type
-    from engine.runtime.context import RunContext
+    from engine.runtime.context import CallContext
 
     assert set(EXTENSION_NAMES) <= set(engine.__all__)
-    assert (engine.ToolType, engine.register_tool_type, engine.RunContext) == (ToolType, register_tool_type, RunContext)
+    assert (engine.ToolType, engine.register_tool_type, engine.CallContext) == (ToolType, register_tool_type, CallContext)
 
 
-@pytest.mark.parametrize(("module", "name", "defined_in"), [
-    ("engine.agent", "AgentLimits", "engine.runtime.agent"),
-    ("engine.agent", "Agent", "engine.runtime.agent"),
-    ("engine.context", "RunContext", "engine.runtime.context"),
-    ("engine.context", "SkillContext", "engine.runtime.context"),
+@pytest.mark.parametrize(("module", "name", "now"), [
+    ("engine.agent", "AgentLimits", "AgentLimits"),
+    ("engine.agent", "Agent", "Agent"),
+    ("engine.context", "RunContext", "CallContext"),
+    ("engine.context", "SkillContext", "SkillContext"),
 ])
-def test_a_moved_name_still_imports_with_a_deprecation_warning(module: str, name: str, defined_in: str) -> None:
+def test_a_moved_name_still_imports_with_a_deprecation_warning(module: str, name: str, now: str) -> None:
     sys.modules.pop(module, None)
-    with pytest.warns(DeprecationWarning, match=rf"{module}\.{name} .*from engine import {name}"):
+    with pytest.warns(DeprecationWarning, match=rf"{module}\.{name} .*from engine import {now}"):
         value = getattr(importlib.import_module(module), name)
-    assert value is getattr(importlib.import_module(defined_in), name)
+    assert value is getattr(engine, now)
 
 
 def test_the_shims_warn_at_the_line_that_imports_the_moved_name() -> None:

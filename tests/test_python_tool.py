@@ -21,7 +21,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, Field
 
 from engine.errors import StepFailure
-from engine.runtime.context import RunContext
+from engine.runtime.context import CallContext
 
 
 class Point(BaseModel):
@@ -44,7 +44,7 @@ def distance(a: Point, b: Point, label: Annotated[str, Field(description="Shown 
     return Distance(((a.x - b.x) ** 2 + (a.y - b.y) ** 2) ** 0.5)
 
 
-async def slow_count(n: int, run: RunContext) -> list[int]:
+async def slow_count(n: int, run: CallContext) -> list[int]:
     for i in range(n):
         run.tool_progress("counted", f"{i + 1} of {n} counted", done=i + 1)
         await asyncio.sleep(0)

@@ -126,7 +126,7 @@ def test_an_unknown_tool_and_a_cancelled_run_leave_no_span_open(tmp_path: Path) 
 
     exporter.clear()
     asyncio.run(cancel_mid_call())
-    sink = next(listener for listener in engine._listeners if isinstance(listener, SpanSink))
+    sink = next(listener for listener in engine.live.listeners if isinstance(listener, SpanSink))
     assert sink.open_runs == 0 and any(s.name == "invoke_agent" for s in exporter.get_finished_spans())
 
 
@@ -173,7 +173,7 @@ def test_when_off_the_service_imports_neither_opentelemetry_nor_prometheus(tmp_p
         "import sys, asyncio; from engine import Engine; from engine.server import create_app\n"
         f"engine = Engine.from_dir({str(root)!r}); app = create_app(engine)\n"
         "asyncio.run(engine.call_tool('report3', {'text': 'a b'}))\n"
-        "print(app.state.observability, len(engine._listeners), sorted(m for m in sys.modules if m.startswith(HEAVY)))"
+        "print(app.state.observability, len(engine.live.listeners) + len(engine.live.sinks), sorted(m for m in sys.modules if m.startswith(HEAVY)))"
     )
     code = f"HEAVY = {HEAVY!r}\n" + code
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}

@@ -413,10 +413,10 @@ OTHER_CODE = '''
 import os
 
 from engine import StepFailure
-from engine.runtime.context import RunContext
+from engine.runtime.context import CallContext
 
 
-def where(text: str, run: RunContext) -> dict:
+def where(text: str, run: CallContext) -> dict:
     run.tool_progress("looking", f"looking for {text}", text=text)
     return {"text": text, "pid": os.getpid()}
 

@@ -13,7 +13,7 @@ from typing import Any
 from .._engine import Engine
 from ..errors import StepFailure, UsageError
 from ..link.expect import JudgeError
-from ..runtime.context import RunContext, SkillContext
+from ..runtime.context import CallContext, SkillContext
 from ..runtime.ids import new_id
 from ..runtime.run import Run
 
@@ -49,7 +49,7 @@ class Judges:
         if violations:
             raise JudgeError(f"its input schema refuses {{case, output}}: {violations[0].pointer or '/'}: {violations[0].message}")
         run = Run(new_id("run"), [], project.redactor.for_run(), "tool", f"judge {name}")
-        context = RunContext(run.run_id, new_id("call"), f"judge {name}", run, project, self.model)
+        context = CallContext(run.run_id, new_id("call"), f"judge {name}", run, project, self.model)
         try:
             answer = skill.call(payload, SkillContext(context, "judge", name) if skill.needs_context else None)
             if inspect.isawaitable(answer):

@@ -22,6 +22,7 @@ from typing import Any, Callable
 from ..errors import ErrorCode, StepFailure
 from ..executors.workflow import WorkflowExecutor
 from ..providers.base import ModelRequest, ModelResponse, ProviderError
+from ..runs.payloads import SkillError, SkillResult, SkillStart, Where
 from ..runtime.context import SkillContext
 from ..runtime.project import Project
 from ..spec.models import ModelSpec
@@ -70,14 +71,20 @@ class Recording:
         inputs: dict[tuple[Any, Any], str] = {}
         outcomes: dict[tuple[Any, Any], tuple[bool, Any]] = {}
         for event in events:
-            kind, data = event["type"], event.get("data") or {}
-            key = (event.get("step_id"), data.get("item_index"))
-            if kind == "skill_start" and data.get("kind") == "tool":
-                inputs[key] = _canonical(data.get("input"))
+            kind = event["type"]
+            data: Any = event.get("data") or {}  # read as its type's payload
+            where: Where = data
+            key = (event.get("step_id"), where.get("item_index"))
+            if kind == "skill_start":
+                start: SkillStart = data
+                if start["kind"] == "tool":
+                    inputs[key] = _canonical(start["input"])
             elif kind == "skill_result" and key in inputs:
-                outcomes[key] = (True, data.get("output"))
+                result: SkillResult = data
+                outcomes[key] = (True, result["output"])
             elif kind == "skill_error" and key in inputs:
-                outcomes[key] = (False, {"code": data.get("code"), "message": data.get("message")})
+                failed: SkillError = data
+                outcomes[key] = (False, {"code": failed["code"], "message": failed["message"]})
         for key, outcome in outcomes.items():
             self.steps.setdefault(key[0], []).append((inputs[key], outcome))
 

@@ -32,17 +32,7 @@ def add_chat_parser(commands: Any, run_handler: Any) -> None:
     chat.add_argument("--tools", help="comma-separated subset of tools the model may call")
     chat.add_argument("--session", metavar="NAME", help="continue the conversation NAME (kept in the run store; "
                       "created on first use; see `skillyard sessions`)")
-    limits = chat.add_argument_group("limits", "each defaults to the `agent:` section of config/engine.yaml")
-    limits.add_argument("--max-steps", type=int, metavar="N", help="most model calls in one run (default 8)")
-    limits.add_argument("--max-parallel-tool-calls", type=int, metavar="N", help="tool calls of one model turn run at once (default 4)")
-    limits.add_argument("--tool-timeout", type=_duration, metavar="DURATION", help="caps every tool's timeout, e.g. 30s (default: the tool's own)")
-    limits.add_argument("--total-timeout", type=_duration, metavar="DURATION", help="wall time of the whole run, e.g. 5m (default 600s)")
-    limits.add_argument("--token-budget", type=int, metavar="N", help="input + output tokens over the run (default: none)")
-    limits.add_argument("--max-repeated-calls", type=int, metavar="N",
-                        help="the same call this many times in a row stops the run (default 3, at least 2)")
-    limits.add_argument("--max-result-chars", type=int, metavar="N", help="a tool result is cut to this many characters for the model (default 20000)")
-    limits.add_argument("--max-history-tokens", type=int, metavar="N",
-                        help="the history sent to the model is cut to about this many tokens, oldest whole turns first (default: none)")
+    _limit_flags_when_parsed(chat)
     chat.add_argument("--tool-choice", default="auto", help="auto, none, required, or a tool name")
     chat.add_argument("--output-schema", metavar="FILE", help="a JSON Schema (a .json file) the final answer must "
                       "match: the answer is JSON, repaired when it does not match, else the run stops with invalid_output")
@@ -56,8 +46,46 @@ def add_chat_parser(commands: Any, run_handler: Any) -> None:
     chat.set_defaults(handler=run_handler)
 
 
-LIMIT_FLAGS = ("max_steps", "max_parallel_tool_calls", "tool_timeout", "total_timeout", "token_budget",
-               "max_repeated_calls", "max_result_chars", "max_history_tokens")
+def _limit_flags_when_parsed(chat: argparse.ArgumentParser) -> None:
+    """The limit flags, their help and defaults are the settings model's (pydantic): they are
+    added when `chat` itself parses its arguments (or shows its help), so that `skillyard
+    --help`, which builds every subcommand's parser, loads no pydantic."""
+    parse, added = chat.parse_known_args, []
+
+    def with_limit_flags(*args: Any, **kwargs: Any) -> Any:
+        if not added:
+            _add_limit_flags(chat)
+            added.append(True)
+        return parse(*args, **kwargs)
+
+    chat.parse_known_args = with_limit_flags  # type: ignore[method-assign]  # argparse calls it for a chosen subcommand
+
+
+def _add_limit_flags(chat: argparse.ArgumentParser) -> None:
+    from ..runtime.agent import AgentLimits
+
+    limits = chat.add_argument_group("limits", "each defaults to the `agent:` section of config/engine.yaml")
+    for name, info in AgentLimits.model_fields.items():  # the flags, their help and defaults: the settings model's
+        duration = name.endswith("_timeout")
+        default = "none" if info.default is None else f"{info.default:g}s" if duration else f"{info.default:g}"
+        least = _least(name)
+        limits.add_argument("--" + name.replace("_", "-"), type=_duration if duration else int,
+                            metavar="DURATION" if duration else "N",
+                            help=f"{(info.description or name).rstrip('.')} (default {default}"
+                                 f"{f', at least {least}' if least > 1 else ''}){', e.g. 30s' if duration else ''}")
+
+
+def _limit_flag_names() -> tuple[str, ...]:
+    from ..runtime.agent import AgentLimits
+
+    return tuple(AgentLimits.model_fields)
+
+
+def _least(name: str) -> int:
+    """The smallest value the limit `name` takes (its `ge` bound in the settings model)."""
+    from ..runtime.agent import AgentLimits
+
+    return next((int(bound.ge) for bound in AgentLimits.model_fields[name].metadata if getattr(bound, "ge", None) is not None), 1)
 
 
 def _duration(text: str) -> float:
@@ -92,13 +120,13 @@ def run_chat(ns: argparse.Namespace) -> int:
     settings = engine.project.settings.logging
     configure_logging(settings.format, settings.level, engine.project.redactor)
     tools = [t.strip() for t in ns.tools.split(",") if t.strip()] if ns.tools else None
-    for name in LIMIT_FLAGS:
-        value, least = getattr(ns, name), 2 if name == "max_repeated_calls" else 1
+    for name in _limit_flag_names():
+        value, least = getattr(ns, name), _least(name)
         if isinstance(value, int) and value < least:
             engine.close()
             raise UsageError(f"--{name.replace('_', '-')} {value}: give {least} or more")
     try:
-        limits = AgentLimits.from_settings(engine.project.settings.agent, **{name: getattr(ns, name) for name in LIMIT_FLAGS})
+        limits = AgentLimits.from_settings(engine.project.settings.agent, **{name: getattr(ns, name) for name in _limit_flag_names()})
     except ValueError as exc:
         engine.close()
         raise UsageError(f"limits: {exc}") from None

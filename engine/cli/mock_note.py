@@ -6,7 +6,8 @@ from __future__ import annotations
 import sys
 from typing import TextIO
 
-from ..runtime.events import Event
+from ..runs.events import Event
+from ..runs.payloads import ModelCallStart, ModelExchange
 from ..runtime.project import Project
 
 NOTE = ("note: model answers came from `mock`, the offline stand-in (text rearranged from your input, no AI); "
@@ -24,6 +25,7 @@ class MockNote:
     def __call__(self, event: Event) -> None:
         if self.said or event.type not in ("model_exchange", "model_call_start"):
             return
-        if event.data.get("model") in self.mock_models:
+        asked: ModelExchange | ModelCallStart = event.data
+        if asked["model"] in self.mock_models:
             self.said = True
             print(NOTE, file=self.stream or sys.stderr)

@@ -12,6 +12,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..runs.payloads import (AgentDone, ModelCallStart, ModelExchange, SkillError, SkillResult, SkillStart, ToolCallError,
+                             ToolCallResult, ToolCallStart, ToolProgressDelta, Where)
 from .error_view import last_frame_lines
 from .timeline import ITEMS_SHOWN
 
@@ -76,64 +78,88 @@ class RunTree:
 
     def _event(self, event: dict[str, Any]) -> list[str]:
         data, kind = event["data"], event["type"]
-        step_id = event.get("step_id") or str(data.get("step_id") or "")  # progress events say it in their data
-        index = data.get("item_index")
+        where: Where = data
+        step_id = event.get("step_id") or where.get("step_id", "")  # progress events say it in their data
+        index = where.get("item_index")
         owner = self._owner(step_id) if index is not None else None
-        if owner is not None and kind == "skill_error" and not data.get("will_retry"):
-            self.items[owner].failed.setdefault(index, (index, step_id, str(data.get("code")), str(data.get("message"))))
-        elif owner is not None and owner == step_id and kind == "tool_progress_delta" and data.get("stage") == "item_finished":
-            self.items[owner].done.add(index)
-        if owner is not None and index >= ITEMS_SHOWN:
-            return []  # counted by the step's summary line
+        if owner is not None and index is not None:
+            self._count_item(kind, data, owner, step_id, index)
+            if index >= ITEMS_SHOWN:
+                return []  # counted by the step's summary line
         if kind == "tool_progress_delta":
             return self._progress(data)
-        if kind == "model_call_start":
-            return [f"  ◆ model call {data.get('step')} ({data.get('model')})"]
-        if kind == "tool_call_start":
-            return [f"  ├─ tool {data.get('tool')}  [{event.get('tool_call_id')}]  args {short(data.get('arguments'), 80)}"]
-        if kind == "skill_start":
-            item = f" #{index}" if index is not None else ""
-            attempt = f" attempt {data['attempt']}" if (data.get("attempt") or 1) > 1 else ""
-            return [f"  │  ├─ {self._mark(step_id)}step {step_id}{item} → {event.get('skill')} [{data.get('kind')}]{attempt}",
-                    f"  │  │    input:  {short(data.get('input'), 90)}"]
-        if kind == "model_exchange":
-            usage = data.get("usage") or {}
-            return [f"  │  │    model {data.get('model')}: {usage.get('input_tokens', 0)} in / {usage.get('output_tokens', 0)} out tokens"]
-        if kind == "skill_result":
-            return [f"  │  │    output: {short(data.get('output'), 90)}", f"  │  │    ✓ {data.get('duration_ms')} ms"]
+        return self._line(kind, event, data, step_id, index)
+
+    def _count_item(self, kind: str, data: Any, owner: str, step_id: str, index: int) -> None:
+        """What a forEach step's summary line counts: the items that failed, the ones done."""
         if kind == "skill_error":
-            return [f"  │  │    ✗ {data.get('code')}: {short(data.get('message'), 120)}"]
+            failed: SkillError = data
+            if not failed.get("will_retry", False):
+                self.items[owner].failed.setdefault(index, (index, step_id, str(failed["code"]), str(failed["message"])))
+        elif owner == step_id and kind == "tool_progress_delta":
+            progress: ToolProgressDelta = data
+            if progress["stage"] == "item_finished":
+                self.items[owner].done.add(index)
+
+    def _line(self, kind: str, event: dict[str, Any], data: Any, step_id: str, index: int | None) -> list[str]:
+        if kind == "model_call_start":
+            call: ModelCallStart = data
+            return [f"  ◆ model call {call['step']} ({call['model']})"]
+        if kind == "tool_call_start":
+            start: ToolCallStart = data
+            return [f"  ├─ tool {start['tool']}  [{event.get('tool_call_id')}]  args {short(start['arguments'], 80)}"]
+        if kind == "skill_start":
+            skill: SkillStart = data
+            item = f" #{index}" if index is not None else ""
+            attempt = f" attempt {skill['attempt']}" if skill["attempt"] > 1 else ""
+            return [f"  │  ├─ {self._mark(step_id)}step {step_id}{item} → {event.get('skill')} [{skill['kind']}]{attempt}",
+                    f"  │  │    input:  {short(skill['input'], 90)}"]
+        if kind == "model_exchange":
+            exchange: ModelExchange = data
+            usage = exchange["usage"]
+            return [f"  │  │    model {exchange['model']}: {usage['input_tokens']} in / {usage['output_tokens']} out tokens"]
+        if kind == "skill_result":
+            result: SkillResult = data
+            return [f"  │  │    output: {short(result['output'], 90)}", f"  │  │    ✓ {result['duration_ms']} ms"]
+        if kind == "skill_error":
+            failed: SkillError = data
+            return [f"  │  │    ✗ {failed['code']}: {short(failed['message'], 120)}"]
         if kind == "tool_call_result":
-            return [f"  │  ✓ ok in {(data.get('metadata') or {}).get('duration_ms')} ms"]
+            answered: ToolCallResult = data
+            return [f"  │  ✓ ok in {answered['metadata'].get('duration_ms')} ms"]
         if kind == "tool_call_error":
-            error = data.get("error") or {}
-            return [f"  │  ✗ {error.get('code')}: {short(error.get('message'), 120)}",
+            refused: ToolCallError = data
+            error = refused["error"]
+            return [f"  │  ✗ {error['code']}: {short(error['message'], 120)}",
                     *(f"  │  {line}" for line in last_frame_lines(error.get("details") or {}))]  # error_view.py
         if kind == "agent_done":
-            return [f"  ■ {data.get('stop_reason')} after {data.get('steps')} model call(s)"]
+            done: AgentDone = data
+            return [f"  ■ {done['stop_reason']} after {done['steps']} model call(s)"]
         return []
 
-    def _progress(self, data: dict[str, Any]) -> list[str]:
+    def _progress(self, progress: ToolProgressDelta) -> list[str]:
         """Workflow progress: only what the skill lines do not already say."""
-        stage = data.get("stage")
-        step_id = str(data.get("step_id") or "")
-        if data.get("parallel"):
-            self.parallel.update(data["parallel"])
+        stage = progress["stage"]
+        step_id = progress.get("step_id", "")
+        parallel = progress.get("parallel")
+        if parallel:
+            self.parallel.update(parallel)
         mark = self._mark(step_id)
-        if stage == "step_started" and "items_total" in data:
-            total = int(data["items_total"])
+        workflow = progress.get("workflow")
+        if stage == "step_started" and "items_total" in progress:
+            total = int(progress["items_total"])
             self.items[step_id] = _Items(total)
-            runs = f" → workflow {data['workflow']}" if data.get("workflow") else ""
+            runs = f" → workflow {workflow}" if workflow else ""
             return [f"  │  ├─ {mark}step {step_id}{runs}: for each of {total} item{'s' if total != 1 else ''}"]
-        if stage == "step_started" and data.get("workflow"):
-            return [f"  │  ├─ {mark}step {step_id} → workflow {data['workflow']}"]
+        if stage == "step_started" and workflow:
+            return [f"  │  ├─ {mark}step {step_id} → workflow {workflow}"]
         if stage == "item_finished":
             return []  # counted in `_event`
         if stage == "step_finished" and step_id in self.items:
             items = self.items.pop(step_id)
-            return [*items.summary(), f"  │  │    ✓ {mark}{step_id}: {items.total} item{'s' if items.total != 1 else ''} in {data.get('duration_ms')} ms"]
+            return [*items.summary(), f"  │  │    ✓ {mark}{step_id}: {items.total} item{'s' if items.total != 1 else ''} in {progress.get('duration_ms')} ms"]
         if stage == "step_skipped":
-            return [f"  │  ○ {mark}step {step_id} skipped: `when: {data.get('condition')}` did not hold"]
+            return [f"  │  ○ {mark}step {step_id} skipped: `when: {progress.get('condition')}` did not hold"]
         if stage == "step_cancelled":
             return [f"  │  ✗ {mark}step {step_id} cancelled"]
         return []

@@ -13,7 +13,7 @@ The function is called with the arguments as keywords: `convert(value=21.5, to="
 parameters come from the tool's `parameters:` in YAML if given, otherwise from the function's
 type hints through pydantic (defaults and `Annotated[..., Field(description=...)]` included).
 Either way the arguments are validated by pydantic against the hints before the call, so an
-`int` parameter receives an int. A parameter annotated `RunContext` receives the call's
+`int` parameter receives an int. A parameter annotated `CallContext` receives the call's
 context (for `run.tool_progress(...)`) and is not part of the schema. Sync or async; a sync
 function runs in a worker thread when `threaded: true`. The return value must be JSON-able
 (pydantic models and dataclasses are converted); raise `StepFailure(code, message)` to fail
@@ -35,7 +35,7 @@ from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from ..errors import ErrorCode, StepFailure
 from ..logging import logger
-from ..runtime.context import RunContext
+from ..runtime.context import CallContext
 from ..runtime.contracts import ToolType
 from ..safety.user_frames import failure_details, last_user_frame, package_root
 
@@ -58,7 +58,7 @@ class _Signature:
         self.takes_any = False
         for name, parameter in signature.parameters.items():
             hint = hints.get(name, Any)
-            if hint is RunContext:
+            if hint is CallContext:
                 self.context_parameter = name
                 continue
             if parameter.kind is parameter.VAR_KEYWORD:
@@ -81,7 +81,7 @@ class _Signature:
             raise ValueError(f"the type hints of {function.__qualname__} cannot become a JSON Schema: {first}") from None
         self.schema = _tidy_schema(schema)
 
-    def arguments(self, args: dict[str, Any], run: RunContext) -> dict[str, Any]:
+    def arguments(self, args: dict[str, Any], run: CallContext) -> dict[str, Any]:
         """The keyword arguments for the call: validated (and converted) by the hints."""
         try:
             parsed = self.model.model_validate(args)
@@ -166,7 +166,7 @@ class PythonToolExecutor:
         root = package_root(self.signature.function)
         self.user_roots = (root,) if root else ()
 
-    async def execute(self, args: dict[str, Any], run: RunContext) -> Any:
+    async def execute(self, args: dict[str, Any], run: CallContext) -> Any:
         kwargs = self.signature.arguments(args, run)
         function = self.signature.function
         run.tool_progress("calling", f"calling {self.target}", function=self.target)
@@ -186,7 +186,7 @@ class PythonToolExecutor:
         except PydanticSerializationError as exc:
             raise StepFailure(ErrorCode.EXECUTION_ERROR, f"{self.target} returned a value that is not JSON-able: {exc}") from None
 
-    def _failure(self, exc: Exception, run: RunContext) -> StepFailure:
+    def _failure(self, exc: Exception, run: CallContext) -> StepFailure:
         details = failure_details(exc, self.user_roots, run.project.redactor)
         frame = last_user_frame(details)
         at = f"{frame['file']}:{frame['line']} in {frame['function']}" if frame else self.target

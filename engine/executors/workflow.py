@@ -19,7 +19,7 @@ from typing import Any, Awaitable, Callable, Protocol
 from ..errors import StepFailure
 from ..lang.mapping import MISSING, MappingError, Reference, Resolver, mapping_is_clean
 from ..lang.schema import Violation
-from ..runtime.context import RunContext, SkillContext
+from ..runtime.context import CallContext, SkillContext
 from ..runtime.contracts import Skill
 from ..runtime.deadlines import deadline
 from ..runtime.timing import PLAIN_TYPES, elapsed_ms, perf_counter_ns
@@ -106,7 +106,7 @@ class StepNode(Protocol):
     id: str
     leaf_ids: tuple[str, ...]  # the step ids whose outputs it stores
 
-    def run(self, args: dict[str, Any], outputs: dict[str, Any], run: RunContext) -> Awaitable[Any]: ...
+    def run(self, args: dict[str, Any], outputs: dict[str, Any], run: CallContext) -> Awaitable[Any]: ...
 
     def clean(self, step_id: str) -> bool: ...
 
@@ -164,8 +164,8 @@ class WorkflowExecutor:
 
         return mapping_is_clean(self.output_mapping, source_clean, key_ok)
 
-    async def execute(self, args: dict[str, Any], run: RunContext) -> Any:
-        emit = run.events.emit
+    async def execute(self, args: dict[str, Any], run: CallContext) -> Any:
+        emit = run.run.emit
         call_id = run.tool_call_id
         total = self.total
         numbers = self._numbers
@@ -204,7 +204,7 @@ class WorkflowExecutor:
         return output
 
 
-def _input_failure(step: LinkedStep, run: RunContext, value: Any, error: MappingError | None = None) -> StepFailure:
+def _input_failure(step: LinkedStep, run: CallContext, value: Any, error: MappingError | None = None) -> StepFailure:
     """Why the step's mapped input cannot go to its skill (a mapping error, or the value
     breaks the skill's input schema), told as a `skill_error` event."""
     skill = step.skill
@@ -219,17 +219,17 @@ def _input_failure(step: LinkedStep, run: RunContext, value: Any, error: Mapping
             {"step_id": step.id, "errors": [v.as_dict() for v in violations]},
         )
     data: dict[str, Any] = {"code": failure.code, "message": failure.message, "attempt": 1}
-    run.events.emit("skill_error", data, run.tool_call_id, step.event_id, skill.name)
+    run.run.emit("skill_error", data, run.tool_call_id, step.event_id, skill.name)
     return failure
 
 
-async def call_step(step: LinkedStep, args: dict[str, Any], outputs: dict[str, Any], run: RunContext) -> Any:
+async def call_step(step: LinkedStep, args: dict[str, Any], outputs: dict[str, Any], run: CallContext) -> Any:
     """One plain step: its input, its attempts (`LinkedStep.attempt`, `RetryPolicy`) and their
     events. The one copy, whoever runs the step (see the module's docstring).
 
     Inside a forEach, `run` is the item's (workflow_nodes.ItemRun): its events say `item_index`.
     """
-    emit = run.events.emit
+    emit = run.run.emit
     call_id = run.tool_call_id
     skill = step.skill
     try:  # the mapped input, valid, with the skill's defaults filled in

@@ -28,7 +28,7 @@ from typing import Any, Literal
 from ..errors import LimitExceeded, StepFailure
 from ..lang.conditions import Condition
 from ..lang.mapping import INDEX, ITEM, MISSING, MappingError, Resolver
-from ..runtime.context import RunContext
+from ..runtime.context import CallContext
 from ..runtime.timing import elapsed_ms, perf_counter_ns
 from .workflow import LinkedStep, WorkflowExecutor, call_step
 
@@ -45,7 +45,7 @@ class SubWorkflow:
     resolve_input: Resolver
     executor: WorkflowExecutor
 
-    async def call(self, args: dict[str, Any], outputs: dict[str, Any], run: RunContext) -> Any:
+    async def call(self, args: dict[str, Any], outputs: dict[str, Any], run: CallContext) -> Any:
         try:
             value = self.resolve_input(args, outputs)
         except MappingError as exc:
@@ -56,7 +56,7 @@ class SubWorkflow:
 Unit = LinkedStep | SubWorkflow
 
 
-async def _call(unit: Unit, args: dict[str, Any], outputs: dict[str, Any], run: RunContext) -> Any:
+async def _call(unit: Unit, args: dict[str, Any], outputs: dict[str, Any], run: CallContext) -> Any:
     if type(unit) is LinkedStep:
         return await call_step(unit, args, outputs, run)
     return await unit.call(args, outputs, run)  # type: ignore[union-attr]  # not a LinkedStep (`type is`: no isinstance per step)
@@ -82,18 +82,18 @@ class ItemEvents:
         return getattr(self._events, name)
 
 
-class ItemRun(RunContext):
+class ItemRun(CallContext):
     """The call as one forEach item sees it: its events are marked with the item (ItemEvents);
     usage adds up on the call's own context."""
 
     __slots__ = ("_call",)
 
-    def __init__(self, run: RunContext, index: int):  # not super().__init__: it would reset the usage
+    def __init__(self, run: CallContext, index: int):  # not super().__init__: it would reset the usage
         self._call = run
         self.run_id = run.run_id
         self.tool_call_id = run.tool_call_id
         self.tool = run.tool
-        self.events = ItemEvents(run.events, index)  # type: ignore[assignment]  # stands in for the Run, marking each event
+        self.run = ItemEvents(run.run, index)  # type: ignore[assignment]  # stands in for the Run, marking each event
         self.project = run.project
         self.model_override = run.model_override
 
@@ -162,8 +162,8 @@ class Step:
         """Whether its output is provably free of sensitive keys (decided by the Project after link)."""
         return type(self.unit) is LinkedStep and self.unit.skill.output_clean
 
-    async def run(self, args: dict[str, Any], outputs: dict[str, Any], run: RunContext) -> Any:
-        emit = run.events.emit
+    async def run(self, args: dict[str, Any], outputs: dict[str, Any], run: CallContext) -> Any:
+        emit = run.run.emit
         call_id = run.tool_call_id
         condition = self.condition
         if condition is not None and not (self.for_each is not None and condition.uses_item) and not condition.holds(args, outputs):
@@ -187,9 +187,9 @@ class Step:
              call_id, None, None, None, True)
         return output
 
-    async def _each(self, spec: ForEach, args: dict[str, Any], outputs: dict[str, Any], run: RunContext) -> list[Any]:
+    async def _each(self, spec: ForEach, args: dict[str, Any], outputs: dict[str, Any], run: CallContext) -> list[Any]:
         """Every item through the unit, at most `concurrency` at once; the outputs in input order."""
-        emit = run.events.emit
+        emit = run.run.emit
         call_id = run.tool_call_id
         try:
             items = spec.items(args, outputs)
@@ -263,7 +263,7 @@ class Parallel:
     def clean(self, step_id: str) -> bool:
         return any(member.id == step_id and member.clean(step_id) for member in self.members)
 
-    async def run(self, args: dict[str, Any], outputs: dict[str, Any], run: RunContext) -> Any:
+    async def run(self, args: dict[str, Any], outputs: dict[str, Any], run: CallContext) -> Any:
         await run_all([member.run(args, outputs, run) for member in self.members])
         return None
 

@@ -20,20 +20,22 @@ from ..errors import LimitExceeded, StepFailure
 from ..logging import logger
 from ..providers.base import AnswerBudget, ChatMessage, ModelRequest, ModelResponse, ProviderError, ToolCall, Usage, clean_response
 from ..providers.pricing import priced_response
-from ..safety.redaction import Redactor, enter_run, leave_run
+from ..safety.redaction import Redactor
+from ..spec.settings import AgentSettings
 from ..safety.untrusted import replace_lone_surrogates
 from .answers import DEFAULT_REPAIRS, AnswerSchema, problem_lines, refusal_details, repair_message, with_instruction
-from .events import Event, Listener, stream_run
+from ..runs.events import Event, Listener, stream_run
+from ..runs.run import end_status, stop_code
 from .ids import new_id
 from .result import ToolResult
 from .router import route_in_run
-from .run import end_status, stop_code
 from .turns import chat_format, parse_messages, session_turn, trim_history
 
 if TYPE_CHECKING:
-    from .events import QueuedListener
+    from ..runs.events import QueuedListener
+    from ..runs.live import LiveRuns, RunEnd
+    from ..runs.run import Approver, Run, RunKind
     from .project import Project
-    from .run import Approver, Run, RunKind
     from .turns import SessionBook
 
 StopReason = Literal["answer", "max_steps", "timeout", "token_budget", "repeated_call", "error", "cancelled",
@@ -41,51 +43,7 @@ StopReason = Literal["answer", "max_steps", "timeout", "token_budget", "repeated
 CORRECTABLE = frozenset({"unknown_tool", "invalid_arguments"})
 
 
-@dataclass(frozen=True)
-class AgentLimits:
-    """Limits of one agent run. Hitting one stops the loop with that reason.
-
-    The defaults are `config/engine.yaml`'s `agent:` defaults; `from_settings` reads a project's.
-    """
-
-    max_steps: int = 8
-    max_parallel_tool_calls: int = 4
-    tool_timeout: float | None = None  # caps every tool's own timeout
-    total_timeout: float | None = 600.0
-    token_budget: int | None = None  # input + output tokens over the whole run
-    max_repeated_calls: int = 3  # the same tool with the same arguments this many times in a row
-    max_corrections: int = 3  # unknown-tool / invalid-argument results per tool before giving up
-    max_result_chars: int = 20_000  # a tool result longer than this is cut (with a note) before the model reads it
-    max_history_tokens: int | None = None  # the oldest whole turns are dropped while the history would pass it
-
-    def __post_init__(self) -> None:
-        if self.max_steps < 1 or self.max_parallel_tool_calls < 1 or self.max_repeated_calls < 2:
-            raise ValueError("max_steps and max_parallel_tool_calls must be ≥ 1, max_repeated_calls ≥ 2")
-        if self.max_corrections < 1 or self.max_result_chars < 1:
-            raise ValueError("max_corrections and max_result_chars must be ≥ 1")
-        for name in ("token_budget", "max_history_tokens"):
-            if getattr(self, name) is not None and getattr(self, name) < 1:
-                raise ValueError(f"{name} must be ≥ 1")
-        for name in ("tool_timeout", "total_timeout"):
-            value = getattr(self, name)
-            if value is not None and not value > 0:
-                raise ValueError(f"{name} must be greater than zero")
-
-    @classmethod
-    def from_settings(cls, settings: Any, **overrides: Any) -> "AgentLimits":
-        """The limits of `config/engine.yaml`'s `agent:` section, with per-call overrides (None: keep)."""
-        values = {f.name: getattr(settings, f.name) for f in dataclasses.fields(cls)}
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        return cls(**values)
-
-    def exceeded_by(self, asked: "dict[str, Any]") -> list[str]:
-        """The asked limits that go beyond these ones (a service's callers may only ask for less)."""
-        over = []
-        for name, value in asked.items():
-            mine = getattr(self, name)
-            if value is not None and mine is not None and value > mine:
-                over.append(f"{name}={value:g} is above this service's {name}={mine:g} (agent.{name} in config/engine.yaml)")
-        return over
+AgentLimits = AgentSettings  # the limits of one agent run: config/engine.yaml's `agent:` model, defaults and bounds
 
 
 @dataclass
@@ -131,16 +89,18 @@ as_messages = parse_messages  # a prompt, or ChatMessages / OpenAI chat-format d
 
 
 class RunOpener(Protocol):
-    """What opens and ends Runs (the Engine): all the agent loop needs of it."""
+    """What opens Runs (the Engine) and drives them (its `live`, engine/runs/live.py): all the
+    agent loop needs of it."""
 
     @property
     def project(self) -> "Project": ...
 
+    @property
+    def live(self) -> "LiveRuns": ...
+
     def open_run(self, run_id: str, on_event: "Listener | None" = None, kind: RunKind = "tool", name: str = "",
                  principal: str | None = None, approver: Approver | None = None,
                  ) -> "tuple[Run, list[QueuedListener]]": ...
-
-    def end_run(self, run: "Run", status: Any, result: Any = None, error: dict[str, Any] | None = None) -> None: ...
 
     @property
     def sessions(self) -> "SessionBook": ...
@@ -172,13 +132,13 @@ class Agent:
         self.repairs = repairs
         self.system = with_instruction(system, self.answer)
         self.approve = approve
-        self.last_result: AgentResult | None = None
 
     async def run(
         self, messages: str | list[Any], *, on_event: Listener | None = None, run_id: str | None = None,
         principal: str | None = None, session: str | None = None,
     ) -> AgentResult:
-        """Run the loop to a stop. On cancellation the partial result is in `last_result`.
+        """Run the loop to a stop. On cancellation the partial result is the run's own: the
+        `result` of its `agent_done` event (every run of this Agent has its own).
 
         `session`: continue that session (created on first use): its history goes first, and
         the turn is kept when the run stops (runtime/turns.py). SessionError when another turn
@@ -197,17 +157,8 @@ class Agent:
         parsed = as_messages(messages)  # a bad message raises here, before any run opens
         run, queued = self.runs.open_run(run_id, on_event, kind="agent", name=self.model,
                                          principal=principal, approver=self.approve)
-        token = enter_run(run.scrubber)  # log lines written during the run hide its secrets too
-        try:
-            return await _Loop(self, run, parsed, session).run()
-        except Exception as exc:  # a bug: the run ended in error (the loop stops for every expected reason)
-            run.crash(exc)
-            raise
-        finally:
-            leave_run(token)
-            self.runs.end_run(run, *agent_run_end(self.last_result))
-            for listener in queued:
-                await listener.close()
+        loop = _Loop(self, run, parsed, session)
+        return await self.runs.live.drive(run, queued, loop.run(), loop.end_of)
 
     async def stream(self, messages: str | list[Any], **options: Any) -> AsyncIterator[Event]:
         """Yield the run's events as they happen; the last one is `agent_done`."""
@@ -223,7 +174,7 @@ async def run_in(agent: Agent, run: "Run", project: "Project", messages: str | l
     return await _Loop(agent, run, as_messages(messages), project=project).run()
 
 
-def agent_run_end(result: AgentResult | None) -> tuple[Any, Any, dict[str, Any] | None]:
+def agent_run_end(result: AgentResult | None) -> "RunEnd":
     """(status, result, error) of an agent run (None: it ended before it began), by the
     run's end rule (`end_status`)."""
     if result is None:
@@ -257,14 +208,17 @@ class _Loop:
         self.messages = ([ChatMessage("system", agent.system)] if agent.system else []) + kept  # what the model reads
         self.produced_from = len(self.messages)
         self.result = AgentResult(events.run_id, "answer", "", list(messages), session_id=session)
+        self.ended: AgentResult | None = None  # the result, once the loop stopped (this run's, nobody else's)
         self.corrections: dict[str, int] = {}
         self.repairs_left = agent.repairs
         self.recent_calls: list[str] = []
-        self.tool_specs = tuple(  # the provider-neutral form of ModelRequest.tools, with its link-time strict form
-            t.model_spec for t in self.project.callable_tools(agent.tools)
-        )
-        self.allowed = {s["name"] for s in self.tool_specs}
+        self.tool_specs: tuple[dict[str, Any], ...] = ()  # set as the loop runs (in its Run: a bug ends that)
+        self.allowed: set[str] = set()
         self.budget = AnswerBudget.of(self.project.settings.limits)  # what one model answer may hold
+
+    def end_of(self, run: "Run", answered: AgentResult | None) -> "RunEnd":
+        """How the run ended: by this loop's own result (a cancelled loop's partial one too)."""
+        return agent_run_end(self.ended)
 
     def _trimmed(self, messages: list[ChatMessage]) -> tuple[list[ChatMessage], tuple[int, int]]:
         """The history within agent.max_history_tokens, and (turns, tokens) dropped (the system prompt counts)."""
@@ -274,6 +228,10 @@ class _Loop:
 
     async def run(self) -> AgentResult:
         started = time.perf_counter()
+        self.tool_specs = tuple(  # the provider-neutral form of ModelRequest.tools, with its link-time strict form
+            t.model_spec for t in self.project.callable_tools(self.agent.tools)
+        )
+        self.allowed = {s["name"] for s in self.tool_specs}
         start = {
             "model": self.agent.model,
             "tools": sorted(self.allowed),
@@ -313,7 +271,7 @@ class _Loop:
         result.messages = self.given + self.messages[self.produced_from:]  # the whole transcript, the answer last
         if result.stop_reason in LIMIT_STOPS and not result.answer.strip():
             result.answer = self.events.scrub_text(gathered_summary(result, self.limits, self.project.redactor))
-        self.agent.last_result = result
+        self.ended = result
         self.events.emit("agent_done", {
             "stop_reason": result.stop_reason,
             "answer": result.answer,
@@ -322,7 +280,7 @@ class _Loop:
             "usage": result.usage.as_dict(),
             "duration_ms": round((time.perf_counter() - started) * 1000, 2),
             "error": result.error,
-        })
+        }, result=result)
 
     async def _loop(self) -> None:
         for step in range(1, self.limits.max_steps + 1):

@@ -1,7 +1,13 @@
-"""What a running tool call and a running skill can see."""
+"""What a running tool call and a running skill can see.
+
+A call's context is a `CallContext`: one tool call inside a run, never the run itself (that is
+its `run`, engine/runs/run.py). It was called `RunContext`, and its Run `events`; both old
+names still work, with a DeprecationWarning.
+"""
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..providers.base import ModelRequest, ModelResponse, Provider, Usage
@@ -32,30 +38,41 @@ class CallProject(Protocol):
     def provider(self, model_name: str) -> "tuple[Provider, ModelSpec]": ...
 
 
-class RunContext:
-    """One tool call in flight: its ids, its event stream, the project it runs on."""
+def _renamed(old: str, new: str) -> None:
+    warnings.warn(f"{old} is now {new}", DeprecationWarning, stacklevel=3)
 
-    __slots__ = ("run_id", "tool_call_id", "tool", "events", "project", "model_override", "usage")
+
+class CallContext:
+    """One tool call in flight: its ids, the Run it belongs to (its events, approvals), the
+    project it runs on."""
+
+    __slots__ = ("run_id", "tool_call_id", "tool", "run", "project", "model_override", "usage")
 
     def __init__(
         self,
         run_id: str,
         tool_call_id: str,
         tool: str,
-        events: "Run",
+        run: "Run",
         project: CallProject,
         model_override: str | None = None,
     ):
         self.run_id = run_id
         self.tool_call_id = tool_call_id
         self.tool = tool
-        self.events = events
+        self.run = run
         self.project = project
         self.model_override = model_override
         self.usage = NO_USAGE  # Usage is immutable: add_usage replaces it
 
+    @property
+    def events(self) -> "Run":
+        """The call's Run, by its old name."""
+        _renamed("CallContext.events", "CallContext.run")
+        return self.run
+
     def tool_progress(self, stage: str, message: str, **data: Any) -> None:
-        self.events.emit(
+        self.run.emit(
             "tool_progress_delta", {"stage": stage, "message": message, **data}, tool_call_id=self.tool_call_id
         )
 
@@ -63,34 +80,40 @@ class RunContext:
 class SkillContext:
     """Handed to python skills: report progress, know where you run."""
 
-    __slots__ = ("run", "step_id", "skill", "attempt")
+    __slots__ = ("call", "step_id", "skill", "attempt")
 
-    def __init__(self, run: RunContext, step_id: str, skill: str, attempt: int = 1):
-        self.run = run
+    def __init__(self, call: CallContext, step_id: str, skill: str, attempt: int = 1):
+        self.call = call  # the tool call this skill's step runs in
         self.step_id = step_id
         self.skill = skill
         self.attempt = attempt
 
     @property
+    def run(self) -> CallContext:
+        """The call, by its old name."""
+        _renamed("SkillContext.run", "SkillContext.call")
+        return self.call
+
+    @property
     def run_id(self) -> str:
-        return self.run.run_id
+        return self.call.run_id
 
     def progress(self, message: str, **data: Any) -> None:
         """Tell listeners something true about the work: `ctx.progress("parsed", rows=1204)`."""
-        self.run.events.emit(
+        self.call.run.emit(
             "skill_progress_delta",
             {"message": message, **data},
-            tool_call_id=self.run.tool_call_id,
+            tool_call_id=self.call.tool_call_id,
             step_id=self.step_id,
             skill=self.skill,
         )
 
     def add_usage(self, usage: Usage) -> None:
-        self.run.usage = self.run.usage + usage
+        self.call.usage = self.call.usage + usage
 
     def model_exchange(self, model: str, attempt: int, request: "ModelRequest", response: "ModelResponse") -> None:
         """Record what was asked and answered (run detail pages, replay without a model)."""
-        self.run.events.emit(
+        self.call.run.emit(
             "model_exchange",
             {
                 "model": model,
@@ -100,7 +123,14 @@ class SkillContext:
                 "response": response.text,
                 "usage": response.usage.as_dict(),
             },
-            tool_call_id=self.run.tool_call_id,
+            tool_call_id=self.call.tool_call_id,
             step_id=self.step_id,
             skill=self.skill,
         )
+
+
+def __getattr__(name: str) -> Any:
+    if name == "RunContext":  # the old name of CallContext
+        _renamed("engine.runtime.context.RunContext", "CallContext")
+        return CallContext
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

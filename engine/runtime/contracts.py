@@ -2,7 +2,7 @@
 
 A new tool type (executors/, or a third-party package) is a `ToolType` whose `create` builds
 a `ToolExecutor`; a new skill kind (skills/) is a `Skill`. Both see a running call through
-`RunContext` / `SkillContext` (context.py) and nothing above this layer.
+`CallContext` / `SkillContext` (context.py) and nothing above this layer.
 
 The tool-type registry: `type:` in tools.yaml → a ToolType that builds an executor.
 `workflow` is linked by `engine.link.linker` itself (it needs the project's skills). Other types are
@@ -21,13 +21,13 @@ from typing import Any, Callable, Protocol
 from pydantic import BaseModel
 
 from ..lang.schema import CompiledSchema
-from .context import RunContext, SkillContext
+from .context import CallContext, SkillContext
 
 
 class ToolExecutor(Protocol):
     kind: str
 
-    async def execute(self, args: dict[str, Any], run: "RunContext") -> Any:
+    async def execute(self, args: dict[str, Any], run: "CallContext") -> Any:
         """Run the call with validated arguments; return JSON-able data or raise StepFailure."""
         ...
 

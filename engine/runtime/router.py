@@ -17,7 +17,7 @@ from ..errors import ErrorCode, StepFailure
 from ..logging import logger
 from ..safety.redaction import Redactor, unparsed_arguments
 from ..safety.untrusted import Problem, arguments_problem, find_problem, loads, text_may_hide_problem
-from .context import NO_USAGE, RunContext
+from .context import NO_USAGE, CallContext
 from .deadlines import deadline
 from .ids import new_id
 from .project import LinkedTool
@@ -45,13 +45,13 @@ def route_in_run(
 
     Returns the router's coroutine itself (await it), so a call has no extra frame.
     """
-    context = RunContext(run.run_id, tool_call_id or new_id("call"), name, run, project, model)
+    context = CallContext(run.run_id, tool_call_id or new_id("call"), name, run, project, model)
     return route_call(context, project, arguments, allowed_tools=allowed_tools, timeout=timeout,
                       announce_start=announce_start)
 
 
 async def route_call(
-    run: RunContext,
+    run: CallContext,
     project: "Project",
     arguments: str | dict[str, Any] | None,
     *,
@@ -78,7 +78,7 @@ async def route_call(
     # Validated first (a pure check), so that valid arguments of a closed schema skip redaction.
     valid = tool is not None and type(arguments) is dict and tool.validator.is_valid(arguments)
     call_id = run.tool_call_id
-    run.events.emit(
+    run.run.emit(
         "tool_call_start",
         {"tool": name, "arguments": arguments if arguments is not None else {}},
         tool_call_id=call_id, clean=valid and tool.arguments_clean,  # type: ignore[union-attr]  # valid: tool is not None
@@ -100,7 +100,7 @@ async def route_call(
         args = _parse_arguments(arguments, problem, tool, valid)
         if project.settings.redaction.arguments == "refuse":
             _refuse_sensitive(args, project.redactor)
-        run.events.emit("tool_progress_delta", tool.matched_progress, tool_call_id=call_id, clean=True)  # engine-built
+        run.run.emit("tool_progress_delta", tool.matched_progress, tool_call_id=call_id, clean=True)  # engine-built
         if tool.confirm:  # an executor may keep the question itself (Temporal: durable, in its execution)
             await getattr(tool.executor, "ask_confirmation", confirm_call)(run, tool, args)
         limit = tool.timeout if timeout is None else min(timeout, tool.timeout)
@@ -194,12 +194,12 @@ def _refuse_sensitive(args: dict[str, Any], redactor: Redactor) -> None:
         )
 
 
-async def confirm_call(run: RunContext, tool: LinkedTool, args: dict[str, Any]) -> None:
+async def confirm_call(run: CallContext, tool: LinkedTool, args: dict[str, Any]) -> None:
     """Ask for a yes before a `confirm: true` tool runs; `declined` when the answer is no."""
-    run.events.emit(
+    run.run.emit(
         "confirmation_required", {"tool": tool.name, "arguments": args}, tool_call_id=run.tool_call_id
     )
-    approved = await run.events.ask_approval(tool, args, run.tool_call_id)  # the Run: its approver, or any front door
+    approved = await run.run.ask_approval(tool, args, run.tool_call_id)  # the Run: its approver, or any front door
     if not approved:
         raise declined(tool.name)
 
@@ -208,7 +208,7 @@ def declined(tool: str) -> StepFailure:
     return StepFailure(ErrorCode.CONFIRMATION_DENIED, f"the user declined the call of {tool!r}")
 
 
-def _finish(run: RunContext, started: int, *, data: Any = None, error: ToolError | None = None, clean: bool = False) -> ToolResult:
+def _finish(run: CallContext, started: int, *, data: Any = None, error: ToolError | None = None, clean: bool = False) -> ToolResult:
     """The ToolResult and its terminal event; `clean`: the tool's result data is proven free of sensitive keys."""
     metadata: dict[str, Any] = {"duration_ms": elapsed_ms(started)}
     if type(data) not in PLAIN_TYPES:
@@ -224,10 +224,10 @@ def _finish(run: RunContext, started: int, *, data: Any = None, error: ToolError
         error = ToolError(error.code, hide(error.message), hide(error.details))
     result = ToolResult(error is None, run.tool, run.run_id, run.tool_call_id, data, error, metadata)
     if error is None:
-        run.events.emit("tool_call_result", {"ok": True, "data": data, "metadata": metadata}, tool_call_id=run.tool_call_id,
+        run.run.emit("tool_call_result", {"ok": True, "data": data, "metadata": metadata}, tool_call_id=run.tool_call_id,
                         result=result, clean=clean)
     else:
-        run.events.emit(
+        run.run.emit(
             "tool_call_error", {"ok": False, "error": error.to_dict(), "metadata": metadata}, tool_call_id=run.tool_call_id, result=result
         )
     return result

@@ -1,14 +1,14 @@
 """The live runs of this server process, and who follows them.
 
 A run's state (kind, name, principal, status, error, result, times, pending approvals,
-cancellation) is its `Run`'s (engine/runtime/run.py): a `LiveRun` reads it there and keeps
+cancellation) is its `Run`'s (engine/runs/run.py): a `LiveRun` reads it there and keeps
 none of it. The hub adds what a follower needs: the run's events in `seq` order (as the Run made them;
 their SSE frames encoded once, when a follower first asks), so a follower can start from any
 `seq` and gets every later event exactly once, live, until the run ends.
 
 `RunHub` subscribes to the engine once, so it sees every run the engine executes — started
 over HTTP, over MCP at `/mcp`, or by Python code in the same process — from its first event.
-It takes each run whole (`Engine.subscribe`'s `for_run`) and gives it a `LiveRun`
+It is a RunSink (engine/runs/sinks.py): it takes each run whole as it opens and gives it a `LiveRun`
 (live_run.py), which holds its newest events and wakes its followers.
 Finished runs stay a while (the newest `keep_finished`: few when there is a run store) so a
 client that reconnects right after the end still resumes from memory; older ones are served
@@ -26,12 +26,12 @@ from typing import TYPE_CHECKING, Any, Callable, Coroutine
 
 from ..errors import SkillyardError
 from ..logging import logger
-from ..runtime.events import Event, record_sink
-from ..runtime.run import Run, RunKind, cancelled_error, end_status
+from ..runs.events import Event, record_sink
+from ..runs.run import Run, RunKind, cancelled_error, end_status
 from .live_run import LIVE_TAIL, LiveRun, commit_wait
 
 if TYPE_CHECKING:
-    from ..runtime.run import Approver
+    from ..runs.run import Approver
 
 __all__ = ["KEEP_FINISHED", "KEEP_FINISHED_WITH_STORE", "LiveRun", "RunHub", "TooManyRuns", "commit_wait"]
 
@@ -58,6 +58,10 @@ class TooManyRuns(SkillyardError):
 
 
 class RunHub:
+    """The server's RunSink: every run of the engine, whoever started it, with its followers."""
+
+    wants_records = True  # the Run encodes each event's data as it is emitted: a frame built later is built around it
+
     def __init__(
         self, engine: Any, *, keep_finished: int | None = None, approval_timeout: float = 600.0,
         max_live: int | None = None, max_live_per_principal: int | None = None, tail: int = LIVE_TAIL,
@@ -89,7 +93,7 @@ class RunHub:
             return
         self._loop = asyncio.get_running_loop()
         self._thread = threading.get_ident()
-        self._unsubscribe = self.engine.subscribe(self.listener, for_run=self.for_run)
+        self._unsubscribe = self.engine.add_sink(self)
 
     async def detach(self) -> None:
         """Stop observing; cancel the runs this server started and wait for them."""
@@ -105,8 +109,8 @@ class RunHub:
 
     # ─── recording ───────────────────────────────────────────────────────────────
 
-    def for_run(self, run: "Run") -> Callable[[Event], None]:
-        """The listener of one run's events, given as the run opens (Engine.subscribe): its
+    def open(self, run: "Run") -> Callable[[Event], None]:
+        """The listener of one run's events, given as the run opens (RunSink): its
         LiveRun's `records.append`, no Python call per event. A follower that waits makes the
         Run deliver to `LiveRun.arrive` instead, which wakes it."""
         if threading.get_ident() != self._thread:

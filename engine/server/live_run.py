@@ -34,8 +34,8 @@ from itertools import islice
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Protocol
 
 from ..logging import logger
-from ..runtime.events import Event
-from ..runtime.run import Run, RunKind
+from ..runs.events import Event
+from ..runs.run import Run, RunKind
 from .sse import Final, event_frames, stored_frames
 
 if TYPE_CHECKING:

@@ -32,6 +32,7 @@ import json
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from ..errors import ErrorCode, StepFailure
+from ..runs.payloads import SkillProgressDelta, ToolProgressDelta
 from ..runtime.ids import new_id
 
 if TYPE_CHECKING:
@@ -78,7 +79,8 @@ def build_mcp_server(engine: "Engine", *, approve_all: bool = False, hub: "RunHu
             if event.type not in ("tool_progress_delta", "skill_progress_delta"):
                 return
             progress += 1
-            message = str(event.data.get("message") or event.data.get("stage") or event.type)
+            progressed: ToolProgressDelta | SkillProgressDelta = event.data
+            message = str(progressed["message"] or progressed.get("stage") or event.type)
             if event.skill:
                 message = f"{event.skill}: {message}"
             try:

@@ -12,12 +12,13 @@ from .replicas import Replicas
 
 @dataclass(frozen=True)
 class Limits:
-    """The service's caps (config/engine.yaml `server:`; docs/server.md, "Limits")."""
+    """The service's caps, as config/engine.yaml `server:` sets them (their defaults are
+    ServerSettings', engine/spec/settings.py; docs/server.md, "Limits")."""
 
-    max_body_bytes: int = 1 << 20
-    max_prompt_chars: int = 200_000
-    max_live_runs: int = 1000
-    max_live_runs_per_key: int = 100
+    max_body_bytes: int
+    max_prompt_chars: int
+    max_live_runs: int
+    max_live_runs_per_key: int
 
 
 @dataclass(frozen=True)

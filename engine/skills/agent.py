@@ -100,9 +100,9 @@ class AgentSkill(Skill):
         raise _stopped(self.name, result)
 
     async def run(self, input: dict[str, Any], ctx: SkillContext) -> Any:
-        project = ctx.run.project
-        agent, user = self.agent(input, ctx.run.model_override or self.model or project.default_model)
-        result = await run_in(agent, StepEvents(ctx.run.events, ctx.step_id, ctx.skill), project, user)  # type: ignore[arg-type]  # a step's events stand in for the run's
+        project = ctx.call.project
+        agent, user = self.agent(input, ctx.call.model_override or self.model or project.default_model)
+        result = await run_in(agent, StepEvents(ctx.call.run, ctx.step_id, ctx.skill), project, user)  # type: ignore[arg-type]  # a step's events stand in for the run's
         ctx.add_usage(result.usage)
         return self.output(result)
 

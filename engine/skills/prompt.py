@@ -70,8 +70,8 @@ class PromptSkill(Skill):
         messages = self.render(input)
         chars = sum(len(m.content) for m in messages)
         ctx.progress(f"prompt rendered: {chars:,} chars", stage="rendered", chars=chars)
-        model_name = ctx.run.model_override or self.model or ctx.run.project.default_model
-        provider, spec = ctx.run.project.provider(model_name)
+        model_name = ctx.call.model_override or self.model or ctx.call.project.default_model
+        provider, spec = ctx.call.project.provider(model_name)
         attempts = self.repairs + 1
         for attempt in range(1, attempts + 1):
             request = ModelRequest(
@@ -81,14 +81,14 @@ class PromptSkill(Skill):
                 output_strict=self.answer.strict if self.answer is not None else None,
                 temperature=self.temperature if self.temperature is not None else spec.temperature,
                 max_tokens=self.max_tokens or spec.max_tokens,
-                budget=AnswerBudget.of(ctx.run.project.settings.limits),
+                budget=AnswerBudget.of(ctx.call.project.settings.limits),
             )
             ctx.progress("model call started", stage="model_call", model=model_name, attempt=attempt)
             stream = _StreamProgress(ctx)
             try:
                 response = await provider.request(request, stream.on_text)
             except ProviderError as exc:  # the message may echo a configured key: the run's error never does
-                message = ctx.run.events.scrub_text(f"model {model_name!r} failed: {exc}")
+                message = ctx.call.run.scrub_text(f"model {model_name!r} failed: {exc}")
                 raise StepFailure(ErrorCode.EXECUTION_ERROR, message, retryable=exc.retryable) from None
             response = priced_response(clean_response(response, model_name), spec.prices)
             ctx.add_usage(response.usage)

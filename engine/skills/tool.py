@@ -18,26 +18,26 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..runtime.context import RunContext, SkillContext
+from ..runtime.context import CallContext, SkillContext
 from ..runtime.contracts import Skill, ToolExecutor
 
 
 class _StepRun:
-    """A RunContext seen from inside a step: the executor's tool progress is skill progress."""
+    """A CallContext seen from inside a step: the executor's tool progress is skill progress."""
 
     def __init__(self, ctx: SkillContext):
         self._ctx = ctx
-        run: RunContext = ctx.run
+        run: CallContext = ctx.call
         self.run_id = run.run_id
         self.tool_call_id = run.tool_call_id
         self.tool = run.tool
-        self.events = run.events
+        self.run = run.run
         self.project = run.project
         self.model_override = run.model_override
 
     @property
     def usage(self) -> Any:
-        return self._ctx.run.usage
+        return self._ctx.call.usage
 
     def tool_progress(self, stage: str, message: str, **data: Any) -> None:
         self._ctx.progress(message, stage=stage, **data)

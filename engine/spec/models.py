@@ -8,13 +8,14 @@ models (`python -m engine.spec.export`).
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal, Union
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional, Union
 
-from pydantic import BeforeValidator, Discriminator, Field, StrictBool, StrictInt, Tag
+from pydantic import BeforeValidator, Discriminator, Field, StrictBool, StrictInt, Tag, create_model
+from pydantic.fields import FieldInfo
 
 from .common import Duration, JsonSchema, _Spec, parse_duration  # noqa: F401 (re-exported)
 from .settings import (  # noqa: F401 (re-exported: engine.yaml's models used to live here)
-    ApiKeySpec, EngineSettings, ExecutionSettings, LimitSettings, LoggingSettings, RedactionSettings,
+    AgentSettings, ApiKeySpec, EngineSettings, ExecutionSettings, LimitSettings, LoggingSettings, RedactionSettings,
     RouterSettings, ServerSettings, StoreSettings, TelemetrySettings, TemporalSettings,
 )
 
@@ -122,17 +123,22 @@ class ToolSkillSpec(_Spec):
     config: dict[str, Any] = Field(default_factory=dict, description="Settings of that tool type.")
 
 
-class AgentSkillLimits(_Spec):
-    """An agent skill's limits: the `agent:` ones of config/engine.yaml, lower only (link checks it)."""
+def _each_optional(settings: type[_Spec], name: str, doc: str) -> Any:
+    """A model of `settings`' fields, each optional (None: the configured value) with its bounds:
+    the limits stay one model, however many places may lower them."""
+    fields: dict[str, Any] = {
+        field: (Optional[info.annotation], FieldInfo.merge_field_infos(info, default=None))
+        for field, info in settings.model_fields.items()
+    }
+    return create_model(name, __base__=_Spec, __doc__=doc, **fields)
 
-    max_steps: int | None = Field(default=None, ge=1)
-    max_parallel_tool_calls: int | None = Field(default=None, ge=1)
-    tool_timeout: Duration | None = None
-    total_timeout: Duration | None = None
-    token_budget: int | None = Field(default=None, ge=1)
-    max_repeated_calls: int | None = Field(default=None, ge=2)
-    max_result_chars: int | None = Field(default=None, ge=1)
-    max_history_tokens: int | None = Field(default=None, ge=1)
+
+if TYPE_CHECKING:
+    AgentSkillLimits = AgentSettings
+else:
+    AgentSkillLimits = _each_optional(
+        AgentSettings, "AgentSkillLimits",
+        "An agent skill's limits: the `agent:` ones of config/engine.yaml, lower only (link checks it).")
 
 
 class AgentSkillSpec(_Spec):

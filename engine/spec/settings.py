@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import ipaddress
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationError, field_validator
 
 from ..safety.redaction import DEFAULT_SENSITIVE_KEYS
 from .common import Duration, _Spec
@@ -63,7 +63,9 @@ class LimitSettings(_Spec):
 
 
 class AgentSettings(_Spec):
-    """The agent loop's limits (`skillyard chat`, POST /v1/agent, the web chat, `Engine.agent`).
+    """The agent loop's limits (`skillyard chat`, POST /v1/agent, the web chat, `Engine.agent`,
+    an agent skill's `limits:`): the one model of them, with their defaults and bounds.
+    `engine.AgentLimits` is this class; hitting a limit stops the loop with that reason.
 
     A caller may ask for less per call (chat flags, the request body); never for more.
     """
@@ -86,6 +88,27 @@ class AgentSettings(_Spec):
         default=None, ge=1, description="A conversation's history sent to the model is cut to about this many tokens "
         "(estimated from characters), dropping the oldest whole turns (null: none).",
     )
+
+    @classmethod
+    def from_settings(cls, settings: "AgentSettings", **overrides: Any) -> "AgentSettings":
+        """`settings` with per-call overrides (None: keep), checked by the same bounds (ValueError
+        naming each one that fails)."""
+        asked = {name: value for name, value in overrides.items() if value is not None}
+        if not asked:
+            return settings
+        try:
+            return cls.model_validate({**settings.model_dump(), **asked})
+        except ValidationError as exc:
+            raise ValueError("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())) from None
+
+    def exceeded_by(self, asked: dict[str, Any]) -> list[str]:
+        """The asked limits that go beyond these ones (a service's callers may only ask for less)."""
+        over = []
+        for name, value in asked.items():
+            mine = getattr(self, name)
+            if value is not None and mine is not None and value > mine:
+                over.append(f"{name}={value:g} is above this service's {name}={mine:g} (agent.{name} in config/engine.yaml)")
+        return over
 
 
 class LoggingSettings(_Spec):

@@ -16,7 +16,8 @@ from __future__ import annotations
 import json
 from typing import Any, Callable
 
-from ..runtime.events import RUN_ENDING_EVENTS, Event, encode_data
+from ..runs.events import RUN_ENDING_EVENTS, Event, encode_data
+from ..runs.payloads import ToolCallStart
 from ..safety.redaction import Redactor, RunScrubber, unparsed_arguments
 from .errors import StoreError
 from .failures import NOT_RECORDED, Failures
@@ -47,7 +48,8 @@ class RedactingListener:
     def _redact(self, event: Event) -> Any:
         data = event.data
         if event.type == "tool_call_start":
-            arguments = data.get("arguments")
+            start: ToolCallStart = data
+            arguments = start.get("arguments")  # from anywhere: it may lack them
             if isinstance(arguments, (str, bytes)):  # a model's raw JSON text: redact what it says, or show none
                 try:
                     data = {**data, "arguments": json.loads(arguments)}

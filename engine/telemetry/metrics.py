@@ -27,10 +27,11 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from ..runtime.events import Event
+from ..runs.events import Event
+from ..runs.payloads import AgentDone, AgentStart, ModelCallStart, ModelExchange, SkillError, SkillResult, ToolCallError, ToolCallResult
 
 if TYPE_CHECKING:
-    from ..runtime.run import Run
+    from ..runs.run import Run
 
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 UNKNOWN_TOOL = "(unknown)"
@@ -94,31 +95,37 @@ class Metrics:
         if kind == "tool_call_result" or kind == "tool_call_error":
             self._tool_end(event)
         elif kind == "skill_result" or kind == "skill_error":
-            duration = event.data.get("duration_ms")
+            ended: SkillResult | SkillError = event.data
+            duration = ended.get("duration_ms")
             if duration is not None:
                 outcome = "ok" if kind == "skill_result" else "error"
                 self.step_duration.labels(str(event.skill), outcome).observe(float(duration) / 1000)
         elif kind == "model_exchange":
-            data = event.data
-            self._model(str(data.get("model") or ""), data.get("usage"))
+            exchange: ModelExchange = event.data
+            self._model(exchange["model"], exchange["usage"])
         elif kind == "model_call_start":
-            self.model_requests.labels(str(event.data.get("model") or "")).inc()
+            call: ModelCallStart = event.data
+            self.model_requests.labels(call["model"]).inc()
         elif kind == "agent_start":
+            start: AgentStart = event.data
             with self._lock:
-                self._agent_models[event.run_id] = str(event.data.get("model") or "")
+                self._agent_models[event.run_id] = start["model"]
         elif kind == "agent_done":
+            done: AgentDone = event.data
             with self._lock:
                 model = self._agent_models.pop(event.run_id, "")
-            self._tokens(model, event.data.get("usage"))
+            self._tokens(model, done["usage"])
 
     def _tool_end(self, event: Event) -> None:
         result = event.result
         code = "ok"
+        ended: ToolCallResult | ToolCallError = event.data
         if event.type == "tool_call_error":
-            code = str((event.data.get("error") or {}).get("code") or "execution_error")
+            failed: ToolCallError = event.data
+            code = failed["error"]["code"]
         tool = UNKNOWN_TOOL if code == "unknown_tool" or result is None else result.tool
         self.tool_calls.labels(tool, code).inc()
-        duration = (event.data.get("metadata") or {}).get("duration_ms")
+        duration = ended["metadata"].get("duration_ms")
         if duration is not None:
             self.tool_duration.labels(tool).observe(float(duration) / 1000)
 

@@ -43,22 +43,24 @@ from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
-from ..runtime.events import Event
+from ..runs.events import Event
+from ..runs.payloads import (AgentDone, AgentStart, ModelCallStart, ModelExchange, ModelFallback, ReasoningDone, SkillError,
+                             SkillStart, ToolCallError, ToolCallStart, ToolProgressDelta, Where)
 from .config import TelemetryConfig, TelemetryUnavailable
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SpanExporter
 
-    from ..runtime.run import Run
+    from ..runs.run import Run
 
 _now = time.time_ns
 Key = tuple[str, str, "int | None"]  # (tool_call_id, step_id, item_index): a workflow's key has its caller's step id ("" at the top)
 
 
 def _key(event: Event) -> Key:
-    data = event.data
-    return event.tool_call_id or "", event.step_id or str(data.get("step_id") or ""), data.get("item_index")
+    where: Where = event.data
+    return event.tool_call_id or "", event.step_id or where.get("step_id", ""), where.get("item_index")
 
 
 class _RunSpans:
@@ -185,32 +187,35 @@ class SpanSink:
     def _agent_start(self, state: _RunSpans, event: Event, now: int) -> None:
         if event.step_id is not None:  # an agent step's loop: its step and skill spans cover it
             return
-        state.model = model = str(event.data.get("model") or "")
+        start: AgentStart = event.data
+        state.model = model = start["model"]
         state.agent = self._start("invoke_agent", None, state, now, {
             "gen_ai.operation.name": "invoke_agent", "gen_ai.request.model": model, "skillyard.run_id": event.run_id})
 
     def _model_call_start(self, state: _RunSpans, event: Event, now: int) -> None:
-        model = str(event.data.get("model") or state.model or "")
+        call: ModelCallStart = event.data
+        model = call["model"] or state.model or ""
         state.chat = self._start(f"chat {model}", state.agent, state, now, {
             "gen_ai.operation.name": "chat", "gen_ai.request.model": model, "skillyard.run_id": event.run_id,
-            "skillyard.agent.step": int(event.data.get("step") or 0)}, SpanKind.CLIENT)
+            "skillyard.agent.step": call["step"]}, SpanKind.CLIENT)
 
     def _reasoning_done(self, state: _RunSpans, event: Event, now: int) -> None:
         """How long the model thought, and how much: a span event on its request. Never the
         text (it may be kept from every sink: `reasoning.send: false`)."""
         span = state.chat or state.agent
         if span is not None:
-            span.add_event("gen_ai.reasoning", {"skillyard.reasoning.duration_ms": float(event.data.get("duration_ms") or 0),
-                                                "skillyard.reasoning.chars": int(event.data.get("chars") or 0)}, timestamp=now)
+            done: ReasoningDone = event.data
+            span.add_event("gen_ai.reasoning", {"skillyard.reasoning.duration_ms": float(done["duration_ms"]),
+                                                "skillyard.reasoning.chars": done["chars"]}, timestamp=now)
 
     def _fallback(self, state: _RunSpans, event: Event, now: int) -> None:
         """A request that went to the next model (`fallback:` in config/models.yaml)."""
         span = state.chat or state.agent
         if span is not None:
-            data = event.data
-            span.add_event("skillyard.model_fallback", {"skillyard.fallback.from": str(data.get("from") or ""),
-                                                        "skillyard.fallback.to": str(data.get("to") or ""),
-                                                        "skillyard.fallback.reason": str(data.get("reason") or "")},
+            fallback: ModelFallback = event.data
+            span.add_event("skillyard.model_fallback", {"skillyard.fallback.from": fallback["from"],
+                                                        "skillyard.fallback.to": fallback["to"],
+                                                        "skillyard.fallback.reason": fallback["reason"]},
                            timestamp=now)
 
     def _agent_done(self, state: _RunSpans, event: Event, now: int) -> None:
@@ -218,13 +223,11 @@ class SpanSink:
             return
         span = state.agent
         if span is not None:
-            data = event.data
-            usage = data.get("usage") or {}
-            stop = str(data.get("stop_reason") or "")
+            done: AgentDone = event.data
+            usage, stop = done["usage"], done["stop_reason"]
             span.set_attributes({
-                "gen_ai.usage.input_tokens": int(usage.get("input_tokens") or 0),
-                "gen_ai.usage.output_tokens": int(usage.get("output_tokens") or 0),
-                "skillyard.stop_reason": stop, "skillyard.agent.steps": int(data.get("steps") or 0)})
+                "gen_ai.usage.input_tokens": usage["input_tokens"], "gen_ai.usage.output_tokens": usage["output_tokens"],
+                "skillyard.stop_reason": stop, "skillyard.agent.steps": done["steps"]})
             if stop in ("error", "timeout", "cancelled"):
                 _fail(span, "agent_" + stop)
         self._close(event.run_id, now)
@@ -233,7 +236,8 @@ class SpanSink:
 
     def _tool_call_start(self, state: _RunSpans, event: Event, now: int) -> None:
         call = event.tool_call_id or ""
-        tool = str(event.data.get("tool") or "")
+        start: ToolCallStart = event.data
+        tool = start["tool"]
         if state.first_call is None and state.agent is None:
             state.first_call = call
         state.tools[call] = self._start(f"execute_tool {tool}", state.agent, state, now, {
@@ -249,7 +253,8 @@ class SpanSink:
         call = event.tool_call_id or ""
         code = None
         if event.type == "tool_call_error":
-            code = str((event.data.get("error") or {}).get("code") or "execution_error")
+            failed: ToolCallError = event.data
+            code = failed["error"]["code"]
         state.end_call(call, now)
         span = state.tools.pop(call, None)
         if span is not None:
@@ -263,18 +268,19 @@ class SpanSink:
         """Workflow progress: where a workflow, each step and each forEach item begin and end."""
         key = _key(event)
         call, step_id, _ = key
-        data = event.data
-        stage = data.get("stage")
+        progress: ToolProgressDelta = event.data
+        stage = progress["stage"]
         if stage == "prepared":  # the tool's workflow (step id ""), or the sub-workflow a step runs
             parent = (self._item(state, key, now) or state.steps.get(key)) if step_id else None
-            state.workflows[key] = self._start(f"workflow {data.get('workflow')}", parent or state.tools.get(call), state, now, {
-                "skillyard.workflow": str(data.get("workflow")), "skillyard.run_id": event.run_id,
-                "skillyard.steps": int(data.get("steps") or 0), **_item_attribute(key)})
+            workflow = str(progress.get("workflow"))
+            state.workflows[key] = self._start(f"workflow {workflow}", parent or state.tools.get(call), state, now, {
+                "skillyard.workflow": workflow, "skillyard.run_id": event.run_id,
+                "skillyard.steps": progress.get("steps", 0), **_item_attribute(key)})
         elif stage == "step_started":
-            if "items_total" in data:
+            if "items_total" in progress:
                 state.each.add((call, step_id))
             state.steps[key] = self._start(f"step {step_id}", self._container(state, key, now), state, now, {
-                "skillyard.step_id": step_id, "skillyard.step": int(data.get("step") or 0),
+                "skillyard.step_id": step_id, "skillyard.step": progress.get("step", 0),
                 "skillyard.run_id": event.run_id, **_item_attribute(key)})
         elif stage in ("step_finished", "step_cancelled", "item_finished", "done"):
             if stage == "item_finished":  # a failed item's sub-workflow never said "done": end what it left open
@@ -313,9 +319,10 @@ class SpanSink:
     def _skill_start(self, state: _RunSpans, event: Event, now: int) -> None:
         key = _key(event)
         parent = state.steps.get(key) or self._container(state, key, now)
+        start: SkillStart = event.data
         state.skills[key] = self._start(f"skill {event.skill}", parent, state, now, {
-            "skillyard.skill": str(event.skill), "skillyard.skill.kind": str(event.data.get("kind") or ""),
-            "skillyard.step_id": key[1], "skillyard.attempt": int(event.data.get("attempt") or 1),
+            "skillyard.skill": str(event.skill), "skillyard.skill.kind": start["kind"],
+            "skillyard.step_id": key[1], "skillyard.attempt": start["attempt"],
             "skillyard.run_id": event.run_id, **_item_attribute(key)})
         state.marks[key] = now
 
@@ -323,15 +330,13 @@ class SpanSink:
         """A prompt skill's model request: its event comes with the answer, so it began where
         the skill began or where its previous request ended."""
         key = _key(event)
-        data = event.data
-        model = str(data.get("model") or "")
-        usage = data.get("usage") or {}
+        exchange: ModelExchange = event.data
+        model, usage = exchange["model"], exchange["usage"]
         parent = state.skills.get(key) or state.steps.get(key) or state.tools.get(key[0]) or state.agent
         span = self._start(f"chat {model}", parent, state, state.marks.get(key, now), {
             "gen_ai.operation.name": "chat", "gen_ai.request.model": model,
-            "gen_ai.usage.input_tokens": int(usage.get("input_tokens") or 0),
-            "gen_ai.usage.output_tokens": int(usage.get("output_tokens") or 0),
-            "skillyard.step_id": key[1], "skillyard.attempt": int(data.get("attempt") or 1),
+            "gen_ai.usage.input_tokens": usage["input_tokens"], "gen_ai.usage.output_tokens": usage["output_tokens"],
+            "skillyard.step_id": key[1], "skillyard.attempt": exchange["attempt"],
             "skillyard.run_id": event.run_id, **_item_attribute(key)}, SpanKind.CLIENT)
         span.end(now)
         state.marks[key] = now
@@ -344,15 +349,17 @@ class SpanSink:
             if span is not None:
                 span.end(now)
             return
-        code = str(event.data.get("code") or "execution_error")
+        failed: SkillError = event.data
+        code = failed["code"]
+        will_retry = failed.get("will_retry", False)
         if span is None:  # failed before the skill started (its input could not be mapped)
             span = self._start(f"skill {event.skill}", state.steps.get(key) or self._container(state, key, now), state, now, {
                 "skillyard.skill": str(event.skill), "skillyard.step_id": key[1], "skillyard.run_id": event.run_id,
                 **_item_attribute(key)})
-        span.set_attribute("skillyard.will_retry", bool(event.data.get("will_retry")))
+        span.set_attribute("skillyard.will_retry", will_retry)
         _fail(span, code)
         span.end(now)
-        if not event.data.get("will_retry"):
+        if not will_retry:
             step = state.steps.pop(key, None)
             if step is not None:
                 _fail(step, code)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from temporalio import activity
 
 from ...executors.workflow import WorkflowExecutor
-from ...runtime.context import RunContext, SkillContext
+from ...runtime.context import CallContext, SkillContext
 from ...runtime.events import Event
 from ...runtime.run import Run
 from ...runtime.timing import elapsed_ms, perf_counter_ns
@@ -52,7 +52,7 @@ class Activities:
         skill = step.skill
         events: list[list[Any]] = []
         run = Run(task["run_id"], [lambda e: events.append([e.type, e.ts, e.step_id, e.skill, e.data])])
-        context = RunContext(task["run_id"], task["tool_call_id"], task["tool"], run, here.project, task.get("model"))
+        context = CallContext(task["run_id"], task["tool_call_id"], task["tool"], run, here.project, task.get("model"))
         ctx = SkillContext(context, step.event_id, skill.name, task["attempt"]) if skill.needs_context else None
         beating = asyncio.get_running_loop().create_task(heartbeat(here.config.heartbeat_timeout / 3))
         started = perf_counter_ns()

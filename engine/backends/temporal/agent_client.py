@@ -1,6 +1,6 @@
 """The front door of an agent run on Temporal: start the agent workflow, follow its events.
 
-`TemporalAgent` has the `Agent`'s surface (`run`, `last_result`): `skillyard chat`, an
+`TemporalAgent` has the `Agent`'s surface (`run`, `stream`): `skillyard chat`, an
 embedder or a service use it as they use a local agent. The loop runs on the workers
 (agent_workflow.py); this side opens the live Run (so this process can answer and cancel
 it), relays the stored events to its listeners, and answers confirmations: the Run's
@@ -17,9 +17,8 @@ from typing import TYPE_CHECKING, Any, AsyncIterator
 from ...errors import ErrorCode, StepFailure
 from ...providers.base import Usage
 from ...runtime.agent import Agent, AgentResult, agent_run_end, as_messages
-from ...runtime.events import Event, stream_run
+from ...runs.events import Event, stream_run
 from ...runtime.ids import new_id
-from ...safety.redaction import enter_run, leave_run
 from .agent_protocol import AGENT_WORKFLOW, APPROVE_SIGNAL, PENDING_QUERY, message_in, message_out, result_in
 from .client import Follower, TemporalBackend, call_failure, cancel_and_wait
 from .confirmation import Answers
@@ -28,8 +27,9 @@ from .revision import project_revision
 
 if TYPE_CHECKING:
     from ..._engine import Engine
+    from ...runs.live import RunEnd
+    from ...runs.run import Run
     from ...runtime.project import Project
-    from ...runtime.run import Run
 
 
 def agent_for(engine: "Engine", agent: Agent) -> "Agent | TemporalAgent":
@@ -58,7 +58,6 @@ class TemporalAgent:
         self.backend = backend
         self.agent = agent
         self.model = agent.model
-        self.last_result: AgentResult | None = None
 
     async def run(self, messages: str | list[Any], *, on_event: Any = None, run_id: str | None = None,
                   principal: str | None = None, session: str | None = None) -> AgentResult:
@@ -71,16 +70,15 @@ class TemporalAgent:
             return await session_turn(lambda sent: self.run(sent, on_event=on_event, run_id=run_id, principal=principal),
                                       self.engine.sessions, self.engine.project.redactor, session, messages, run_id, principal)
         agent = self.agent
+        parsed = as_messages(messages)  # a bad message raises here, before any run opens
         run, queued = self.engine.open_run(run_id or new_id("run"), on_event, kind="agent", name=agent.model,
                                            principal=principal, approver=agent.approve)
-        token = enter_run(run.scrubber)
-        try:
-            return await self._run(run, as_messages(messages))
-        finally:
-            leave_run(token)
-            self.engine.end_run(run, *agent_run_end(self.last_result))
-            for listener in queued:
-                await listener.close()
+        cancelled: list[AgentResult] = []  # a cancelled run's own result (a crash ends the run in error)
+
+        def end_of(run: "Run", result: AgentResult | None) -> "RunEnd":
+            return agent_run_end(result if result is not None else cancelled[0] if cancelled else None)
+
+        return await self.engine.live.drive(run, queued, self._run(run, parsed, cancelled), end_of)
 
     async def stream(self, messages: str | list[Any], **options: Any) -> AsyncIterator[Event]:
         """Yield the run's events as they are stored; the last one is `agent_done` (as `Agent.stream`)."""
@@ -89,15 +87,14 @@ class TemporalAgent:
         ):
             yield event
 
-    async def _run(self, run: "Run", messages: list[Any]) -> AgentResult:
+    async def _run(self, run: "Run", messages: list[Any], cancelled: list[AgentResult]) -> AgentResult:
         from temporalio.client import WorkflowFailureError
 
         agent = self.agent
         try:
             client = await self.backend.client()
         except StepFailure as failure:  # no Temporal server at the address: the run stops, saying where it looked
-            self.last_result = AgentResult(run.run_id, "error", "", messages, error=failure.message)
-            return self.last_result
+            return AgentResult(run.run_id, "error", "", messages, error=failure.message)
         call = {"revision": _revision(self.engine.project), "run_id": run.run_id, "model": agent.model,
                 "tools": sorted(agent.tools) if agent.tools is not None else None,
                 "limits": dict(agent.limits.__dict__), "tool_choice": agent.tool_choice, "system": agent.system,
@@ -115,20 +112,17 @@ class TemporalAgent:
             await follower.catch_up(None)
             failure, _ = call_failure(exc, run.run_id, agent.model, call["revision"])
             if failure.code == ErrorCode.CANCELLED:  # cancelled from another front door: agent_done said so
-                self.last_result = AgentResult(run.run_id, "cancelled", "", messages)
-                return self.last_result
-            self.last_result = AgentResult(run.run_id, "error", "", messages, error=failure.message)
-            return self.last_result
+                return AgentResult(run.run_id, "cancelled", "", messages)
+            return AgentResult(run.run_id, "error", "", messages, error=failure.message)
         except asyncio.CancelledError:
             if not answers.ended:  # after agent_done the execution only finishes: nothing left to cancel
                 await asyncio.shield(cancel_and_wait(handle, follower))
-            self.last_result = AgentResult(run.run_id, "cancelled", "", messages)
+            cancelled.append(AgentResult(run.run_id, "cancelled", "", messages))
             raise
         finally:
             answers.close()
         await follower.catch_up(outcome["last_seq"])
-        self.last_result = _result(run.run_id, outcome)
-        return self.last_result
+        return _result(run.run_id, outcome)
 
 
 _last_revision: "tuple[Project, str] | None" = None

@@ -30,7 +30,7 @@ from .revision import project_revision
 
 if TYPE_CHECKING:
     from ..._engine import Engine
-    from ...runtime.context import RunContext
+    from ...runtime.context import CallContext
     from ...runtime.project import LinkedTool, Project
     from ...runtime.run import Run
     from ...store.shared import SharedStore
@@ -110,11 +110,11 @@ class RemoteTool:
         # (plain steps only: a workflow with constructs runs in one activity, its agent steps in it)
         self.asks_inside = any(type(step) is LinkedStep and step.skill.kind == "agent" for step in getattr(self.local, "steps", ()))
 
-    async def ask_confirmation(self, run: "RunContext", tool: "LinkedTool", args: dict[str, Any]) -> None:
+    async def ask_confirmation(self, run: "CallContext", tool: "LinkedTool", args: dict[str, Any]) -> None:
         """A direct call's confirmation waits in its execution, started now (see confirmation.py):
         it outlives this front door and every worker. Returns once the execution has its answer
         (or ended); `execute` then follows it to its end (a no ends it `confirmation_denied`)."""
-        if run.events.kind != "tool":  # an agent's calls share a run: asked here, as locally
+        if run.run.kind != "tool":  # an agent's calls share a run: asked here, as locally
             return await confirm_call(run, tool, args)
         from .confirmation import until_answered
 
@@ -127,8 +127,8 @@ class RemoteTool:
             await asyncio.shield(cancel_and_wait(*started))
             raise
 
-    async def execute(self, args: dict[str, Any], run: "RunContext") -> Any:
-        if run.events.kind != "tool":  # an agent's calls share a run (and its seq): they stay local for now
+    async def execute(self, args: dict[str, Any], run: "CallContext") -> Any:
+        if run.run.kind != "tool":  # an agent's calls share a run (and its seq): they stay local for now
             return await self.local.execute(args, run)
         from temporalio.client import WorkflowFailureError
 
@@ -138,7 +138,7 @@ class RemoteTool:
         if self.asks_inside:
             from .confirmation import Answers
 
-            answers = Answers(run.project, run.events, handle)  # type: ignore[arg-type]  # a call's project is a Project
+            answers = Answers(run.project, run.run, handle)
             follower.listeners.append(answers.heard)
         try:
             outcome = await follower.follow(asyncio.ensure_future(handle.result()))
@@ -155,23 +155,23 @@ class RemoteTool:
         await follower.catch_up(outcome["last_seq"], outcome.get("rows") or ())
         return _as_local(self.kind, outcome["output"])
 
-    async def _start(self, args: dict[str, Any], run: "RunContext", confirm: bool = False) -> "tuple[Any, Follower]":
+    async def _start(self, args: dict[str, Any], run: "CallContext", confirm: bool = False) -> "tuple[Any, Follower]":
         """Start the call's execution (workflow id = the run id); its handle and the follower of its events."""
         client = await self.backend.client()
-        first = run.events.last_seq + 1
+        first = run.run.last_seq + 1
         call = {"revision": self.revision, "run_id": run.run_id, "tool_call_id": run.tool_call_id, "tool": run.tool,
                 "arguments": args, "model": run.model_override, "first_seq": first, "tool_timeout": self.tool.timeout,
                 "trace": carrier(run.run_id, run.tool_call_id)}  # the worker's spans join this call's trace
         limit = self.tool.timeout + 60
         if confirm:
-            call["confirm"], call["approval_timeout"] = True, run.events.approval_timeout
-            limit += run.events.approval_timeout
+            call["confirm"], call["approval_timeout"] = True, run.run.approval_timeout
+            limit += run.run.approval_timeout
         elif self.asks_inside:
-            call["approval_timeout"] = run.events.approval_timeout
+            call["approval_timeout"] = run.run.approval_timeout
         self.backend.store.record_executor(run.run_id, EXECUTOR)  # if this process dies, a worker ends the run
         handle = await client.start_workflow(self.workflow, call, id=run.run_id, task_queue=self.backend.config.task_queue,
                                              execution_timeout=timedelta(seconds=limit))
-        return handle, Follower(self.backend.store, run.events, first - 1)
+        return handle, Follower(self.backend.store, run.run, first - 1)
 
 
 def call_failure(exc: Any, run_id: str, tool: str, revision: str | None) -> "tuple[StepFailure, int | None]":

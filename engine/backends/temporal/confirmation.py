@@ -17,10 +17,11 @@ import asyncio
 import contextlib
 from typing import TYPE_CHECKING, Any
 
+from ...runs.payloads import ConfirmationRequired
 from .protocol import ANSWER_QUERY, APPROVE_SIGNAL
 
 if TYPE_CHECKING:
-    from ...runtime.context import RunContext
+    from ...runtime.context import CallContext
     from ...runtime.events import Event
     from ...runtime.project import LinkedTool, Project
     from ...runtime.run import Run
@@ -28,16 +29,16 @@ if TYPE_CHECKING:
 ANSWER_POLL_S = 1.0  # how often the workflow is asked whether another front door answered
 
 
-async def until_answered(handle: Any, follower: Any, run: "RunContext", tool: "LinkedTool",
+async def until_answered(handle: Any, follower: Any, run: "CallContext", tool: "LinkedTool",
                          args: dict[str, Any]) -> None:
     """Relay the execution's events (`follower`: client.Follower) until it has its answer (from
     here or elsewhere) or ended."""
     await follower.follow(asyncio.ensure_future(_answered(handle, run, tool, args)))
 
 
-async def _answered(handle: Any, run: "RunContext", tool: "LinkedTool", args: dict[str, Any]) -> None:
+async def _answered(handle: Any, run: "CallContext", tool: "LinkedTool", args: dict[str, Any]) -> None:
     call_id = run.tool_call_id
-    events = run.events
+    events = run.run
     asking = asyncio.ensure_future(events.ask_approval(tool, args, call_id)) if events.approver is not None else None
     ended = asyncio.ensure_future(handle.result())
     try:
@@ -84,9 +85,10 @@ class Answers:
         if event.type == "agent_done":
             self.ended = True
         if event.type == "confirmation_required" and call_id and self.run.approver is not None:
-            tool = self.project.tools.get(event.data.get("tool"))
+            asked: ConfirmationRequired = event.data
+            tool = self.project.tools.get(asked["tool"])
             if tool is not None and call_id not in self.asking:
-                self.asking[call_id] = asyncio.ensure_future(self._ask(tool, event.data.get("arguments") or {}, call_id))
+                self.asking[call_id] = asyncio.ensure_future(self._ask(tool, asked["arguments"] or {}, call_id))
         elif event.type in ("tool_call_result", "tool_call_error") and call_id in self.asking:
             self.asking.pop(call_id).cancel()  # answered elsewhere (or timed out): stop asking here
 

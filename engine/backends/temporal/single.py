@@ -46,7 +46,7 @@ class OneActivityWorkflow(Confirmable):
 @activity.defn(name=BODY_ACTIVITY)
 async def run_tool(call: dict[str, Any]) -> dict[str, Any]:
     """The tool's executor on this worker: {"ok", "output" | "code", "message", "details", "events"}."""
-    from ...runtime.context import RunContext
+    from ...runtime.context import CallContext
     from ...logging import logger
     from ...runtime.run import Run
     from .activities import heartbeat
@@ -58,7 +58,7 @@ async def run_tool(call: dict[str, Any]) -> dict[str, Any]:
                 "message": f"tool {call['tool']!r} is not in the project files this worker serves"}
     events: list[list[Any]] = []
     run = Run(call["run_id"], [lambda e: events.append([e.type, e.ts, e.step_id, e.skill, e.data])])
-    context = RunContext(call["run_id"], call["tool_call_id"], call["tool"], run, here.project, call.get("model"))
+    context = CallContext(call["run_id"], call["tool_call_id"], call["tool"], run, here.project, call.get("model"))
     beating = asyncio.get_running_loop().create_task(heartbeat(here.config.heartbeat_timeout / 3))
     try:
         output = await tool.executor.execute(call["arguments"], context)

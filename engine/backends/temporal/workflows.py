@@ -38,7 +38,7 @@ from temporalio.workflow import ActivityCancellationType
 with workflow.unsafe.imports_passed_through():
     from ...errors import StepFailure
     from ...executors.workflow import LinkedStep, WorkflowExecutor
-    from ...runtime.context import RunContext, SkillContext
+    from ...runtime.context import CallContext, SkillContext
     from ...runtime.contracts import Skill
     from ...runtime.events import Event
     from ...runtime.run import Run
@@ -182,7 +182,7 @@ class ToolWorkflow(Confirmable):
             if executor.has_constructs:
                 output = await run_body(call, events, run, f"workflow of {call['tool']}")
             else:
-                context = RunContext(call["run_id"], call["tool_call_id"], call["tool"], run, here.project, call.get("model"))
+                context = CallContext(call["run_id"], call["tool_call_id"], call["tool"], run, here.project, call.get("model"))
                 output = await self._on_workers(executor).execute(call["arguments"], context)
         except StepFailure as failure:
             events.fail(failure, run)

@@ -27,7 +27,7 @@ import mcp_types as types
 
 from ...errors import LimitExceeded
 from ...logging import logger
-from ...runtime.context import RunContext
+from ...runtime.context import CallContext
 from ...spec.mcp_config import McpServerSpec
 from .answers import answer_values
 from .budgets import cut, sampling_max_tokens, schema_size_problem
@@ -45,7 +45,7 @@ class _InFlight:
     """One call: its run (on `loop`), the background task that runs it, what stopped it, and
     how many sampling requests it made."""
 
-    run: RunContext
+    run: CallContext
     loop: asyncio.AbstractEventLoop
     task: "asyncio.Task[Any] | None"
     over: LimitExceeded | None = None
@@ -84,7 +84,7 @@ class CallRouting:
             return self._calls[key]
         return next(iter(self._calls.values())) if len(self._calls) == 1 else None
 
-    async def call(self, session: Any, tool: str, args: dict[str, Any], run: RunContext, loop: asyncio.AbstractEventLoop,
+    async def call(self, session: Any, tool: str, args: dict[str, Any], run: CallContext, loop: asyncio.AbstractEventLoop,
                    timeout: float | None) -> Any:
         """On the background loop: `tools/call` with progress forwarded; cancelled → notifications/cancelled (the SDK)."""
         key = next(_KEYS)
@@ -190,16 +190,16 @@ def _refused(why: str) -> types.ErrorData:
     return types.ErrorData(code=types.INVALID_REQUEST, message=f"sampling refused: {why}")
 
 
-async def ask_for_input(run: RunContext, question: dict[str, Any]) -> bool | dict[str, Any]:
+async def ask_for_input(run: CallContext, question: dict[str, Any]) -> bool | dict[str, Any]:
     """An `input_required` event, answered like an approval (terminal, --yes, the approvals
     endpoint): False (declined), True (the defaults) or the values given."""
-    run.events.emit("input_required", question, tool_call_id=run.tool_call_id)
+    run.run.emit("input_required", question, tool_call_id=run.tool_call_id)
     schema = question["requested_schema"]
     asking = Asking(run.tool, f"MCP server {question['server']!r} asks: {question['message']}", schema)
-    return await run.events.ask_input(asking, question, run.tool_call_id, schema)
+    return await run.run.ask_input(asking, question, run.tool_call_id, schema)
 
 
-async def sample_with_model(run: RunContext, model: str, params: Any, server: str, attempt: int) -> Any:
+async def sample_with_model(run: CallContext, model: str, params: Any, server: str, attempt: int) -> Any:
     """A sampling request answered by one of the project's models (its text messages in, text
     out), at most the model's own `max_tokens`. It is a model call of the run: a
     `model_exchange` event with its usage and cost, added to the call's usage."""
@@ -215,10 +215,10 @@ async def sample_with_model(run: RunContext, model: str, params: Any, server: st
     try:
         response = await provider.request(request)
     except ProviderError as exc:
-        return types.ErrorData(code=types.INTERNAL_ERROR, message=run.events.scrub_text(f"model {model!r} failed: {exc}"))
+        return types.ErrorData(code=types.INTERNAL_ERROR, message=run.run.scrub_text(f"model {model!r} failed: {exc}"))
     response = priced_response(clean_response(response, model), spec.prices)
     run.usage = run.usage + response.usage
-    run.events.emit("model_exchange", {
+    run.run.emit("model_exchange", {
         "model": model, "attempt": attempt, "server": server, "max_tokens": request.max_tokens,
         "messages": [{"role": m.role, "content": m.content} for m in messages], "output_schema": False,
         "response": response.text, "usage": response.usage.as_dict(),

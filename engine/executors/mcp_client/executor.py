@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 from ...errors import ErrorCode, StepFailure
-from ...runtime.context import RunContext
+from ...runtime.context import CallContext
 from .connection import McpConnection
 
 
@@ -19,7 +19,7 @@ class McpToolExecutor:
         self.connection = connection
         self.tool = tool
 
-    async def execute(self, args: dict[str, Any], run: RunContext) -> Any:
+    async def execute(self, args: dict[str, Any], run: CallContext) -> Any:
         conn = self.connection
         session = conn.session
         if session is None:
