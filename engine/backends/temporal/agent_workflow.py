@@ -69,6 +69,9 @@ class AgentWorkflow(Confirmable):
         self._events = WorkflowEvents(call["run_id"])
         self._run = run = Run(call["run_id"], [self._events.collect], project.redactor.for_run(), kind="agent",
                               name=call["model"], principal=call.get("principal"))
+        # Its events reach the store, and through it whoever follows the run on any front door: the
+        # workflow cannot know whether one shows them as they come, so the answer always streams.
+        run.watchers = 1
         agent = Agent(_Opener(project), call["model"], tools=call.get("tools"), limits=AgentLimits(**call["limits"]),
                       tool_choice=call.get("tool_choice", "auto"), system=call.get("system"),
                       output_schema=call.get("output_schema"), repairs=call.get("repairs", DEFAULT_REPAIRS))
@@ -137,8 +140,9 @@ class AgentWorkflow(Confirmable):
             heartbeat_timeout=timedelta(seconds=served().config.heartbeat_timeout),
             retry_policy=INFRASTRUCTURE_RETRY, cancellation_type=ActivityCancellationType.TRY_CANCEL,
             summary=f"model {model}"))
-        for piece in outcome["pieces"]:
-            on_text(piece)
+        if on_text is not None:
+            for piece in outcome["pieces"]:
+                on_text(piece)
         if not outcome["ok"]:
             kind = outcome["kind"]
             raise ProviderError(outcome["message"] if kind == "provider" else f"{kind}: {outcome['message']}")
