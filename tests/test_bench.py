@@ -64,7 +64,7 @@ def test_the_bytecode_count_of_a_call_is_the_same_twice() -> None:
         assert proc.returncode == 0, proc.stderr[-3000:]
         lines.append(proc.stdout.splitlines())
     assert lines[0][0] == lines[1][0] and "bytecodes per call" in lines[0][0], lines
-    assert "engine/runtime/run.py:emit" in "\n".join(lines[0])
+    assert "engine/runs/run.py:emit" in "\n".join(lines[0])
 
 
 def test_agentloop_bench_runs_the_skillyard_case(tmp_path: Path) -> None:

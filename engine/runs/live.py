@@ -48,13 +48,14 @@ class RunProject(Protocol):
 class LiveRuns:
     """The live runs by id, who hears them, and the sequence that opens, drives and ends them."""
 
-    __slots__ = ("live", "_listeners", "_sinks", "_records_wanted")
+    __slots__ = ("live", "_listeners", "_sinks", "_records_wanted", "_watchers")
 
     def __init__(self) -> None:
         self.live: dict[str, Run] = {}  # any front door may answer or cancel these
         self._listeners: list[Listener] = []  # hear every run's events
         self._sinks: list[RunSink] = []  # take every run whole
         self._records_wanted = False  # whether a listener or sink needs encoded records: kept in step
+        self._watchers = 0  # how many of the listeners show events as they come: kept in step
 
     @property
     def listeners(self) -> tuple[Listener, ...]:
@@ -88,7 +89,9 @@ class LiveRuns:
         return remove
 
     def _count_records(self) -> None:
+        """What every run opens with, counted when the listeners change rather than per run."""
         self._records_wanted = wants_records(self._listeners) or any(sink.wants_records for sink in self._sinks)
+        self._watchers = sum(1 for listener in self._listeners if watches(listener))
 
     def open(
         self,
@@ -109,7 +112,7 @@ class LiveRuns:
         records = self._records_wanted or (on_event is not None and getattr(on_event, "wants_records", False))
         run = Run(run_id, inline, project.redactor.for_run(), kind, name, principal, approver, approval_timeout,
                   records, project.settings.limits.max_events_per_run, _current_task())
-        run.watchers = sum(1 for listener in listeners if watches(listener))  # (sinks record: they never watch)
+        run.watchers = self._watchers + (on_event is not None and watches(on_event))  # (sinks record: they never watch)
         if self._sinks:  # first, as they were subscribed first (the store, as the engine opens)
             inline[:0] = [sink.open(run) for sink in self._sinks]
         if project.falls_back:  # a model fallback reports into the run; weak: the task's context holds it
