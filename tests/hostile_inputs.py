@@ -14,7 +14,7 @@ built to hurt:
 | `ref-fan-out` | 2.6 KB of `output_schema`: ten `$ref`s per level, six levels (a million nodes followed) | refused, naming the `$ref` fan-out limit |
 | `schema-url` | `$schema` (and a remote `$ref`) naming a loopback "metadata" URL | refused, "not a known draft"; the URL is never asked |
 | `oversized-schema` | a 70 KB `output_schema` | refused, naming `limits.max_schema_bytes` |
-| `references-in-arguments` | reference syntax (`${env:…}`, `${file:…}`, `$${…}`, `{{ … }}`, `$toolArgs…`) in every key and value of a tool's arguments | the call succeeds and answers the text as written |
+| `references-in-arguments` | reference syntax (`${env:…}`, `${file:…}`, `$${…}`, `{{ … }}`, `$toolArgs…`) in every key and value of a tool's arguments | the call succeeds; the text is never resolved: shown as written, but for the values under keys that name a secret (`${env:DOORS_TOKEN}`), `[REDACTED]` wherever they show, alike on every door |
 | `references-in-output-schema` | the same in every field of an `output_schema` and the prompt | the answer holds the text as written |
 | `references-in-tool-name` | a tool named `${env:…}` | unknown tool; the name is quoted as written |
 
@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.safety.redaction import REDACTED
 from secrets_support import plant
 
 TOKEN_ENV = "DOORS_TOKEN"
@@ -165,7 +166,10 @@ def corpus(secrets: Secrets, metadata_url: str) -> list[Hostile]:
                 output_schema={"$schema": metadata_url, "type": "object",
                                "properties": {"x": {"$ref": metadata_url + "x.json"}}}),
         Hostile("oversized-schema", "limits.max_schema_bytes", output_schema={"type": "string", "description": "x" * 70_000}),
-        Hostile("references-in-arguments", " ".join(refs[:2]), tool="echo", arguments=everywhere(refs), refused=False),
+        # Five of the references name a secret as a key (`${env:DOORS_TOKEN}` reads `env_doors_token`): their values
+        # are hidden wherever they show, on every door alike; the others stay as written, never resolved.
+        Hostile("references-in-arguments", " ".join(refs[4:5] + [REDACTED] + refs[6:]), tool="echo",
+                arguments=everywhere(refs), refused=False),
         Hostile("references-in-output-schema", " ".join(refs[:2]), prompt="say " + " ".join(refs),
                 output_schema=schema_everywhere(refs), refused=False),
         Hostile("references-in-tool-name", f"${{env:{TOKEN_ENV}}}", tool=f"${{env:{TOKEN_ENV}}}", arguments={}),

@@ -6,11 +6,15 @@ API (`POST …/messages`), whatever the request asks (streamed or not), in one o
 - `endless_args`: one tool call whose arguments stream without end;
 - `endless_text`: text deltas without end;
 - `huge_body`: a plain (not streamed) answer whose JSON body does not end;
-- `slow_drip`: a few characters of text every few milliseconds, without end.
+- `slow_drip`: a few characters of text every few milliseconds, without end;
+- `gzip_body`: a plain answer sent `Content-Encoding: gzip` although the request asked for
+  `Accept-Encoding: identity`: 8 KiB on the wire that inflate to 8 MiB of text (a client that
+  unpacks it reads far more than it was sent; the real thing inflates to gigabytes).
 
 "Without end" is up to `limit_bytes` (64 MiB by default), then the answer closes properly: a
 client with no budget takes the whole answer in (and grows by it), one with a budget hangs up
-early. `server.requests` counts the requests, `server.sent` the bytes written.
+early. `server.requests` counts the requests, `server.sent` the bytes written,
+`server.accept_encodings` the `Accept-Encoding` of each request.
 
     with HostileModelServer("endless_args") as server:
         models = {"bad": server.model_entry("openai")}
@@ -18,13 +22,14 @@ early. `server.requests` counts the requests, `server.sent` the bytes written.
 
 from __future__ import annotations
 
+import gzip
 import json
 import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-MODES = ("endless_args", "endless_text", "huge_body", "slow_drip")
+MODES = ("endless_args", "endless_text", "huge_body", "slow_drip", "gzip_body")
 PIECE = "a" * 8192  # what one delta (or one write of a body) carries
 
 
@@ -35,6 +40,7 @@ class HostileModelServer:
         self.mode, self.limit_bytes, self.drip, self.drip_gap = mode, limit_bytes, drip, drip_gap
         self.requests = 0
         self.sent = 0
+        self.accept_encodings: list[str | None] = []
         self.stop = threading.Event()
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
@@ -94,7 +100,11 @@ class _Handler(BaseHTTPRequestHandler):
         server = self.hostile
         with server._lock:
             server.requests += 1
+            server.accept_encodings.append(self.headers.get("Accept-Encoding"))
         wire = _Anthropic() if self.path.endswith("/messages") else _OpenAI()
+        if server.mode == "gzip_body":
+            self._gzipped(wire)
+            return
         plain = server.mode == "huge_body"
         self.send_response(200)
         self.send_header("Content-Type", "application/json" if plain else "text/event-stream")
@@ -125,6 +135,20 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _chunk(self, data: bytes) -> None:
         self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+
+    def _gzipped(self, wire: _OpenAI | _Anthropic) -> None:
+        head, tail = wire.plain_parts()
+        body = gzip.compress(head + PIECE.encode() * 1024 + tail)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Encoding", "gzip")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        try:
+            self.wfile.write(body)
+            self.hostile.count(len(body))
+        except OSError:  # the client hung up on it
+            self.close_connection = True
 
 
 def _sse(data: dict[str, Any], event: str | None = None) -> bytes:

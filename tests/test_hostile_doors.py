@@ -34,6 +34,7 @@ import pytest
 from engine import Engine
 from engine.cli.main import main
 from engine.errors import AgentSetupError
+from engine.safety.redaction import REDACTED
 from hostile_inputs import (
     TOKEN_ENV,
     Hostile,
@@ -187,7 +188,7 @@ def in_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcess]:
 def python_door(engine: Engine, hostile: Hostile) -> str:
     if hostile.is_call:
         assert hostile.tool is not None
-        return json.dumps(engine.call_tool_sync(hostile.tool, hostile.arguments).to_dict())
+        return json.dumps(engine.call_tool_sync(hostile.tool, hostile.arguments).as_shown().to_dict())  # as doors send it
     try:
         agent = engine.agent(output_schema=hostile.output_schema)
     except AgentSetupError as refused:
@@ -274,6 +275,49 @@ def test_a_hostile_input_at_a_door_is_held_and_leaks_nothing(in_process: InProce
     assert_responsive(taken)
     out = capsys.readouterr()
     assert_no_leak(attacked.secrets, [text, out.out, out.err, caplog.text], attacked.root)
+
+
+def door_data(in_process: InProcess, door: str, hostile: Hostile, capsys: pytest.CaptureFixture[str]) -> Any:
+    """The data a call door answers, as its caller reads it."""
+    assert hostile.tool is not None
+    if door == "python":
+        return in_process.engine.call_tool_sync(hostile.tool, hostile.arguments).as_shown().data
+    if door == "cli":
+        capsys.readouterr()
+        assert main(["call", hostile.tool, "--args-json", json.dumps(hostile.arguments), "--dir", str(in_process.target.root)]) == 0
+        return json.loads(capsys.readouterr().out)
+    if door == "mcp":
+        answer = mcp_calls(in_process.url, [(hostile.tool, hostile.arguments)])[0]
+        body = next(line[5:] for line in answer.splitlines() if line.startswith("data:"))  # one SSE frame
+        return json.loads(body)["result"]["structuredContent"]
+    code, text = http_door(in_process.url, hostile, sse=door == "http-sse")
+    assert code == 200, text
+    if door == "http-json":
+        return json.loads(text)["data"]
+    last = json.loads(text.splitlines()[-1])
+    assert last["event"] == "tool_call_result", last
+    return last["data"]["data"]["data"]
+
+
+def test_every_call_door_answers_references_in_arguments_alike(in_process: InProcess,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """One rule on every door: a value under a key that names a secret (`${env:DOORS_TOKEN}` reads
+    `env_doors_token`) never leaves the process, and neither does the same text anywhere else in
+    the answer — the JSON answer, the SSE stream's last frame, `/mcp` and the CLI say the same.
+    References stay text: the harmless ones are shown as written, never resolved. The Engine
+    API's ToolResult keeps the data whole (the program is the operator's); `as_shown()` is what
+    the doors send."""
+    hostile = in_process.target.inputs["references-in-arguments"]
+    refs = in_process.target.secrets.references()
+    answers = {door: door_data(in_process, door, hostile, capsys) for door in CALL_DOORS}
+    expected_text = " ".join(REDACTED if ref in refs[:4] or ref == "{{ env.DOORS_TOKEN }}" else ref for ref in refs)
+    assert answers["python"]["text"] == expected_text, answers["python"]["text"]
+    for door, data in answers.items():
+        assert data == answers["python"], f"{door} answers differently: {json.dumps(data)[:500]}"
+    assert answers["python"]["extra"]["${env:HOME}"] == {"value": "${env:HOME}", "list": ["${env:HOME}", {"${env:HOME}": "${env:HOME}"}]}
+    assert answers["python"]["extra"]["${env:DOORS_TOKEN}"] == REDACTED  # the key as written, its value hidden
+    whole = in_process.engine.call_tool_sync(hostile.tool, hostile.arguments)
+    assert whole.data == hostile.arguments
 
 
 # ─── the slow tier: real processes, one case per door ────────────────────────────────

@@ -165,6 +165,34 @@ def test_sampling_in_flight_is_capped_per_server(tmp_path: Path) -> None:
     assert gap < MAX_GAP
 
 
+def test_a_sampling_request_past_its_input_cap_is_refused_without_a_model_call(tmp_path: Path) -> None:
+    """2,000,000 characters in four messages (the server filling the model's context): refused with
+    an MCP error naming `sampling.max_input_chars`, no model asked; one within it is answered."""
+    wire = OpenAIWire()
+    with FakeServer() as model:
+        model.script(*(wire.reply("hi", usage=(1, 1)) for _ in range(3)))
+        models = json.dumps({"default": "gpt", "models": {"gpt": wire.model_entry(model.url)}})
+        engine = engine_for(project(tmp_path, hostile(sampling={"model": "gpt", "max_input_chars": 1000}), models=models))
+        events: list[Any] = []
+        try:
+            huge = engine.call_tool_sync("h_sampling_huge", {"size": 2_000_000, "messages": 4}, on_event=events.append)
+            asked = len(model.bodies)
+            small = engine.call_tool_sync("h_sampling_huge", {"size": 1000, "messages": 4})
+        finally:
+            engine.close()
+    assert huge.error is None and small.error is None, (huge.error, small.error)
+    refused = huge.data["answer"]
+    assert refused.startswith("refused:") and "sampling.max_input_chars" in refused and "1,000 characters" in refused, refused
+    assert asked == 0 and not [e for e in events if e.type == "model_exchange"]
+    assert small.data["answer"] == "answered: hi" and len(model.bodies) == 1
+
+
+def test_the_sampling_input_cap_defaults_to_100000_characters() -> None:
+    from engine.spec.mcp_config import McpSamplingSpec
+
+    assert McpSamplingSpec(model="mock").max_input_chars == 100_000
+
+
 def test_progress_past_the_event_cap_cancels_the_call_without_a_traceback(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     marker = tmp_path / "cancelled.txt"
     root = project(tmp_path / "p", hostile(env={"HOSTILE_MARKER": str(marker)}), engine_yaml="limits:\n  max_events_per_run: 500\n")

@@ -120,3 +120,19 @@ def test_the_meter_counts_utf8_bytes_of_arguments() -> None:
     with pytest.raises(LimitExceeded) as caught:
         meter.arguments("é")
     assert caught.value.details == {"setting": "limits.max_tool_args_bytes", "limit": 1024}
+
+
+@pytest.mark.parametrize("watched", [True, False], ids=["streamed", "plain"])
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_a_compressed_answer_is_refused_unread(tmp_path: Path, provider: str, watched: bool) -> None:
+    """Requests say `Accept-Encoding: identity`; an answer gzip-compressed all the same (a small
+    body that inflates) ends the model call with an error saying so, before any of it is unpacked."""
+    with HostileModelServer("gzip_body") as server:
+        engine = Engine.from_dir(_project(tmp_path, server, provider))
+        events: list[Any] = []
+        on_event = events.append if watched else None
+        result = asyncio.run(asyncio.wait_for(engine.agent("bad").run("go", on_event=on_event), 30))
+    assert server.accept_encodings and set(server.accept_encodings) == {"identity"}, server.accept_encodings
+    assert result.stop_reason == "error", (result.stop_reason, result.answer[:80])
+    assert "gzip-compressed answer although asked for none" in (result.error or ""), result.error
+    assert not result.answer

@@ -96,3 +96,18 @@ def test_token_counts_are_not_credentials() -> None:
     assert not redactor.is_sensitive("token_budget") and not redactor.is_sensitive("tokenBudget")
     assert not redactor.is_sensitive("input_tokens")
     assert redactor.is_sensitive("token") and redactor.is_sensitive("access_token") and redactor.is_sensitive("token_secret")
+
+
+def test_the_punctuation_beside_a_sensitive_word_never_changes_the_verdict() -> None:
+    """Any run of characters that are not letters or digits separates words: `auth:token` is as
+    sensitive as `auth_token`, and a value under it is hidden by its key name."""
+    from engine.safety.redaction import Redactor
+
+    redactor = Redactor()
+    for key in ("auth:token", "user/password", "password]", "${env:X_TOKEN}", "[password]", "db.password",
+                "x-api-key", "api__key", "auth::token", "a/b:c[token]", "user@password", "Bearer+Token"):
+        assert redactor.is_sensitive(key), key
+    for key in ("token_budget]", "[tokenBudget]", "input:tokens", "key/words", "author", "${env:HOME}"):
+        assert not redactor.is_sensitive(key), key
+    assert redactor.redact({"auth:token": "tok-0123456789", "note": {"user/password": "hunter2"}}) == {
+        "auth:token": REDACTED, "note": {"user/password": REDACTED}}

@@ -113,6 +113,7 @@ def _show_result(ns: argparse.Namespace, result: ToolResult) -> int:
     """Print the result as --output asks; the exit code it calls for."""
     from .timeline import error_hints
 
+    result = result.as_shown()  # stdout is a sink: the result as the run's events show it, like every door
     if ns.output in ("result", "events"):
         emit_json(result.to_dict(), pretty=ns.output == "result")
     elif result.ok and ns.output == "text" and isinstance(result.data, str):

@@ -32,6 +32,22 @@ class ToolResult:
     data: Any = None
     error: ToolError | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    # The call's last event's payload (`ok`, `data` or `error`, `metadata`) as the run's redaction
+    # left it; None for a result no run emitted.
+    shown: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+
+    def as_shown(self) -> "ToolResult":
+        """This result as it may leave the process (an HTTP body, SSE, `/mcp`, the CLI's stdout):
+        its data and error as the run's events show them — a value under a sensitive key, and
+        every secret the run knows, `[REDACTED]` — so that every door answers the same. The
+        ToolResult itself (the Engine API's) keeps the data whole: the program is the operator's."""
+        shown = self.shown
+        if shown is None:
+            return self
+        error = shown.get("error")
+        return ToolResult(self.ok, self.tool, self.run_id, self.tool_call_id, shown.get("data"),
+                          ToolError(error["code"], error["message"], error.get("details") or {}) if error else None,
+                          shown.get("metadata", self.metadata))
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -224,10 +224,10 @@ def _finish(run: CallContext, started: int, *, data: Any = None, error: ToolErro
         error = ToolError(error.code, hide(error.message), hide(error.details))
     result = ToolResult(error is None, run.tool, run.run_id, run.tool_call_id, data, error, metadata)
     if error is None:
-        run.run.emit("tool_call_result", {"ok": True, "data": data, "metadata": metadata}, tool_call_id=run.tool_call_id,
-                        result=result, clean=clean)
+        event = run.run.emit("tool_call_result", {"ok": True, "data": data, "metadata": metadata},
+                             tool_call_id=run.tool_call_id, result=result, clean=clean)
     else:
-        run.run.emit(
-            "tool_call_error", {"ok": False, "error": error.to_dict(), "metadata": metadata}, tool_call_id=run.tool_call_id, result=result
-        )
+        event = run.run.emit("tool_call_error", {"ok": False, "error": error.to_dict(), "metadata": metadata},
+                             tool_call_id=run.tool_call_id, result=result)
+    object.__setattr__(result, "shown", event.data)  # frozen, but the event must carry this very result
     return result

@@ -45,14 +45,19 @@ _SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_SEPARATORS = re.compile(r"[\W_]+")  # not a letter or digit (Unicode-aware), `_` included
 _URL_KEY = re.compile(r"(?:^|_)(?:url|uri|href|link|location|endpoint)$")
 _QUERY_PARAM = re.compile(r"([?&;])([^=&#;\s]+)=([^&#;\s]*)")
 _USERINFO = re.compile(r"(://[^/?#@:\s]*:)([^/?#@\s]+)(@)")
 
 
 def normalise_key(key: str) -> str:
-    """`apiKey`, `API-Key`, `api key` → `api_key`."""
-    return re.sub(r"[\s\-.]+", "_", _CAMEL.sub("_", key)).lower()
+    """`apiKey`, `API-Key`, `api key`, `auth:token`, `${env:X_TOKEN}` → snake_case words.
+
+    Any run of characters that are not letters or digits separates words, whatever the
+    punctuation (`.`, `-`, `:`, `/`, `[`, `${…}`), so the verdict never hangs on it; a single
+    character class, linear on any key."""
+    return _SEPARATORS.sub("_", _CAMEL.sub("_", key)).strip("_").lower()
 
 
 class Redactor:

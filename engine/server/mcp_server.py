@@ -97,8 +97,9 @@ def build_mcp_server(engine: "Engine", *, approve_all: bool = False, hub: "RunHu
         if caller is not None and engine.store is not None:  # its owner, as the hub records one for the HTTP routes
             engine.store.record_owner(run_id, caller)
         with counted(caller):
-            result = await engine.call_tool(params.name, params.arguments or {}, on_event=on_event, approve=approve,
+            called = await engine.call_tool(params.name, params.arguments or {}, on_event=on_event, approve=approve,
                                             run_id=run_id, principal=caller)
+        result = called.as_shown()  # as every other door answers it: redacted like the run's events
         recorded = commit() if commit is not None else None
         if recorded is not None:
             await recorded

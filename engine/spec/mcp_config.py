@@ -31,6 +31,9 @@ class McpSamplingSpec(_Spec):
     model: str = Field(description="A model of config/models.yaml that answers the server's sampling requests.")
     max_requests: int = Field(default=3, ge=1, le=100, description="Most sampling requests one tool call may make, "
                               "and most in flight at once for the server; the next one is refused.")
+    max_input_chars: int = Field(default=100_000, ge=1, le=10_000_000, description="Most characters one sampling "
+                                 "request's messages (and system prompt) may hold together; a bigger one is refused "
+                                 "without a model call: the model's context is not the server's to fill.")
 
 
 class McpServerSpec(_Spec):

@@ -2,7 +2,8 @@
 
 Each figure bounds one thing a hostile server could make unbounded: the text a run records
 (log and progress messages, stderr lines), what every agent request carries (a tool's
-description, title and inputSchema), and how many tokens its sampling requests may spend.
+description, title and inputSchema), and how much its sampling requests may send to a model and
+how many tokens they may spend.
 """
 
 from __future__ import annotations
@@ -41,3 +42,17 @@ def schema_size_problem(schema: Any) -> str | None:
 def sampling_max_tokens(asked: int, model_max: int | None) -> int:
     """A server's `maxTokens`, never above the answering model's own `max_tokens`."""
     return max(1, min(asked, model_max or SAMPLING_MAX_TOKENS))
+
+
+def sampling_input_problem(params: Any, limit: int) -> str | None:
+    """Why a sampling request's messages (their text, and the system prompt) are too big for
+    `limit` characters together (`sampling.max_input_chars`), or None; counting stops past it."""
+    chars = len(params.system_prompt or "")
+    for message in params.messages:
+        if chars > limit:
+            break
+        chars += len(getattr(message.content, "text", "") or "")
+    if chars <= limit:
+        return None
+    return (f"its messages hold more than {limit:,} characters, its limit (sampling.max_input_chars in "
+            "config/mcp.yaml); no model was asked")

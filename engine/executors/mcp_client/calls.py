@@ -30,7 +30,7 @@ from ...logging import logger
 from ...runtime.context import CallContext
 from ...spec.mcp_config import McpServerSpec
 from .answers import answer_values
-from .budgets import cut, sampling_max_tokens, schema_size_problem
+from .budgets import cut, sampling_input_problem, sampling_max_tokens, schema_size_problem
 from .loop import background_loop
 
 T = TypeVar("T")
@@ -136,7 +136,8 @@ class CallRouting:
 
     async def sample(self, context: Any, params: Any) -> Any:
         """Sampling: declined unless the server's `sampling:` names a model (answered by it), at
-        most `sampling.max_requests` per call and in flight for the server."""
+        most `sampling.max_requests` per call and in flight for the server, each request's
+        messages at most `sampling.max_input_chars`."""
         target = self._call_asking()
         sampling = self.spec.sampling
         if sampling is None or target is None:
@@ -146,6 +147,9 @@ class CallRouting:
             return _refused(f"this tool call made {limit} sampling requests, its limit (sampling.max_requests)")
         if self._sampling >= limit:
             return _refused(f"{limit} sampling requests of this server are in flight, its limit (sampling.max_requests)")
+        too_big = sampling_input_problem(params, sampling.max_input_chars)
+        if too_big is not None:
+            return _refused(too_big)
         target.sampled += 1
         self._sampling += 1
         try:

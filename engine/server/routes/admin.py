@@ -171,7 +171,7 @@ def editor_routes(api: APIRouter, admin: ToolAdmin, change: Callable[..., Any], 
             result = await admin.run_draft(body.name, body.tool.model_dump(exclude_none=True), body.arguments)
         except ToolAdminError as exc:
             raise _api_error(exc, admin.engine.project.redactor.hide_configured) from None
-        return jsonable(result.to_dict())
+        return jsonable(result.as_shown().to_dict())  # as a call of the stored tool would answer
 
     @api.get("/v1/admin/tool-types", summary="The tool types an admin may create, with each one's config schema")
     async def admin_tool_types(principal: Principal = Depends(current_principal)) -> list[dict[str, Any]]:

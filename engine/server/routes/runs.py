@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ...errors import ErrorCode
 from ...executors.mcp_client.answers import answer_values
+from ...runtime.result import ToolResult
 from ..access import current_principal
 from ..api import SSE_DOC, ApiError, error_responses, jsonable, store_call
 from ..auth import Principal
@@ -137,7 +138,13 @@ async def get_run(run_id: str = RunId, principal: Principal = Depends(current_pr
             return jsonable(out)
     if live is None or not principal.may_see(live.principal):
         raise _unknown(run_id)
-    return jsonable({**live.summary(), "input": None, "output": live.result, "last_seq": live.last_seq})
+    return jsonable({**live.summary(), "input": None, "output": _shown(live), "last_seq": live.last_seq})
+
+
+def _shown(live: LiveRun) -> Any:
+    """A live run's result as its events show it (redacted like a stored run's output)."""
+    result = live.run.result
+    return result.as_shown().to_dict() if isinstance(result, ToolResult) else live.result
 
 
 async def run_events(

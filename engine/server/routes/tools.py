@@ -113,7 +113,7 @@ def router(service: Service) -> APIRouter:
             return Response(status_code=499)  # nobody is listening; the status is for the access log
         if run.task is None or run.task.cancelled():
             raise ApiError(ErrorCode.CANCELLED, "the call was cancelled")
-        result = run.task.result()
+        result = run.task.result().as_shown()  # as the SSE stream would have shown it
         status = 200 if result.ok else ErrorCode.call_status(result.error.code)  # 4xx refused, 502/504 failed
         return Answer(json_body(result.to_dict()), status, headers=((b"x-run-id", run_id.encode()),))
 
