@@ -112,7 +112,8 @@ class LiveRuns:
         records = self._records_wanted or (on_event is not None and getattr(on_event, "wants_records", False))
         run = Run(run_id, inline, project.redactor.for_run(), kind, name, principal, approver, approval_timeout,
                   records, project.settings.limits.max_events_per_run, _current_task())
-        run.watchers = self._watchers + (on_event is not None and watches(on_event))  # (sinks record: they never watch)
+        # the caller's own listener watches unless marked quiet (a bare callable: `watches` without its wrapper case)
+        run.watchers = self._watchers + (on_event is not None and not getattr(on_event, "quiet", False))
         if self._sinks:  # first, as they were subscribed first (the store, as the engine opens)
             inline[:0] = [sink.open(run) for sink in self._sinks]
         if project.falls_back:  # a model fallback reports into the run; weak: the task's context holds it

@@ -218,10 +218,11 @@ def _finish(run: CallContext, started: int, *, data: Any = None, error: ToolErro
     usage = run.usage
     if usage is not NO_USAGE and (usage.input_tokens or usage.output_tokens):
         metadata["usage"] = usage.as_dict()
-    hide = run.project.redactor.hide_configured  # the operator's secrets are not the caller's, whatever a tool returns
-    data = hide(data)
-    if error is not None:
-        error = ToolError(error.code, hide(error.message), hide(error.details))
+    redactor = run.project.redactor
+    if redactor.configured_regex is not None:  # the operator's secrets are not the caller's, whatever a tool returns
+        data = redactor.hide_configured(data)
+        if error is not None:
+            error = ToolError(error.code, redactor.hide_configured(error.message), redactor.hide_configured(error.details))
     result = ToolResult(error is None, run.tool, run.run_id, run.tool_call_id, data, error, metadata)
     if error is None:
         event = run.run.emit("tool_call_result", {"ok": True, "data": data, "metadata": metadata},
