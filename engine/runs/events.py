@@ -17,7 +17,7 @@ import functools
 import inspect
 import types
 from collections import namedtuple
-from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Literal, Mapping, TypeVar, Union
+from typing import Any, AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Literal, Mapping, ParamSpec, TypeVar, Union
 
 import orjson
 
@@ -139,22 +139,25 @@ def encode_data(data: Any) -> bytes | None:
 
 
 _L = TypeVar("_L")
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 
-def record_sink(listener: _L) -> _L:
+def record_sink(listener: Callable[_P, _R]) -> Callable[_P, _R]:
     """Mark `listener` as a sink of records: the runs it listens to encode `Event.data_json`
     (once, shared with every other sink). Runs without such a listener encode nothing.
     A callable that takes no attributes (a builtin such as `list.append`) comes back wrapped."""
     try:
-        listener.wants_records = True  # type: ignore[attr-defined]
+        listener.wants_records = True  # type: ignore[attr-defined]  # a marker attribute, set on whatever callable takes one
+        return listener
     except AttributeError:
-        wrapped = listener
+        pass
 
-        def listener(event: Event) -> Any:  # type: ignore[no-redef]
-            return wrapped(event)  # type: ignore[operator]
+    def forward(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        return listener(*args, **kwargs)
 
-        listener.wants_records = True  # type: ignore[attr-defined]
-    return listener
+    forward.wants_records = True  # type: ignore[attr-defined]  # the same marker, on the wrapper
+    return forward
 
 
 def quiet(listener: _L) -> _L:
@@ -234,9 +237,9 @@ def is_async_listener(listener: Any) -> bool:
     kind = type(listener)
     known = _ASYNC_CALLABLE_TYPES.get(kind)
     if known is None:
-        known = inspect.iscoroutinefunction(listener) or inspect.iscoroutinefunction(getattr(listener, "__call__", None))
+        known = inspect.iscoroutinefunction(listener) or inspect.iscoroutinefunction(kind.__call__)
         if not isinstance(listener, (types.MethodType, functools.partial)) and len(_ASYNC_CALLABLE_TYPES) < 1024:
-            _ASYNC_CALLABLE_TYPES[kind] = known  # instances of one class share their __call__
+            _ASYNC_CALLABLE_TYPES[kind] = known  # instances of one class share their __call__ (a call looks it up on the class)
     return known
 
 
@@ -255,7 +258,7 @@ def prepare_listeners(listeners: list[Listener]) -> tuple[list[SyncListener], li
 
 
 async def stream_run(
-    start: Callable[[SyncListener], Awaitable[Any]], is_last: Callable[[Event], bool]
+    start: Callable[[SyncListener], Coroutine[Any, Any, Any]], is_last: Callable[[Event], bool]
 ) -> "AsyncIterator[Event]":
     """Run `start(listener)` as a task and yield its events until `is_last(event)`.
 
