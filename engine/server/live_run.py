@@ -39,6 +39,7 @@ from ..runs.run import Run, RunKind
 from .sse import Final, event_frames, stored_frames
 
 if TYPE_CHECKING:
+    from .._engine import Engine
     from ..store import Store
 
 _SEQ = operator.attrgetter("seq")
@@ -51,12 +52,13 @@ class Waker(Protocol):
     def wake(self, live: "LiveRun") -> None: ...
 
 
-def commit_wait(engine: Any) -> CommitWait | None:
+def commit_wait(engine: "Engine") -> CommitWait | None:
     """What a front door's answer (JSON body, last SSE frame, MCP result) awaits after its run
     ended: the store's commit (`store.durability: committed`); None: no store, or `relaxed`."""
-    store = getattr(engine, "store", None)
-    durable = store is not None and engine.project.settings.store.durability != "relaxed"
-    return store.committed if durable else None  # type: ignore[no-any-return]
+    store = engine.store
+    if store is None or engine.project.settings.store.durability == "relaxed":
+        return None
+    return store.committed
 
 
 # The events of one run held in memory when there is a store (its newest; older ones are read
@@ -114,7 +116,7 @@ class LiveRun:
         run = self._run
         if run is None:
             kind, name, principal = self._asked
-            run = self._run = Run(self.run_id, [], None, kind, name, principal, records=False)  # type: ignore[arg-type]
+            run = self._run = Run(self.run_id, [], None, kind, name, principal, records=False)
         return run
 
     @property

@@ -69,10 +69,10 @@ class AgentWorkflow(Confirmable):
         self._events = WorkflowEvents(call["run_id"])
         self._run = run = Run(call["run_id"], [self._events.collect], project.redactor.for_run(), kind="agent",
                               name=call["model"], principal=call.get("principal"))
-        agent = Agent(_Opener(project), call["model"], tools=call.get("tools"), limits=AgentLimits(**call["limits"]),
+        agent = Agent(None, call["model"], tools=call.get("tools"), limits=AgentLimits(**call["limits"]),
                       tool_choice=call.get("tool_choice", "auto"), system=call.get("system"),
                       output_schema=call.get("output_schema"), repairs=call.get("repairs", DEFAULT_REPAIRS))
-        result = await self._loop(agent, run, [message_in(m) for m in call["messages"]])
+        result = await self._loop(agent, run, [message_in(m) for m in call["messages"]], project)
         await self._events.record()
         return {"stop_reason": result.stop_reason, "answer": result.answer, "steps": result.steps,
                 "usage": usage_out(result.usage), "error": result.error,
@@ -80,10 +80,10 @@ class AgentWorkflow(Confirmable):
                 "messages": [message_out(m) for m in result.messages], "last_seq": run.last_seq,
                 "data": result.data, "error_details": result.error_details}
 
-    async def _loop(self, agent: Agent, events: Any, messages: list[Any]) -> Any:
-        """The durable loop to its stop (its AgentResult)."""
+    async def _loop(self, agent: Agent, events: Any, messages: list[Any], project: Any) -> Any:
+        """The durable loop to its stop (its AgentResult), on `project` (this worker's, at the call's revision)."""
         self._total = agent.limits.total_timeout
-        loop = _DurableLoop(agent, events, messages)
+        loop = _DurableLoop(agent, events, messages, project)
         loop.flow = self
         try:
             return await loop.run()
@@ -103,8 +103,8 @@ class AgentWorkflow(Confirmable):
         self._events, run = WorkflowEvents.of_call(call, here)
         self._events.rows.extend(call["record"])
         self._run = StepEvents(run, step.event_id, skill.name)
-        agent, user = skill.agent(call["input"], call.get("model") or skill.model or project.default_model, _Opener(project))
-        result = await self._loop(agent, self._run, as_messages(user))
+        agent, user = skill.agent(call["input"], call.get("model") or skill.model or project.default_model)
+        result = await self._loop(agent, self._run, as_messages(user), project)
         outcome: dict[str, Any] = {"usage": usage_out(result.usage), "last_seq": run.last_seq, "rows": self._events.take()}
         try:
             return {**outcome, "ok": True, "output": skill.output(result)}
@@ -187,13 +187,6 @@ async def _cancellable(activity: Any) -> Any:
         if isinstance(exc.cause, CancelledError):
             raise asyncio.CancelledError() from None
         raise
-
-
-class _Opener:
-    """The RunOpener an Agent needs in a workflow: only its project is read."""
-
-    def __init__(self, project: Any) -> None:
-        self.project = project
 
 
 class _ActivityProvider:
