@@ -402,7 +402,7 @@ class _Loop:
                 self.messages.append(ChatMessage("tool", observation, tool_call_id=call.id, name=call.name, is_error=failed))
         results = [finished[call.id] for call in calls]
         self._count_tool_usage(results)
-        for call, result in zip(calls, results):
+        for call, result in zip(calls, results, strict=True):  # one result per call, made just above
             if result.error is not None and result.error.code in CORRECTABLE:
                 count = self.corrections[call.name] = self.corrections.get(call.name, 0) + 1
                 if count >= self.limits.max_corrections:
