@@ -17,11 +17,14 @@ import functools
 import inspect
 import types
 from collections import namedtuple
-from typing import Any, AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Literal, Mapping, ParamSpec, TypeVar, Union
+from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Literal, Mapping, ParamSpec, TypeVar, Union
 
 import orjson
 
 from ..logging import logger
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeIs  # typing's own from Python 3.13
 
 
 EventType = Literal[
@@ -227,7 +230,7 @@ class QueuedListener:
 _ASYNC_CALLABLE_TYPES: dict[type, bool] = {}
 
 
-def is_async_listener(listener: Any) -> bool:
+def is_async_listener(listener: Any) -> "TypeIs[AsyncListener]":
     """Cheap checks first (plain functions, builtins, known callable classes): it runs on every call."""
     code = getattr(listener, "__code__", None)
     if code is not None:
@@ -249,11 +252,11 @@ def prepare_listeners(listeners: list[Listener]) -> tuple[list[SyncListener], li
     queued: list[QueuedListener] = []
     for listener in listeners:
         if is_async_listener(listener):
-            q = QueuedListener(listener)  # type: ignore[arg-type]
+            q = QueuedListener(listener)
             queued.append(q)
             inline.append(q)
         else:
-            inline.append(listener)  # type: ignore[arg-type]
+            inline.append(listener)
     return inline, queued
 
 
