@@ -1,10 +1,11 @@
 """The agent loop: Think → Act → Observe, with the limits a production agent needs.
 
-Each model call is one step (seed 000: `max_steps` counts the first generation, every
-tool-call round and the final answer). Tool calls the model asks for in one turn run
-concurrently (up to `max_parallel_tool_calls`), each through the router in the same run, so
-their events nest under the agent run with their own `tool_call_id`. Every stop says why
-and returns what was gathered so far.
+Each model call is one step: `max_steps` counts the first generation, every tool-call round
+and the final answer, so a limit of N is N model calls (what a run costs), whatever they
+asked for. Tool calls the model asks for in one turn run concurrently (up to
+`max_parallel_tool_calls`), each through the router in the same run, so their events nest
+under the agent run with their own `tool_call_id`. Every stop says why and returns what was
+gathered so far.
 """
 
 from __future__ import annotations

@@ -2,11 +2,11 @@
 
 The hub (hub.py) takes each run whole: as the run opens, the Run is given its LiveRun's deque's `append` as its listener, so recording an event costs no Python call;
 a follower about to wait swaps that for `LiveRun.arrive`, which also wakes it (from any
-thread). What the swap buys (issue 29): alone, under the 3 % a hot-path trick must buy (a
+thread). What the swap buys: alone, less than the 3 % a hot-path trick must buy to stay (a
 JSON call's bytecodes 6,572 with it, 6,740 without: 2.5 %; callgrind could not separate
 them, ±1 %); but undoing it with the other tricks under 3 % cost the service about 5 % of its
-requests/s (`python -m bench.service`, ABBA), which issue 29 forbids: it and `ServiceApp`
-(front.py), the two largest of them, stay.
+requests/s (`python -m bench.service`, ABBA), and the service may not get slower: it and
+`ServiceApp` (front.py), the two largest of them, stay.
 
 `arrive` as a Run's listener makes a reference cycle (the Run holds `arrive`, the LiveRun its
 Run), which the LiveRun breaks as the run ends (`close` gives the Run the deque's `append`
