@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import copy
 from datetime import timedelta
-from typing import Any
+from typing import Any, Callable
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, CancelledError
@@ -69,6 +69,7 @@ class AgentWorkflow(Confirmable):
         self._events = WorkflowEvents(call["run_id"])
         self._run = run = Run(call["run_id"], [self._events.collect], project.redactor.for_run(), kind="agent",
                               name=call["model"], principal=call.get("principal"))
+        run.watchers = 1  # its events go to the store front doors follow as they come: the model's answer streams
         agent = Agent(None, call["model"], tools=call.get("tools"), limits=AgentLimits(**call["limits"]),
                       tool_choice=call.get("tool_choice", "auto"), system=call.get("system"),
                       output_schema=call.get("output_schema"), repairs=call.get("repairs", DEFAULT_REPAIRS))
@@ -127,7 +128,7 @@ class AgentWorkflow(Confirmable):
 
     # ─── the two kinds of I/O ────────────────────────────────────────────────────
 
-    async def model_request(self, model: str, request: ModelRequest, on_text: Any) -> ModelResponse:
+    async def model_request(self, model: str, request: ModelRequest, on_text: Callable[[str], None] | None) -> ModelResponse:
         total = self._total
         outcome = await _cancellable(workflow.execute_activity(
             MODEL_ACTIVITY,
@@ -137,8 +138,9 @@ class AgentWorkflow(Confirmable):
             heartbeat_timeout=timedelta(seconds=served().config.heartbeat_timeout),
             retry_policy=INFRASTRUCTURE_RETRY, cancellation_type=ActivityCancellationType.TRY_CANCEL,
             summary=f"model {model}"))
-        for piece in outcome["pieces"]:
-            on_text(piece)
+        if on_text is not None:
+            for piece in outcome["pieces"]:
+                on_text(piece)
         if not outcome["ok"]:
             kind = outcome["kind"]
             raise ProviderError(outcome["message"] if kind == "provider" else f"{kind}: {outcome['message']}")
@@ -196,7 +198,7 @@ class _ActivityProvider:
         self.flow = flow
         self.name = name
 
-    async def request(self, request: ModelRequest, on_text: Any) -> ModelResponse:
+    async def request(self, request: ModelRequest, on_text: Callable[[str], None] | None = None) -> ModelResponse:
         return await self.flow.model_request(self.name, request, on_text)
 
 
