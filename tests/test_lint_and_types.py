@@ -8,7 +8,6 @@ import re
 import tomllib
 from pathlib import Path
 
-import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 IGNORE = re.compile(r"#\s*type:\s*ignore(?P<rest>.*)$")
@@ -44,8 +43,6 @@ def _ignores_without_why() -> list[str]:
     return found
 
 
-@pytest.mark.xfail(strict=True, reason="runtime/events.py and server/live_run.py keep bare ignores until "
-                   "their rewrite lands; remove this mark then")
 def test_every_type_ignore_names_its_error_code_and_why() -> None:
     assert _ignores_without_why() == []
 

@@ -40,12 +40,5 @@ def test_what_is_not_a_reference_is_not_found(text: str) -> None:
     assert not REFERENCE.search(text)
 
 
-@pytest.mark.xfail(strict=True, reason="engine/runtime/agent.py, server/hub.py and server/live_run.py keep "
-                   "theirs until their rewrite lands; remove this mark then")
 def test_no_issue_numbers_or_seed_names_in_code_or_docs() -> None:
     assert references() == []
-
-
-def test_none_outside_the_modules_being_rewritten() -> None:
-    rewritten = ("engine/runtime/agent.py", "engine/server/hub.py", "engine/server/live_run.py")
-    assert [found for found in references() if not found.startswith(rewritten)] == []

@@ -50,7 +50,8 @@ def _limit_flags_when_parsed(chat: argparse.ArgumentParser) -> None:
     """The limit flags, their help and defaults are the settings model's (pydantic): they are
     added when `chat` itself parses its arguments (or shows its help), so that `skillyard
     --help`, which builds every subcommand's parser, loads no pydantic."""
-    parse, added = chat.parse_known_args, []
+    parse = chat.parse_known_args
+    added: list[bool] = []  # one True once the flags are on `chat`
 
     def with_limit_flags(*args: Any, **kwargs: Any) -> Any:
         if not added:

@@ -16,7 +16,7 @@ import jsonschema
 import jsonschema_rs
 import referencing
 import referencing.exceptions
-from jsonschema_specifications import REGISTRY as _SPECIFICATIONS  # type: ignore[import-untyped]
+from jsonschema_specifications import REGISTRY as _SPECIFICATIONS  # type: ignore[import-untyped]  # the package ships no type hints
 
 # The meta-schema URIs both libraries carry, written as the specifications write them.
 _DRAFTS = ("https://json-schema.org/draft/2020-12/schema", "https://json-schema.org/draft/2019-09/schema",

@@ -17,11 +17,14 @@ import functools
 import inspect
 import types
 from collections import namedtuple
-from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Literal, Mapping, TypeVar, Union
+from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Literal, Mapping, ParamSpec, TypeVar, Union
 
 import orjson
 
 from ..logging import logger
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeIs  # typing's own from Python 3.13
 
 
 EventType = Literal[
@@ -139,22 +142,25 @@ def encode_data(data: Any) -> bytes | None:
 
 
 _L = TypeVar("_L")
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 
-def record_sink(listener: _L) -> _L:
+def record_sink(listener: Callable[_P, _R]) -> Callable[_P, _R]:
     """Mark `listener` as a sink of records: the runs it listens to encode `Event.data_json`
     (once, shared with every other sink). Runs without such a listener encode nothing.
     A callable that takes no attributes (a builtin such as `list.append`) comes back wrapped."""
     try:
-        listener.wants_records = True  # type: ignore[attr-defined]
+        listener.wants_records = True  # type: ignore[attr-defined]  # a marker attribute, set on whatever callable takes one
+        return listener
     except AttributeError:
-        wrapped = listener
+        pass
 
-        def listener(event: Event) -> Any:  # type: ignore[no-redef]
-            return wrapped(event)  # type: ignore[operator]
+    def forward(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        return listener(*args, **kwargs)
 
-        listener.wants_records = True  # type: ignore[attr-defined]
-    return listener
+    forward.wants_records = True  # type: ignore[attr-defined]  # the same marker, on the wrapper
+    return forward
 
 
 def quiet(listener: _L) -> _L:
@@ -224,7 +230,7 @@ class QueuedListener:
 _ASYNC_CALLABLE_TYPES: dict[type, bool] = {}
 
 
-def is_async_listener(listener: Any) -> bool:
+def is_async_listener(listener: Any) -> "TypeIs[AsyncListener]":
     """Cheap checks first (plain functions, builtins, known callable classes): it runs on every call."""
     code = getattr(listener, "__code__", None)
     if code is not None:
@@ -234,9 +240,9 @@ def is_async_listener(listener: Any) -> bool:
     kind = type(listener)
     known = _ASYNC_CALLABLE_TYPES.get(kind)
     if known is None:
-        known = inspect.iscoroutinefunction(listener) or inspect.iscoroutinefunction(getattr(listener, "__call__", None))
+        known = inspect.iscoroutinefunction(listener) or inspect.iscoroutinefunction(kind.__call__)
         if not isinstance(listener, (types.MethodType, functools.partial)) and len(_ASYNC_CALLABLE_TYPES) < 1024:
-            _ASYNC_CALLABLE_TYPES[kind] = known  # instances of one class share their __call__
+            _ASYNC_CALLABLE_TYPES[kind] = known  # instances of one class share their __call__ (a call looks it up on the class)
     return known
 
 
@@ -246,16 +252,16 @@ def prepare_listeners(listeners: list[Listener]) -> tuple[list[SyncListener], li
     queued: list[QueuedListener] = []
     for listener in listeners:
         if is_async_listener(listener):
-            q = QueuedListener(listener)  # type: ignore[arg-type]
+            q = QueuedListener(listener)
             queued.append(q)
             inline.append(q)
         else:
-            inline.append(listener)  # type: ignore[arg-type]
+            inline.append(listener)
     return inline, queued
 
 
 async def stream_run(
-    start: Callable[[SyncListener], Awaitable[Any]], is_last: Callable[[Event], bool]
+    start: Callable[[SyncListener], Coroutine[Any, Any, Any]], is_last: Callable[[Event], bool]
 ) -> "AsyncIterator[Event]":
     """Run `start(listener)` as a task and yield its events until `is_last(event)`.
 

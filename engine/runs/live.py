@@ -126,10 +126,10 @@ class LiveRuns:
         `end_of(run, what work returned)` (None when it raised or was cancelled). A crash (the
         work answers every expected failure) ends the run in error first, and is raised on."""
         token = enter_run(run.scrubber)  # log lines written during the run hide its secrets too
-        value: Any = None
+        value: T | None = None
         try:
             value = await work
-            return value  # type: ignore[no-any-return]  # the work's own T
+            return value
         except Exception as exc:
             run.crash(exc)
             raise

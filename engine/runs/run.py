@@ -91,7 +91,7 @@ def cancelled_error() -> dict[str, Any]:
 async def wait_for_answer(tool: ToolToApprove, args: dict[str, Any], tool_call_id: str) -> bool:
     """The approver of a run that someone answers through `Run.answer` (the HTTP service):
     it asks nobody itself, so the Run waits for the answer, up to its approval timeout."""
-    return await asyncio.Event().wait()  # type: ignore[func-returns-value]  # never returns: the answer wins
+    return await asyncio.Event().wait()  # never returns: the answer wins
 
 
 # What a run past its event cap may still emit: its end (and an agent's reason for it), so the
@@ -157,7 +157,7 @@ class Run:
         self._pending: dict[str, asyncio.Future[bool | dict[str, Any]]] = {}
         self._input_schemas: dict[str, dict[str, Any]] = {}  # pending questions that take values: their schema
         self._task = task
-        self._on_end: list[Callable[["Run"], None]] = []
+        self._on_end: list[Callable[["Run"], object]] = []  # what a callback returns is let go
         self.max_events = max_events
         # How many of its listeners show its events as they come (a timeline, an SSE follower, an
         # embedder's callback; not the store or metrics): set by whoever opens or follows the run.
@@ -276,7 +276,7 @@ class Run:
     def done(self) -> bool:
         return self.finished_at is not None
 
-    def on_end(self, callback: Callable[["Run"], None]) -> None:
+    def on_end(self, callback: Callable[["Run"], object]) -> None:
         """Call `callback(run)` once the run has ended (at once if it has)."""
         if self.done:
             callback(self)

@@ -1,10 +1,11 @@
 """The agent loop: Think → Act → Observe, with the limits a production agent needs.
 
-Each model call is one step (seed 000: `max_steps` counts the first generation, every
-tool-call round and the final answer). Tool calls the model asks for in one turn run
-concurrently (up to `max_parallel_tool_calls`), each through the router in the same run, so
-their events nest under the agent run with their own `tool_call_id`. Every stop says why
-and returns what was gathered so far.
+Each model call is one step: `max_steps` counts the first generation, every tool-call round
+and the final answer, so a limit of N is N model calls (what a run costs), whatever they
+asked for. Tool calls the model asks for in one turn run concurrently (up to
+`max_parallel_tool_calls`), each through the router in the same run, so their events nest
+under the agent run with their own `tool_call_id`. Every stop says why and returns what was
+gathered so far.
 """
 
 from __future__ import annotations
@@ -122,7 +123,7 @@ class Agent:
     ):
         """`output_schema`: the final answer must be JSON matching it (compiled here, once per
         agent; an AnswerSchema is taken as compiled); a wrong one gets `repairs` repair turns."""
-        self.runs = runs  # opens, and ends, the Run of each `run()` (the Engine); None: only `run_in` runs it
+        self.runs = runs  # opens, and ends, the Run of each `run()` (the Engine); None: only `run_in` runs it (in a run opened elsewhere)
         self.model = model
         self.tools = set(tools) if tools is not None else None
         self.limits = limits
@@ -148,17 +149,26 @@ class Agent:
             async def turn(sent: list[ChatMessage]) -> AgentResult:
                 return await self._run(sent, on_event, run_id, principal, session)
 
-            return await session_turn(turn, self.runs.sessions, self.runs.project.redactor, session, messages,
+            runs = self._opener()
+            return await session_turn(turn, runs.sessions, runs.project.redactor, session, messages,
                                       run_id, principal)
         return await self._run(as_messages(messages), on_event, run_id, principal, None)
 
     async def _run(self, messages: str | list[Any], on_event: Listener | None, run_id: str, principal: str | None,
                    session: str | None) -> AgentResult:
         parsed = as_messages(messages)  # a bad message raises here, before any run opens
-        run, queued = self.runs.open_run(run_id, on_event, kind="agent", name=self.model,
-                                         principal=principal, approver=self.approve)
-        loop = _Loop(self, run, parsed, session)
-        return await self.runs.live.drive(run, queued, loop.run(), loop.end_of)
+        runs = self._opener()
+        run, queued = runs.open_run(run_id, on_event, kind="agent", name=self.model,
+                                    principal=principal, approver=self.approve)
+        loop = _Loop(self, run, parsed, runs.project, session)
+        return await runs.live.drive(run, queued, loop.run(), loop.end_of)
+
+    def _opener(self) -> RunOpener:
+        """What opens this Agent's runs: an Agent made without one (an agent step's, a durable
+        workflow's) runs only inside a run its caller opened (`run_in`)."""
+        if self.runs is None:
+            raise TypeError("this Agent has nothing to open its runs with: run it in its caller's run (run_in)")
+        return self.runs
 
     async def stream(self, messages: str | list[Any], **options: Any) -> AsyncIterator[Event]:
         """Yield the run's events as they happen; the last one is `agent_done`."""
@@ -171,7 +181,7 @@ class Agent:
 async def run_in(agent: Agent, run: "Run", project: "Project", messages: str | list[Any]) -> AgentResult:
     """The loop inside a Run its caller opened and ends (an agent step of a workflow, in the
     workflow's call): its events, tool calls and approvals are that Run's; `project` is the call's."""
-    return await _Loop(agent, run, as_messages(messages), project=project).run()
+    return await _Loop(agent, run, as_messages(messages), project).run()
 
 
 def agent_run_end(result: AgentResult | None) -> "RunEnd":
@@ -182,7 +192,7 @@ def agent_run_end(result: AgentResult | None) -> "RunEnd":
     code = stop_code(result.stop_reason)
     if code is None:
         return end_status(code), result.answer, None
-    error = {"code": code, "message": result.error}
+    error: dict[str, Any] = {"code": code, "message": result.error}
     if result.error_details is not None:
         error["details"] = result.error_details
     return end_status(code), result.answer, error
@@ -197,12 +207,12 @@ class _Loop:
 
     route = staticmethod(route_in_run)
 
-    def __init__(self, agent: Agent, events: "Run", messages: list[ChatMessage], session: str | None = None,
-                 project: "Project | None" = None):
+    def __init__(self, agent: Agent, events: "Run", messages: list[ChatMessage], project: "Project",
+                 session: str | None = None):
         self.agent = agent
         self.limits = agent.limits
         self.events = events
-        self.project = project or agent.runs.project  # pinned for the whole run
+        self.project = project  # pinned for the whole run
         self.given = messages  # the transcript as it came (AgentResult.messages starts with it whole)
         kept, self.trimmed = self._trimmed(messages)
         self.messages = ([ChatMessage("system", agent.system)] if agent.system else []) + kept  # what the model reads
@@ -393,7 +403,7 @@ class _Loop:
                 self.messages.append(ChatMessage("tool", observation, tool_call_id=call.id, name=call.name, is_error=failed))
         results = [finished[call.id] for call in calls]
         self._count_tool_usage(results)
-        for call, result in zip(calls, results):
+        for call, result in zip(calls, results, strict=True):  # one result per call, made just above
             if result.error is not None and result.error.code in CORRECTABLE:
                 count = self.corrections[call.name] = self.corrections.get(call.name, 0) + 1
                 if count >= self.limits.max_corrections:

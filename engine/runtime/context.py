@@ -8,7 +8,7 @@ names still work, with a DeprecationWarning.
 from __future__ import annotations
 
 import warnings
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Mapping, Protocol
 
 from ..providers.base import ModelRequest, ModelResponse, Provider, Usage
 
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from ..safety.redaction import Redactor
     from ..spec.models import ModelSpec
     from ..spec.settings import EngineSettings
-    from .run import Run
+    from .run import Run, ToolToApprove
 
 
 class CallProject(Protocol):
@@ -36,6 +36,11 @@ class CallProject(Protocol):
     def settings(self) -> "EngineSettings": ...
 
     def provider(self, model_name: str) -> "tuple[Provider, ModelSpec]": ...
+
+    @property
+    def tools(self) -> "Mapping[str, ToolToApprove]":
+        """The project's tools by name: what a call that asks for confirmation elsewhere (a
+        durable backend's) shows the approver of the tool asking."""
 
 
 def _renamed(old: str, new: str) -> None:

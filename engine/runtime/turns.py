@@ -16,6 +16,7 @@ nothing: the session stays at its last complete turn.
 from __future__ import annotations
 
 import json
+from itertools import pairwise
 from typing import Any, Awaitable, Callable, Protocol, Sequence
 
 from ..providers.base import ChatMessage, ToolCall
@@ -40,7 +41,7 @@ class SessionBook(Protocol):
 def chat_format(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
     """Engine messages → the OpenAI chat format (tool messages keep the tool's `name`)."""
     out = to_openai_messages(tuple(messages))
-    for message, wire in zip(messages, out):
+    for message, wire in zip(messages, out, strict=True):  # one wire message per message
         if message.role == "tool" and message.name:
             wire["name"] = message.name
     return out
@@ -120,7 +121,7 @@ def trim_history(messages: list[ChatMessage], max_tokens: int | None) -> tuple[l
     if total <= max_tokens:
         return messages, 0, 0
     starts = [i for i, m in enumerate(messages) if m.role == "user"]
-    turns = [(start, end) for start, end in zip(starts, starts[1:])]  # every turn but the last
+    turns = list(pairwise(starts))  # every turn but the last
     dropped: set[int] = set()
     dropped_turns = dropped_tokens = 0
     for start, end in turns:
@@ -142,9 +143,10 @@ def redacted_turn(messages: Sequence[ChatMessage], redactor: Redactor) -> list[d
     scrub(parsed)  # learn the secrets first: a prompt may quote one that a later call's arguments name
     redacted_args = scrub(parsed)
     out = []
-    for message, args, wire in zip(messages, redacted_args, chat_format(messages)):
+    for message, args, wire in zip(messages, redacted_args, chat_format(messages), strict=True):  # one each per message
         wire["content"] = scrub(wire["content"]) if isinstance(wire.get("content"), str) else wire.get("content")
-        for call, arguments, raw in zip(wire.get("tool_calls") or (), args, message.tool_calls):
+        # strict=False: only an assistant's calls go on the wire (another role's are dropped there: nothing to redact)
+        for call, arguments, raw in zip(wire.get("tool_calls") or (), args, message.tool_calls, strict=False):
             call["function"]["arguments"] = (json.dumps(arguments, ensure_ascii=False) if arguments is not _UNPARSED
                                              else scrub(raw.arguments))
         out.append(wire)

@@ -43,7 +43,7 @@ __all__ = ["KEEP_FINISHED", "KEEP_FINISHED_WITH_STORE", "LiveRun", "RunHub", "To
 # objects are built in the memory the oldest kept one gives back, out of the processor's caches
 # by then (not pinned down). bench.service at once, SQLite, 10 connections: keeping 256, JSON
 # 0.52 and SSE 0.50; 16, 0.58 and 0.53 (docs/operations.md, "Throughput"). Measured again
-# for issue 29 (one run each, load average 6–8): keeping 16, SQLite at once 0.55 · 0.49 ·
+# later (one run each, load average 6–8): keeping 16, SQLite at once 0.55 · 0.49 ·
 # 0.52 · 0.46 (10 JSON · 10 SSE · 100 JSON · 100 SSE); keeping 256, 0.49 · 0.45 · 0.50 · 0.42.
 KEEP_FINISHED = 256
 KEEP_FINISHED_WITH_STORE = 16

@@ -2,11 +2,11 @@
 
 The hub (hub.py) takes each run whole: as the run opens, the Run is given its LiveRun's deque's `append` as its listener, so recording an event costs no Python call;
 a follower about to wait swaps that for `LiveRun.arrive`, which also wakes it (from any
-thread). What the swap buys (issue 29): alone, under the 3 % a hot-path trick must buy (a
+thread). What the swap buys: alone, less than the 3 % a hot-path trick must buy to stay (a
 JSON call's bytecodes 6,572 with it, 6,740 without: 2.5 %; callgrind could not separate
 them, ±1 %); but undoing it with the other tricks under 3 % cost the service about 5 % of its
-requests/s (`python -m bench.service`, ABBA), which issue 29 forbids: it and `ServiceApp`
-(front.py), the two largest of them, stay.
+requests/s (`python -m bench.service`, ABBA), and the service may not get slower: it and
+`ServiceApp` (front.py), the two largest of them, stay.
 
 `arrive` as a Run's listener makes a reference cycle (the Run holds `arrive`, the LiveRun its
 Run), which the LiveRun breaks as the run ends (`close` gives the Run the deque's `append`
@@ -39,6 +39,7 @@ from ..runs.run import Run, RunKind
 from .sse import Final, event_frames, stored_frames
 
 if TYPE_CHECKING:
+    from .._engine import Engine
     from ..store import Store
 
 _SEQ = operator.attrgetter("seq")
@@ -51,12 +52,13 @@ class Waker(Protocol):
     def wake(self, live: "LiveRun") -> None: ...
 
 
-def commit_wait(engine: Any) -> CommitWait | None:
+def commit_wait(engine: "Engine") -> CommitWait | None:
     """What a front door's answer (JSON body, last SSE frame, MCP result) awaits after its run
     ended: the store's commit (`store.durability: committed`); None: no store, or `relaxed`."""
-    store = getattr(engine, "store", None)
-    durable = store is not None and engine.project.settings.store.durability != "relaxed"
-    return store.committed if durable else None  # type: ignore[no-any-return]
+    store = engine.store
+    if store is None or engine.project.settings.store.durability == "relaxed":
+        return None
+    return store.committed
 
 
 # The events of one run held in memory when there is a store (its newest; older ones are read
@@ -114,7 +116,7 @@ class LiveRun:
         run = self._run
         if run is None:
             kind, name, principal = self._asked
-            run = self._run = Run(self.run_id, [], None, kind, name, principal, records=False)  # type: ignore[arg-type]
+            run = self._run = Run(self.run_id, [], None, kind, name, principal, records=False)
         return run
 
     @property

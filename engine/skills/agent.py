@@ -86,11 +86,11 @@ class AgentSkill(Skill):
             raise StepFailure(ErrorCode.EXECUTION_ERROR,
                               f"prompt of agent skill {self.name!r} failed to render: {template.explain(exc)}") from None
 
-    def agent(self, input: dict[str, Any], model: str, runs: Any = None) -> tuple[Agent, str]:
+    def agent(self, input: dict[str, Any], model: str) -> tuple[Agent, str]:
         """The Agent this step runs for `input` with `model`, and its user message (a durable
-        backend builds the same one in its agent workflow)."""
+        backend builds the same one in its agent workflow). It opens no run: it runs in the step's (`run_in`)."""
         system, user = self._render(input)
-        return Agent(runs, model, tools=self.tools, limits=self.limits, system=system, output_schema=self.answer,
+        return Agent(None, model, tools=self.tools, limits=self.limits, system=system, output_schema=self.answer,
                      repairs=self.repairs), user
 
     def output(self, result: AgentResult) -> Any:

@@ -93,9 +93,10 @@ class TemporalAgent:
         agent = self.agent
         try:
             client = await self.backend.client()
-        except StepFailure as failure:  # no Temporal server at the address: the run stops, saying where it looked
-            return AgentResult(run.run_id, "error", "", messages, error=failure.message)
-        call = {"revision": _revision(self.engine.project), "run_id": run.run_id, "model": agent.model,
+        except StepFailure as unreachable:  # no Temporal server at the address: the run stops, saying where it looked
+            return AgentResult(run.run_id, "error", "", messages, error=unreachable.message)
+        revision = _revision(self.engine.project)
+        call = {"revision": revision, "run_id": run.run_id, "model": agent.model,
                 "tools": sorted(agent.tools) if agent.tools is not None else None,
                 "limits": dict(agent.limits.__dict__), "tool_choice": agent.tool_choice, "system": agent.system,
                 "messages": [message_out(m) for m in messages], "principal": run.principal,
@@ -104,13 +105,13 @@ class TemporalAgent:
         self.backend.store.record_executor(run.run_id, EXECUTOR)  # if the worker writing its row dies, another ends it
         handle = await client.start_workflow(AGENT_WORKFLOW, call, id=run.run_id, task_queue=self.backend.config.task_queue)
         follower = Follower(self.backend.store, run, 0)
-        answers = Answers(self.engine.project, run, handle)
+        answers = Answers(self.engine.project.tools, run, handle)
         follower.listeners.append(answers.heard)
         try:
             outcome = await follower.follow(asyncio.ensure_future(handle.result()))
         except WorkflowFailureError as exc:
             await follower.catch_up(None)
-            failure, _ = call_failure(exc, run.run_id, agent.model, call["revision"])
+            failure, _ = call_failure(exc, run.run_id, agent.model, revision)
             if failure.code == ErrorCode.CANCELLED:  # cancelled from another front door: agent_done said so
                 return AgentResult(run.run_id, "cancelled", "", messages)
             return AgentResult(run.run_id, "error", "", messages, error=failure.message)

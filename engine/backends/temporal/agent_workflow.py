@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import copy
 from datetime import timedelta
-from typing import Any
+from typing import Any, Callable
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, CancelledError
@@ -69,13 +69,11 @@ class AgentWorkflow(Confirmable):
         self._events = WorkflowEvents(call["run_id"])
         self._run = run = Run(call["run_id"], [self._events.collect], project.redactor.for_run(), kind="agent",
                               name=call["model"], principal=call.get("principal"))
-        # Its events reach the store, and through it whoever follows the run on any front door: the
-        # workflow cannot know whether one shows them as they come, so the answer always streams.
-        run.watchers = 1
-        agent = Agent(_Opener(project), call["model"], tools=call.get("tools"), limits=AgentLimits(**call["limits"]),
+        run.watchers = 1  # its events go to the store front doors follow as they come: the model's answer streams
+        agent = Agent(None, call["model"], tools=call.get("tools"), limits=AgentLimits(**call["limits"]),
                       tool_choice=call.get("tool_choice", "auto"), system=call.get("system"),
                       output_schema=call.get("output_schema"), repairs=call.get("repairs", DEFAULT_REPAIRS))
-        result = await self._loop(agent, run, [message_in(m) for m in call["messages"]])
+        result = await self._loop(agent, run, [message_in(m) for m in call["messages"]], project)
         await self._events.record()
         return {"stop_reason": result.stop_reason, "answer": result.answer, "steps": result.steps,
                 "usage": usage_out(result.usage), "error": result.error,
@@ -83,10 +81,10 @@ class AgentWorkflow(Confirmable):
                 "messages": [message_out(m) for m in result.messages], "last_seq": run.last_seq,
                 "data": result.data, "error_details": result.error_details}
 
-    async def _loop(self, agent: Agent, events: Any, messages: list[Any]) -> Any:
-        """The durable loop to its stop (its AgentResult)."""
+    async def _loop(self, agent: Agent, events: Any, messages: list[Any], project: Any) -> Any:
+        """The durable loop to its stop (its AgentResult), on `project` (this worker's, at the call's revision)."""
         self._total = agent.limits.total_timeout
-        loop = _DurableLoop(agent, events, messages)
+        loop = _DurableLoop(agent, events, messages, project)
         loop.flow = self
         try:
             return await loop.run()
@@ -106,8 +104,8 @@ class AgentWorkflow(Confirmable):
         self._events, run = WorkflowEvents.of_call(call, here)
         self._events.rows.extend(call["record"])
         self._run = StepEvents(run, step.event_id, skill.name)
-        agent, user = skill.agent(call["input"], call.get("model") or skill.model or project.default_model, _Opener(project))
-        result = await self._loop(agent, self._run, as_messages(user))
+        agent, user = skill.agent(call["input"], call.get("model") or skill.model or project.default_model)
+        result = await self._loop(agent, self._run, as_messages(user), project)
         outcome: dict[str, Any] = {"usage": usage_out(result.usage), "last_seq": run.last_seq, "rows": self._events.take()}
         try:
             return {**outcome, "ok": True, "output": skill.output(result)}
@@ -130,7 +128,7 @@ class AgentWorkflow(Confirmable):
 
     # ─── the two kinds of I/O ────────────────────────────────────────────────────
 
-    async def model_request(self, model: str, request: ModelRequest, on_text: Any) -> ModelResponse:
+    async def model_request(self, model: str, request: ModelRequest, on_text: Callable[[str], None] | None) -> ModelResponse:
         total = self._total
         outcome = await _cancellable(workflow.execute_activity(
             MODEL_ACTIVITY,
@@ -193,13 +191,6 @@ async def _cancellable(activity: Any) -> Any:
         raise
 
 
-class _Opener:
-    """The RunOpener an Agent needs in a workflow: only its project is read."""
-
-    def __init__(self, project: Any) -> None:
-        self.project = project
-
-
 class _ActivityProvider:
     """A model whose requests are the workflow's model activity."""
 
@@ -207,7 +198,7 @@ class _ActivityProvider:
         self.flow = flow
         self.name = name
 
-    async def request(self, request: ModelRequest, on_text: Any) -> ModelResponse:
+    async def request(self, request: ModelRequest, on_text: Callable[[str], None] | None = None) -> ModelResponse:
         return await self.flow.model_request(self.name, request, on_text)
 
 

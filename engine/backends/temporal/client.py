@@ -138,7 +138,7 @@ class RemoteTool:
         if self.asks_inside:
             from .confirmation import Answers
 
-            answers = Answers(run.project, run.run, handle)
+            answers = Answers(run.project.tools, run.run, handle)
             follower.listeners.append(answers.heard)
         try:
             outcome = await follower.follow(asyncio.ensure_future(handle.result()))

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 from ...runs.payloads import ConfirmationRequired
 from .protocol import ANSWER_QUERY, APPROVE_SIGNAL
@@ -23,8 +23,8 @@ from .protocol import ANSWER_QUERY, APPROVE_SIGNAL
 if TYPE_CHECKING:
     from ...runtime.context import CallContext
     from ...runtime.events import Event
-    from ...runtime.project import LinkedTool, Project
-    from ...runtime.run import Run
+    from ...runtime.project import LinkedTool
+    from ...runtime.run import Run, ToolToApprove
 
 ANSWER_POLL_S = 1.0  # how often the workflow is asked whether another front door answered
 
@@ -73,8 +73,9 @@ class Answers:
     (an agent run's, or one of an agent step inside a tool's call); notes the run's end (a client
     leaving after `agent_done` cancels nothing)."""
 
-    def __init__(self, project: "Project", run: "Run", handle: Any) -> None:
-        self.project = project
+    def __init__(self, tools: "Mapping[str, ToolToApprove]", run: "Run", handle: Any) -> None:
+        """`tools`: the project's, by name (what the approver is shown of the tool asking)."""
+        self.tools = tools
         self.run = run
         self.handle = handle
         self.asking: dict[str, asyncio.Task[None]] = {}
@@ -86,13 +87,13 @@ class Answers:
             self.ended = True
         if event.type == "confirmation_required" and call_id and self.run.approver is not None:
             asked: ConfirmationRequired = event.data
-            tool = self.project.tools.get(asked["tool"])
+            tool = self.tools.get(asked["tool"])
             if tool is not None and call_id not in self.asking:
                 self.asking[call_id] = asyncio.ensure_future(self._ask(tool, asked["arguments"] or {}, call_id))
         elif event.type in ("tool_call_result", "tool_call_error") and call_id in self.asking:
             self.asking.pop(call_id).cancel()  # answered elsewhere (or timed out): stop asking here
 
-    async def _ask(self, tool: Any, args: dict[str, Any], call_id: str) -> None:
+    async def _ask(self, tool: "ToolToApprove", args: dict[str, Any], call_id: str) -> None:
         approved = await self.run.ask_approval(tool, args, call_id)
         await self.handle.signal(APPROVE_SIGNAL, args=[call_id, approved])
 

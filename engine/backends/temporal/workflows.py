@@ -74,6 +74,7 @@ class WorkflowEvents:
         scrub = here.project.redactor.for_run()
         scrub(call["arguments"])
         run = Run(call["run_id"], [events.collect], scrub, records=False)
+        run.watchers = 1  # its events go to the store front doors follow as they come: an agent step's model streams
         run.number_after(call["first_seq"] - 1)
         return events, run
 
