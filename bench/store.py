@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 from engine import Engine
-
 from engine.store.writer import STATEMENT_EVENTS
 
 from .projects import chain_tool, write_chain_project

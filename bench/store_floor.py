@@ -25,15 +25,15 @@ from __future__ import annotations
 import sqlite3
 import tempfile
 import time
-from pathlib import Path
 from itertools import chain
+from pathlib import Path
 from typing import Iterator
 
 import orjson
 
-from engine.store.writer import STATEMENT_EVENTS
 from engine.store.schema import MIGRATIONS
 from engine.store.sqlite import WRITER_CACHE_KIB, WRITER_MMAP_BYTES
+from engine.store.writer import STATEMENT_EVENTS
 
 _COLUMNS = "run_id, seq, type, ts, tool_call_id, step_id, skill, data"
 _KEYED = MIGRATIONS[0].split("CREATE TABLE events", 1)[1].split(";", 1)[0]  # the first schema's definition

@@ -10,7 +10,15 @@ import warnings as _warnings
 from importlib import import_module as _import_module
 
 from .errors import (
-    AgentSetupError, ConfigError, ConfigIssue, ErrorCode, Location, SkillyardError, StepFailure, ToolAdminError, UsageError,
+    AgentSetupError,
+    ConfigError,
+    ConfigIssue,
+    ErrorCode,
+    Location,
+    SkillyardError,
+    StepFailure,
+    ToolAdminError,
+    UsageError,
 )
 
 if _typing.TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and editors
@@ -19,13 +27,13 @@ if _typing.TYPE_CHECKING:  # what the lazy names below resolve to, for type chec
     from .logging import configure_logging
     from .providers.base import ChatMessage, ModelRequest, ModelResponse, Provider, ProviderError, Usage
     from .providers.registry import register_provider
+    from .runs.events import Event, EventType
+    from .runs.run import Run
     from .runtime.agent import Agent, AgentLimits, AgentResult
     from .runtime.context import CallContext, SkillContext
     from .runtime.contracts import ToolExecutor, ToolType, register_tool_type
-    from .runs.events import Event, EventType
     from .runtime.project import Project
     from .runtime.result import ToolError, ToolResult
-    from .runs.run import Run
     from .store import RunStore, Store, StoreError, open_store
     from .tool_admin import ToolAdmin
 

@@ -128,7 +128,6 @@ class Engine:
     def _reload_from_store(self) -> None:
         from .errors import ConfigError
         from .logging import logger
-
         from .store import StoreError
 
         try:

@@ -40,9 +40,8 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import mcp_types as types
-from pydantic import Field
-
 from mcp.server.mcpserver import Context, MCPServer
+from pydantic import Field
 
 REDOS_PATTERN = "^(a+)+$"
 REDOS_DEFAULT = "a" * 31 + "!"

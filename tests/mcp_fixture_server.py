@@ -13,9 +13,8 @@ import sys
 from pathlib import Path
 
 import mcp_types as types
-from pydantic import BaseModel
-
 from mcp.server.mcpserver import Context, MCPServer
+from pydantic import BaseModel
 
 server = MCPServer("fixture")
 MARKER = os.environ.get("FIXTURE_MARKER", "")

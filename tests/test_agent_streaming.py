@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_llm_servers import WIRES, FakeServer, write_project
 
 from engine import Engine
+from fake_llm_servers import WIRES, FakeServer, write_project
 
 
 @pytest.fixture(scope="module")

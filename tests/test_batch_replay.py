@@ -3,14 +3,13 @@ real (loopback, OpenAI-compatible) model only for the prompts that changed."""
 
 from __future__ import annotations
 
-import pytest
-
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from fake_llm_servers import FakeServer, OpenAIWire

@@ -3,14 +3,14 @@ worker, recorded in the shared PostgreSQL store, with the same results file as a
 
 from __future__ import annotations
 
-import pytest
-
 import json
 import os
 import subprocess
 
-from test_temporal import Setup, setup, workflow_status  # noqa: F401 - fixtures
+import pytest
+
 from temporal_server import temporal_address  # noqa: F401 - the session's dev server (a fixture)
+from test_temporal import Setup, setup, workflow_status  # noqa: F401 - fixtures
 
 CASES = [
     {"id": "a", "arguments": {"text": "alpha"}, "expect": {"path": "/shout", "equals": "ALPHA!"}},

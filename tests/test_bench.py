@@ -6,13 +6,13 @@ No timing assertions here: the performance targets are judged by the benchmark i
 
 from __future__ import annotations
 
-import pytest
-
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 pytestmark = pytest.mark.slow  # every test here starts a process or a server
 

@@ -22,7 +22,7 @@ import pytest
 
 from engine.cli import chat as chat_module
 from engine.cli.main import main
-from fake_llm_servers import FakeServer, OpenAIWire, call, write_project, module_server, server  # noqa: F401 - shared fixtures
+from fake_llm_servers import FakeServer, OpenAIWire, call, module_server, server, write_project  # noqa: F401 - shared fixtures
 
 WIRE = OpenAIWire()
 KEY_VAR = "SKILLYARD_TEST_LLM_KEY"

@@ -8,7 +8,6 @@ import time
 import typing
 from pathlib import Path
 
-
 from engine import Engine, Event, EventType
 
 ROOT = Path(__file__).resolve().parents[1]

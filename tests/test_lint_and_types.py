@@ -8,7 +8,6 @@ import re
 import tomllib
 from pathlib import Path
 
-
 REPO = Path(__file__).resolve().parent.parent
 IGNORE = re.compile(r"#\s*type:\s*ignore(?P<rest>.*)$")
 NAMED_WITH_WHY = re.compile(r"^\[[a-z-]+(, *[a-z-]+)*\]\s+#\s*\S")

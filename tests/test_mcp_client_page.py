@@ -18,7 +18,6 @@ sync_api = pytest.importorskip("playwright.sync_api")
 
 from secrets_support import write  # noqa: E402
 from server_helpers import ServerProcess, running_server  # noqa: E402
-
 from test_web_ui import ARGS, CHROMIUM  # noqa: E402
 
 FIXTURE = str(Path(__file__).with_name("mcp_fixture_server.py"))

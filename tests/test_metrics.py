@@ -11,8 +11,8 @@ import pytest
 parser = pytest.importorskip("prometheus_client.parser")
 import httpx  # noqa: E402
 
-from telemetry_support import PASSWORD, write_telemetry_project  # noqa: E402
 from server_helpers import free_port, running_server  # noqa: E402
+from telemetry_support import PASSWORD, write_telemetry_project  # noqa: E402
 
 ADMIN_KEY = "metrics-admin-key-0123456789abcdef0"
 CALLER_KEY = "metrics-caller-key-0123456789abcdef"

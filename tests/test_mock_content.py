@@ -3,11 +3,11 @@ belong, so the README's first command prints a plan a person can read (issue 16 
 
 from __future__ import annotations
 
-import pytest
-
 import json
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from engine import Engine, Event
 

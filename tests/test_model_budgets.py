@@ -17,12 +17,12 @@ from typing import Any
 
 import psutil
 import pytest
-from fake_llm_servers import write_project
-from hostile_model_server import HostileModelServer
 
 from engine import Engine
 from engine.errors import LimitExceeded
 from engine.providers.base import AnswerBudget, AnswerMeter
+from fake_llm_servers import write_project
+from hostile_model_server import HostileModelServer
 
 MiB = 1 << 20
 LIMIT_OF = {"endless_args": "limits.max_tool_args_bytes", "endless_text": "limits.max_answer_chars",

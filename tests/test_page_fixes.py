@@ -22,10 +22,8 @@ pytest.importorskip("uvicorn")
 pytest.importorskip("playwright.sync_api")
 
 from server_helpers import ServerProcess, running_server  # noqa: E402
-
 from test_web_batches import run_batch  # noqa: E402
 from test_web_ui import CHROMIUM, browser  # noqa: E402,F401 - browser: one Chromium per module
-
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)")]  # Chromium (and a served process)
 

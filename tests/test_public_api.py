@@ -46,8 +46,8 @@ def test_a_subpackage_is_an_attribute_as_after_importing_it() -> None:
 
 
 def test_an_extension_finds_what_it_needs_in_engine() -> None:
-    from engine.runtime.contracts import ToolType, register_tool_type
     from engine.runtime.context import CallContext
+    from engine.runtime.contracts import ToolType, register_tool_type
 
     assert set(EXTENSION_NAMES) <= set(engine.__all__)
     assert (engine.ToolType, engine.register_tool_type, engine.CallContext) == (ToolType, register_tool_type, CallContext)

@@ -8,10 +8,10 @@ export`, an embedding script's stdout and stderr, and a real `skillyard serve` p
 
 from __future__ import annotations
 
-import pytest
-
 import json
 from pathlib import Path
+
+import pytest
 
 from secrets_support import LOGIN_TOOL, leaks, plant, python, run_id_of, sink_files, skillyard, write
 

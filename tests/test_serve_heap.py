@@ -7,11 +7,11 @@ generations keep Python's ratios. The embedded app (create_app) leaves the colle
 
 from __future__ import annotations
 
-import pytest
-
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 pytestmark = pytest.mark.slow  # every test here starts a process or a server
 

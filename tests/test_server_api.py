@@ -13,7 +13,16 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 import httpx  # noqa: E402
 
-from server_helpers import ADMIN_KEY, CALLER_KEY, KEYS_ENV, ServerProcess, iter_sse, parse_sse, running_server, write_project  # noqa: E402
+from server_helpers import (  # noqa: E402
+    ADMIN_KEY,
+    CALLER_KEY,
+    KEYS_ENV,
+    ServerProcess,
+    iter_sse,
+    parse_sse,
+    running_server,
+    write_project,
+)
 
 pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
@@ -346,9 +355,9 @@ def test_admin_changes_tools(server: ServerProcess) -> None:
 
 def test_mcp_over_http_with_the_sdk_client(server: ServerProcess) -> None:
     pytest.importorskip("mcp")
+    import httpx2
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
-    import httpx2
 
     async def main() -> None:
         async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {CALLER_KEY}"}, timeout=30) as http:

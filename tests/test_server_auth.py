@@ -14,7 +14,6 @@ import httpx  # noqa: E402
 
 from engine import Engine  # noqa: E402
 from engine.server.auth import ApiKeys, KeyConfigError, is_loopback_host, load_api_keys, presented_key, same_origin  # noqa: E402
-
 from server_helpers import write_project  # noqa: E402
 
 LONG = "k" * 24

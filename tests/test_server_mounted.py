@@ -215,7 +215,8 @@ def test_the_page_works_mounted_in_chromium(tmp_path: Path) -> None:
     every API call resolve under the prefix, with the key from the page's box."""
     pytest.importorskip("uvicorn")
     sync_api = pytest.importorskip("playwright.sync_api")
-    from test_server_docs_assets import KEYS as ADMIN_ONLY, _embedded_server
+    from test_server_docs_assets import KEYS as ADMIN_ONLY
+    from test_server_docs_assets import _embedded_server
     from test_web_ui import ARGS, CHROMIUM
 
     if not Path(CHROMIUM).exists():

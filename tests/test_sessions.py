@@ -16,9 +16,9 @@ import pytest
 
 from engine import Engine
 from engine.errors import SessionError
+from engine.providers.base import ChatMessage, ToolCall
 from engine.runtime.agent import AgentLimits
 from engine.runtime.turns import parse_messages, trim_history
-from engine.providers.base import ChatMessage, ToolCall
 from fake_llm_servers import WIRES, FakeServer, call, write_project
 
 QUICK = AgentLimits(total_timeout=30)  # the first use of an SDK imports it (seconds on a busy machine)

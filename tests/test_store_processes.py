@@ -5,13 +5,13 @@ Real subprocesses on one real database file in a temp directory.
 
 from __future__ import annotations
 
-import pytest
-
 import json
 import os
 import signal
 import sqlite3
 from pathlib import Path
+
+import pytest
 
 from engine.store import RunStore
 from store_support import assert_gap_free, python_process, query, wait_for, write_project

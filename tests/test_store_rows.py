@@ -22,8 +22,8 @@ from engine.server.sse import event_frames, stored_frames
 from engine.store import open_store
 from engine.store.ready import RowMaker
 from engine.store.rows import Batch
-from test_store_backends import engine_on, project, sql, url  # noqa: F401 - fixtures
 from store_support import write_project
+from test_store_backends import engine_on, project, sql, url  # noqa: F401 - fixtures
 
 
 class Counted:

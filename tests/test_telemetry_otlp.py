@@ -17,8 +17,8 @@ pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
 trace_service = pytest.importorskip("opentelemetry.proto.collector.trace.v1.trace_service_pb2")
 import httpx  # noqa: E402
 
-from telemetry_support import PASSWORD, write_telemetry_project  # noqa: E402
 from server_helpers import running_server  # noqa: E402
+from telemetry_support import PASSWORD, write_telemetry_project  # noqa: E402
 
 pytestmark = pytest.mark.slow  # every test here starts a process or a server
 
@@ -105,9 +105,9 @@ def exported(receiver: OtlpReceiver, tmp_path_factory: pytest.TempPathFactory) -
 
 
 def _call_over_mcp(url: str) -> None:
+    import httpx2
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
-    import httpx2
 
     async def main() -> None:
         headers = {"traceparent": f"00-{MCP_TRACE_ID}-{CALLER_SPAN}-01"}

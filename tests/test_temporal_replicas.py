@@ -21,8 +21,8 @@ pytest.importorskip("fastapi")
 import httpx  # noqa: E402
 
 from fake_llm_servers import FakeServer, call  # noqa: E402
-from temporal_server import temporal_address  # noqa: E402,F401 - the session's dev server (a fixture)
 from server_helpers import CALLER_KEY, KEYS_ENV, ServerProcess, iter_sse  # noqa: E402
+from temporal_server import temporal_address  # noqa: E402,F401 - the session's dev server (a fixture)
 from test_temporal import Setup, wait_for, workflow_status  # noqa: E402
 from test_temporal_agent import WIRE, guarded_setup  # noqa: E402
 

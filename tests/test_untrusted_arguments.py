@@ -16,7 +16,14 @@ import orjson
 import pytest
 
 from engine import Engine, Event
-from engine.safety.untrusted import MAX_DEPTH, arguments_problem, find_problem, loads, nesting_problem, text_may_hide_problem
+from engine.safety.untrusted import (
+    MAX_DEPTH,
+    arguments_problem,
+    find_problem,
+    loads,
+    nesting_problem,
+    text_may_hide_problem,
+)
 
 PROJECT = Path(__file__).parent / "projects" / "router"
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-
 from engine import Engine
 from engine.cli.main import main
 from engine.link.linker import load_project

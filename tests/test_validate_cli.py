@@ -6,12 +6,12 @@ nothing on stdout, never a traceback. A good project: a one-line `ok: …` summa
 
 from __future__ import annotations
 
-import pytest
-
 import re
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 pytestmark = pytest.mark.slow  # every test here starts a process or a server
 

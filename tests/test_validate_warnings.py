@@ -3,11 +3,11 @@ comma that cut a flow value; the shipped project has none."""
 
 from __future__ import annotations
 
-import pytest
-
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 pytestmark = pytest.mark.slow  # every test here starts a process or a server
 

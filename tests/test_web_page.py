@@ -19,13 +19,19 @@ pytest.importorskip("uvicorn")
 sync_api = pytest.importorskip("playwright.sync_api")
 
 import httpx  # noqa: E402
+
 from server_helpers import ServerProcess, running_server  # noqa: E402
-from web_page_project import (  # noqa: E402
-    CONDITION, FAILED_ITEM, ITEMS, SYNTHETIC_RUN, as_sse, synthetic_events, synthetic_run, write_page_project,
-)
-
 from test_web_ui import CHROMIUM, browser  # noqa: E402,F401 - browser: one Chromium per module
-
+from web_page_project import (  # noqa: E402
+    CONDITION,
+    FAILED_ITEM,
+    ITEMS,
+    SYNTHETIC_RUN,
+    as_sse,
+    synthetic_events,
+    synthetic_run,
+    write_page_project,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)")]  # Chromium (and a served process)
 

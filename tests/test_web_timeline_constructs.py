@@ -19,11 +19,10 @@ pytest.importorskip("uvicorn")
 sync_api = pytest.importorskip("playwright.sync_api")
 
 import httpx  # noqa: E402
+
 from server_helpers import ServerProcess, running_server  # noqa: E402
-from web_page_project import DIGEST_FAILING, DIGEST_LINES, digest_text, write_digest_project  # noqa: E402
-
 from test_web_ui import ARGS, CHROMIUM  # noqa: E402
-
+from web_page_project import DIGEST_FAILING, DIGEST_LINES, digest_text, write_digest_project  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)")]  # Chromium (and a served process)
 

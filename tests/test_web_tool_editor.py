@@ -19,8 +19,8 @@ pytest.importorskip("uvicorn")
 sync_api = pytest.importorskip("playwright.sync_api")
 
 import httpx  # noqa: E402
-from server_helpers import ServerProcess, running_server  # noqa: E402
 
+from server_helpers import ServerProcess, running_server  # noqa: E402
 from test_web_ui import CHROMIUM, browser  # noqa: E402,F401 - browser: one Chromium per module
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)")]

@@ -18,7 +18,6 @@ sync_api = pytest.importorskip("playwright.sync_api")
 
 from server_helpers import ServerProcess, running_server, write_project  # noqa: E402
 
-
 CHROMIUM = os.environ.get("SKILLYARD_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
         "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"]

@@ -6,10 +6,10 @@ one counting line with the failures listed."""
 
 from __future__ import annotations
 
-import pytest
-
 import json
 from pathlib import Path
+
+import pytest
 
 from store_support import cli
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from test_temporal import Setup, events_of, comparable, setup, workflow_status  # noqa: F401 - fixtures
 from temporal_server import temporal_address  # noqa: F401 - the session's dev server (a fixture)
+from test_temporal import Setup, comparable, events_of, setup, workflow_status  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.slow  # every test here starts a process or a server
 

@@ -16,7 +16,7 @@ import pytest
 from engine.lang.templating import BUILTIN_NAMES, ENV, TemplateProblem, check_template
 from engine.spec import yaml_source
 from engine.spec.yaml_builder import Builder, events
-from engine.spec.yaml_source import SourceMap, YamlLoadError, _fast_build, _SLOW, load_yaml_text
+from engine.spec.yaml_source import _SLOW, SourceMap, YamlLoadError, _fast_build, load_yaml_text
 
 PLAIN_DOCUMENTS = [
     "",

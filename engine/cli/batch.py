@@ -13,7 +13,15 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ConfigError, UsageError
 from ..logging import configure_logging
 from .arguments import positive_int
-from .common import SETTINGS_STILL_APPLY, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, add_backend_argument, open_engine, report_config
+from .common import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    SETTINGS_STILL_APPLY,
+    add_backend_argument,
+    open_engine,
+    report_config,
+)
 
 if TYPE_CHECKING:  # building the parser (`--help`) loads none of what a batch runs
     from ..batch.reuse import ReuseTally

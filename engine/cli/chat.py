@@ -17,7 +17,14 @@ from ..errors import AgentSetupError, ConfigError, ErrorCode, SessionError, Usag
 from ..logging import configure_logging
 from ..safety.untrusted import replace_lone_surrogates
 from .approval import terminal_approver
-from .common import SETTINGS_STILL_APPLY, add_backend_argument, close_recording, emit_event, open_engine, report_unrecorded
+from .common import (
+    SETTINGS_STILL_APPLY,
+    add_backend_argument,
+    close_recording,
+    emit_event,
+    open_engine,
+    report_unrecorded,
+)
 
 if TYPE_CHECKING:  # building the parser (`--help`) loads none of what the agent loop needs
     from ..runtime.agent import AgentLimits

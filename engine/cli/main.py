@@ -16,9 +16,18 @@ from ..safety.untrusted import replace_lone_surrogates
 from .approval import terminal_approver
 from .arguments import build_arguments
 from .common import (
+    EXIT_OK,
     SETTINGS_STILL_APPLY,
-    EXIT_OK, add_backend_argument, close_recording, emit_event, emit_json, exit_code, fail, open_engine, report_config,
-    report_unrecorded, warn_broken,
+    add_backend_argument,
+    close_recording,
+    emit_event,
+    emit_json,
+    exit_code,
+    fail,
+    open_engine,
+    report_config,
+    report_unrecorded,
+    warn_broken,
 )
 from .error_view import add_error_arguments, show_error
 

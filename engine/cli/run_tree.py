@@ -12,8 +12,19 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..runs.payloads import (AgentDone, ModelCallStart, ModelExchange, SkillError, SkillResult, SkillStart, ToolCallError,
-                             ToolCallResult, ToolCallStart, ToolProgressDelta, Where)
+from ..runs.payloads import (
+    AgentDone,
+    ModelCallStart,
+    ModelExchange,
+    SkillError,
+    SkillResult,
+    SkillStart,
+    ToolCallError,
+    ToolCallResult,
+    ToolCallStart,
+    ToolProgressDelta,
+    Where,
+)
 from .error_view import last_frame_lines
 from .timeline import ITEMS_SHOWN
 

@@ -11,7 +11,7 @@ import sys
 from typing import Any, Sequence
 
 from ..errors import ConfigError, UsageError
-from .common import SETTINGS_STILL_APPLY, EXIT_OK, EXIT_USAGE, add_backend_argument, open_engine
+from .common import EXIT_OK, EXIT_USAGE, SETTINGS_STILL_APPLY, add_backend_argument, open_engine
 
 SERVICE_GC_THRESHOLD = 10_000  # allocations between two collections of the youngest generation (see settle_heap)
 

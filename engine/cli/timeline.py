@@ -17,9 +17,22 @@ from typing import Any, Mapping, TextIO
 from ..errors import ErrorCode
 from ..providers.pricing import format_usd, usage_cost
 from ..runs.events import Event
-from ..runs.payloads import (AgentDone, AgentError, AgentStart, ConfirmationRequired, ModelCallStart, SkillError,
-                             SkillProgressDelta, SkillResult, SkillStart, ToolCallError, ToolCallResult, ToolCallStart,
-                             ToolProgressDelta, Where)
+from ..runs.payloads import (
+    AgentDone,
+    AgentError,
+    AgentStart,
+    ConfirmationRequired,
+    ModelCallStart,
+    SkillError,
+    SkillProgressDelta,
+    SkillResult,
+    SkillStart,
+    ToolCallError,
+    ToolCallResult,
+    ToolCallStart,
+    ToolProgressDelta,
+    Where,
+)
 
 ITEMS_SHOWN = 10  # items of a forEach step shown one by one; the rest are counted
 

@@ -30,7 +30,16 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Literal, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, create_model, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    ValidationInfo,
+    create_model,
+    field_validator,
+)
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from ..errors import ErrorCode, StepFailure

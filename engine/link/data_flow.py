@@ -15,7 +15,14 @@ from typing import Any, Protocol
 from ..errors import IssueCollector, Location
 from ..lang.conditions import Condition, ConditionSyntaxError, check_types
 from ..lang.mapping import (
-    Fallback, MappingSyntaxError, Reference, compile_mapping, format_path, is_reference, iter_references, parse_value,
+    Fallback,
+    MappingSyntaxError,
+    Reference,
+    compile_mapping,
+    format_path,
+    is_reference,
+    iter_references,
+    parse_value,
 )
 from ..lang.schema import SchemaReader, describe_types_article, literal_types, types_fit
 from ..runtime.contracts import Skill

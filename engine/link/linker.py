@@ -46,8 +46,8 @@ from ..spec.models import (
 )
 from .agent_link import agent_skill, check_agent_cycles
 from .closure import problems_by_tool, project_wide
-from .expect import ExpectationError, compile_checks
 from .data_flow import DataFlow, Site, leaves, suggest
+from .expect import ExpectationError, compile_checks
 from .workflow_link import WorkflowLink, workflow_order
 
 if TYPE_CHECKING:
@@ -392,7 +392,6 @@ class _Linker:
         if not self.specs.mcp_servers and not registry.connections(self.specs.root):
             return {}
         from ..executors.mcp_client.link import link_mcp_servers
-
         from .overlay import apply_to_source_tools
 
         self.mcp = link_mcp_servers(self.specs.root, self.specs.mcp_servers, taken, self.specs.settings.limits.tool_timeout)

@@ -16,8 +16,8 @@ import dataclasses
 from pydantic import ValidationError
 
 from ..errors import ConfigIssue, IssueCollector
-from ..spec.loader import Entry, LoadedSpecs, report_pydantic_errors
 from ..runtime.project import LinkedTool
+from ..spec.loader import Entry, LoadedSpecs, report_pydantic_errors
 from ..spec.models import ToolSpec
 from ..spec.yaml_source import SourceMap
 from ..store.tool_settings import ToolSetting

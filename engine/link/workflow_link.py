@@ -15,7 +15,15 @@ from typing import Any
 from ..executors.workflow import LinkedStep, RetryPolicy, WorkflowExecutor
 from ..executors.workflow_nodes import ForEach, Parallel, Step, SubWorkflow
 from ..lang.conditions import Condition, ConditionSyntaxError, check_types
-from ..lang.mapping import Fallback, MappingSyntaxError, Reference, compile_mapping, compile_reference, is_reference, parse_value
+from ..lang.mapping import (
+    Fallback,
+    MappingSyntaxError,
+    Reference,
+    compile_mapping,
+    compile_reference,
+    is_reference,
+    parse_value,
+)
 from ..lang.schema import SchemaReader, describe_types_article
 from ..spec.loader import Entry
 from ..spec.models import ParallelSpec, StepSpec, WorkflowSpec

@@ -55,7 +55,16 @@ import httpx2  # the HTTP client under the SDK (its fork of httpx): what a broke
 
 from ..spec.models import ModelSpec
 from .base import (
-    AnswerMeter, ChatMessage, ModelRequest, ModelResponse, ProviderError, ToolCall, Usage, reasoning_sink, streams, without_key,
+    AnswerMeter,
+    ChatMessage,
+    ModelRequest,
+    ModelResponse,
+    ProviderError,
+    ToolCall,
+    Usage,
+    reasoning_sink,
+    streams,
+    without_key,
 )
 from .bounded_http import NO_COMPRESSION, READING, BoundedTransport, loads, read_body, sse_events
 

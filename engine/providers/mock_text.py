@@ -9,7 +9,6 @@ answers read like a rough draft of the real thing instead of a word salad.
 from __future__ import annotations
 
 import functools
-
 import re
 from dataclasses import dataclass, field
 

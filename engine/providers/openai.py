@@ -28,8 +28,16 @@ import orjson
 from ..lang.strict_schema import StrictSchema, openai_function, openai_json_schema
 from ..spec.models import ModelSpec
 from .base import (
-    AnswerBudget, AnswerMeter, ModelRequest, ModelResponse, ProviderError, ToolCall, Usage, reasoning_sink,
-    streams, without_key,
+    AnswerBudget,
+    AnswerMeter,
+    ModelRequest,
+    ModelResponse,
+    ProviderError,
+    ToolCall,
+    Usage,
+    reasoning_sink,
+    streams,
+    without_key,
 )
 from .bounded_http import NO_COMPRESSION, READING, BoundedTransport, loads, read_body, sse_events
 from .chat_format import content_text, from_openai_message, from_openai_messages, to_openai_messages  # noqa: F401 - the provider's adapters

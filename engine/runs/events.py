@@ -17,7 +17,20 @@ import functools
 import inspect
 import types
 from collections import namedtuple
-from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Literal, Mapping, ParamSpec, TypeVar, Union
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Iterable,
+    Literal,
+    Mapping,
+    ParamSpec,
+    TypeVar,
+    Union,
+)
 
 import orjson
 

@@ -30,7 +30,16 @@ import orjson
 
 from ..errors import ErrorCode, LimitExceeded
 from ..safety.redaction import scrub_text
-from .events import RUN_ENDING_EVENTS, Event, EventType, SyncListener, encode_data, new_event, report_listener_failure, wants_records
+from .events import (
+    RUN_ENDING_EVENTS,
+    Event,
+    EventType,
+    SyncListener,
+    encode_data,
+    new_event,
+    report_listener_failure,
+    wants_records,
+)
 
 if TYPE_CHECKING:
     from ..safety.redaction import RunScrubber, TextStream

@@ -19,14 +19,23 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Collection, Literal, Proto
 
 from ..errors import LimitExceeded, StepFailure
 from ..logging import logger
-from ..providers.base import AnswerBudget, ChatMessage, ModelRequest, ModelResponse, ProviderError, ToolCall, Usage, clean_response
+from ..providers.base import (
+    AnswerBudget,
+    ChatMessage,
+    ModelRequest,
+    ModelResponse,
+    ProviderError,
+    ToolCall,
+    Usage,
+    clean_response,
+)
 from ..providers.pricing import priced_response
-from ..safety.redaction import Redactor
-from ..spec.settings import AgentSettings
-from ..safety.untrusted import replace_lone_surrogates
-from .answers import DEFAULT_REPAIRS, AnswerSchema, problem_lines, refusal_details, repair_message, with_instruction
 from ..runs.events import Event, Listener, stream_run
 from ..runs.run import end_status, stop_code
+from ..safety.redaction import Redactor
+from ..safety.untrusted import replace_lone_surrogates
+from ..spec.settings import AgentSettings
+from .answers import DEFAULT_REPAIRS, AnswerSchema, problem_lines, refusal_details, repair_message, with_instruction
 from .ids import new_id
 from .result import ToolResult
 from .router import route_in_run

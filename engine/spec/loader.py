@@ -17,6 +17,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import TypeAdapter, ValidationError
 
 from ..errors import IssueCollector, Location
+from .mcp_config import McpServerSpec, load_mcp_servers, mcp_files
 from .models import (
     IDENT_RE,
     TOOL_NAME_RE,
@@ -35,7 +36,6 @@ from .models import (
     ToolSpec,
     WorkflowSpec,
 )
-from .mcp_config import McpServerSpec, load_mcp_servers, mcp_files
 from .references import Resolver, literal
 from .yaml_source import SourceMap, YamlLoadError, YamlPath, format_path, load_yaml_file
 

@@ -15,8 +15,18 @@ from pydantic.fields import FieldInfo
 
 from .common import Duration, JsonSchema, _Spec, parse_duration  # noqa: F401 (re-exported)
 from .settings import (  # noqa: F401 (re-exported: engine.yaml's models used to live here)
-    AgentSettings, ApiKeySpec, EngineSettings, ExecutionSettings, LimitSettings, LoggingSettings, RedactionSettings,
-    RouterSettings, ServerSettings, StoreSettings, TelemetrySettings, TemporalSettings,
+    AgentSettings,
+    ApiKeySpec,
+    EngineSettings,
+    ExecutionSettings,
+    LimitSettings,
+    LoggingSettings,
+    RedactionSettings,
+    RouterSettings,
+    ServerSettings,
+    StoreSettings,
+    TelemetrySettings,
+    TemporalSettings,
 )
 
 TOOL_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")

@@ -29,8 +29,20 @@ import yaml
 
 from ..errors import ConfigIssue, Location, YamlLoadError
 from .yaml_builder import (
-    LOADER, MAX_DEPTH, MAX_NODES, MERGE_TAG, MISSING, SCALAR_TAGS, STR_TAG, TIMESTAMP_TAG, Builder, Mark, YamlPath,
-    construct_scalar, events, resolve_scalar,
+    LOADER,
+    MAX_DEPTH,
+    MAX_NODES,
+    MERGE_TAG,
+    MISSING,
+    SCALAR_TAGS,
+    STR_TAG,
+    TIMESTAMP_TAG,
+    Builder,
+    Mark,
+    YamlPath,
+    construct_scalar,
+    events,
+    resolve_scalar,
 )
 
 MAX_FILE_BYTES = 4 * 1024 * 1024

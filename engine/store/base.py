@@ -32,8 +32,8 @@ from .database import HOST, Database
 from .failures import Failures
 from .notices import LocalNotices, Notices
 from .queries import Queries, RunRecord
-from .sessions import Sessions
 from .redacting import RedactingListener
+from .sessions import Sessions
 from .tool_settings import SettingsWatch, ToolSetting, ToolSettings
 from .writer import RunEvents, Writer
 

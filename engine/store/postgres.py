@@ -41,8 +41,15 @@ from .errors import StoreError, StoreUnavailable
 from .postgres_notices import CONNECT_TIMEOUT_S, PostgresNotices
 from .rows import Batch
 from .schema import (
-    EVENTS_CHANNEL, INSERT_EVENTS_PG, MIGRATIONS, POSTGRES_BULK, POSTGRESQL, TOOL_SETTINGS_CHANNEL, SchemaTooNew,
-    implied_statements, postgres_ddl,
+    EVENTS_CHANNEL,
+    INSERT_EVENTS_PG,
+    MIGRATIONS,
+    POSTGRES_BULK,
+    POSTGRESQL,
+    TOOL_SETTINGS_CHANNEL,
+    SchemaTooNew,
+    implied_statements,
+    postgres_ddl,
 )
 from .urls import display_url
 

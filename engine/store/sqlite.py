@@ -30,7 +30,15 @@ from ..logging import logger
 from ..safety.redaction import Redactor
 from .base import Store
 from .database import (
-    HEARTBEAT_S, HOST, PROCESS_FORGOTTEN_MS, PROCESS_TIMEOUT_MS, Database, Statement, event_dict, is_alive, select_events,
+    HEARTBEAT_S,
+    HOST,
+    PROCESS_FORGOTTEN_MS,
+    PROCESS_TIMEOUT_MS,
+    Database,
+    Statement,
+    event_dict,
+    is_alive,
+    select_events,
     stored_events,
 )
 from .errors import StoreError, StoreUnavailable
@@ -38,8 +46,15 @@ from .notices import LocalNotices
 from .packing import HOLD_BACK_MS, pack_run, unpacked, with_packs
 from .rows import EVENT_WIDTH, RUN_START, WIDTHS, Batch
 from .schema import (
-    INSERT_EVENT, MIGRATIONS, SQLITE, SQLITE_BULK, SQLITE_RUN_START, TOOL_SETTINGS_CHANNEL, SchemaTooNew,
-    implied_statements, migrate,
+    INSERT_EVENT,
+    MIGRATIONS,
+    SQLITE,
+    SQLITE_BULK,
+    SQLITE_RUN_START,
+    TOOL_SETTINGS_CHANNEL,
+    SchemaTooNew,
+    implied_statements,
+    migrate,
 )
 
 BUSY_TIMEOUT_MS = 10_000

@@ -28,7 +28,16 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from ..runs.events import Event
-from ..runs.payloads import AgentDone, AgentStart, ModelCallStart, ModelExchange, SkillError, SkillResult, ToolCallError, ToolCallResult
+from ..runs.payloads import (
+    AgentDone,
+    AgentStart,
+    ModelCallStart,
+    ModelExchange,
+    SkillError,
+    SkillResult,
+    ToolCallError,
+    ToolCallResult,
+)
 
 if TYPE_CHECKING:
     from ..runs.run import Run

@@ -44,8 +44,20 @@ from opentelemetry import propagate, trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from ..runs.events import Event
-from ..runs.payloads import (AgentDone, AgentStart, ModelCallStart, ModelExchange, ModelFallback, ReasoningDone, SkillError,
-                             SkillStart, ToolCallError, ToolCallStart, ToolProgressDelta, Where)
+from ..runs.payloads import (
+    AgentDone,
+    AgentStart,
+    ModelCallStart,
+    ModelExchange,
+    ModelFallback,
+    ReasoningDone,
+    SkillError,
+    SkillStart,
+    ToolCallError,
+    ToolCallStart,
+    ToolProgressDelta,
+    Where,
+)
 from .config import TelemetryConfig, TelemetryUnavailable
 
 if TYPE_CHECKING:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from . import common
 
+
 def _watch(event) -> None:
     """A watcher that shows nothing: what it costs to have one is the streaming it brings."""
 

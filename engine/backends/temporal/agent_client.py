@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any, AsyncIterator
 
 from ...errors import ErrorCode, StepFailure
 from ...providers.base import Usage
-from ...runtime.agent import Agent, AgentResult, agent_run_end, as_messages
 from ...runs.events import Event, stream_run
+from ...runtime.agent import Agent, AgentResult, agent_run_end, as_messages
 from ...runtime.ids import new_id
 from .agent_protocol import AGENT_WORKFLOW, APPROVE_SIGNAL, PENDING_QUERY, message_in, message_out, result_in
 from .client import Follower, TemporalBackend, call_failure, cancel_and_wait

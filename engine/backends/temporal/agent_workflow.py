@@ -29,15 +29,24 @@ from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
     from ...errors import StepFailure
+    from ...providers.base import ModelRequest, ModelResponse, ProviderError
     from ...runtime.agent import Agent, AgentLimits, _Loop, as_messages
     from ...runtime.answers import DEFAULT_REPAIRS
-    from ...skills.agent import StepEvents
-    from ...providers.base import ModelRequest, ModelResponse, ProviderError
     from ...runtime.result import ToolResult
     from ...runtime.run import Run
-    from .agent_protocol import (AGENT_WORKFLOW, MODEL_ACTIVITY, TOOL_ACTIVITY,
-                                 message_in, message_out, request_out, response_in, result_in, result_out,
-                                 usage_out)
+    from ...skills.agent import StepEvents
+    from .agent_protocol import (
+        AGENT_WORKFLOW,
+        MODEL_ACTIVITY,
+        TOOL_ACTIVITY,
+        message_in,
+        message_out,
+        request_out,
+        response_in,
+        result_in,
+        result_out,
+        usage_out,
+    )
     from .approvals import DEFAULT_APPROVAL_TIMEOUT_S, Confirmable
     from .served import Served, check_revision, served
     from .workflows import GRACE_S, INFRASTRUCTURE_RETRY, WorkflowEvents

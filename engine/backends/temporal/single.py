@@ -46,8 +46,8 @@ class OneActivityWorkflow(Confirmable):
 @activity.defn(name=BODY_ACTIVITY)
 async def run_tool(call: dict[str, Any]) -> dict[str, Any]:
     """The tool's executor on this worker: {"ok", "output" | "code", "message", "details", "events"}."""
-    from ...runtime.context import CallContext
     from ...logging import logger
+    from ...runtime.context import CallContext
     from ...runtime.run import Run
     from .activities import heartbeat
 

@@ -42,10 +42,19 @@ with workflow.unsafe.imports_passed_through():
     from ...runtime.contracts import Skill
     from ...runtime.events import Event
     from ...runtime.run import Run
-    from .protocol import (APPROVE_SIGNAL, BODY_ACTIVITY, RECORD_ACTIVITY, REVISION_MISMATCH, STEP_ACTIVITY,
-                           STEP_FAILURE, WORKFLOW, ended, failure_details)
     from .agent_protocol import AGENT_WORKFLOW
     from .approvals import Confirmable
+    from .protocol import (
+        APPROVE_SIGNAL,
+        BODY_ACTIVITY,
+        RECORD_ACTIVITY,
+        REVISION_MISMATCH,
+        STEP_ACTIVITY,
+        STEP_FAILURE,
+        WORKFLOW,
+        ended,
+        failure_details,
+    )
     from .served import Served, check_revision, served
 
 GRACE_S = 5.0  # start-to-close beyond a step's own timeout (the step enforces that itself, with a clear event)

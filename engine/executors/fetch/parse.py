@@ -19,7 +19,14 @@ from typing import Any
 from urllib.parse import urljoin
 
 from ...errors import SkillyardError
-from ...safety.untrusted import MAX_DEPTH, find_problem, loads, replace_lone_surrogates, scrub_surrogates, text_may_hide_problem
+from ...safety.untrusted import (
+    MAX_DEPTH,
+    find_problem,
+    loads,
+    replace_lone_surrogates,
+    scrub_surrogates,
+    text_may_hide_problem,
+)
 
 # ─── content encodings ──────────────────────────────────────────────────────────────────
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Callable
 
-from fastapi import APIRouter, Depends, Path as PathParam
+from fastapi import APIRouter, Depends
+from fastapi import Path as PathParam
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -20,6 +21,7 @@ from ..access import current_principal
 from ..api import ApiError, error_responses, jsonable
 from ..auth import Principal
 from ..service import Service
+
 
 class ToolPatch(BaseModel):
     model_config = ConfigDict(extra="forbid")

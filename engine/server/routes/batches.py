@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends, Path as PathParam, Query
+from fastapi import APIRouter, Depends, Query
+from fastapi import Path as PathParam
 
 from ...errors import ErrorCode
 from ..access import current_principal

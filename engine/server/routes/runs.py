@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any, AsyncIterator, Literal
 
-from fastapi import APIRouter, Depends, Header, Path as PathParam, Query, Request
+from fastapi import APIRouter, Depends, Header, Query, Request
+from fastapi import Path as PathParam
 from pydantic import BaseModel, ConfigDict, Field
 
 from ...errors import ErrorCode

@@ -7,8 +7,8 @@ import functools
 from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
-from fastapi.routing import APIRoute
 from fastapi.responses import Response
+from fastapi.routing import APIRoute
 from pydantic import BaseModel, Field
 from starlette.types import Receive
 
@@ -18,8 +18,8 @@ from ..access import current_principal, request_headers, request_principal
 from ..api import SSE_DOC, ApiError, error_responses, json_body
 from ..auth import Principal
 from ..live import AnnouncedStream, finished_or_left, stream
-from ..service import Service
 from ..raw import Answer, read_body
+from ..service import Service
 from ..sse import event_stream_wanted
 
 
