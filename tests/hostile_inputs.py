@@ -1,5 +1,5 @@
 """A corpus of hostile caller inputs, and the small project they are aimed at. Every door's
-tests may drive it (tests/test_hostile_doors.py runs it against each one).
+tests may drive it (tests/security/test_hostile_doors.py runs it against each one).
 
 (No tests here; the name keeps it beside the tests that import it.)
 

@@ -5,7 +5,7 @@ with MCP_CONFORMANCE_SCENARIO set. This writes a project whose config/mcp.yaml n
 and goes through skillyard's own doors (`skillyard mcp list`, `skillyard call --yes`), so the
 scenario exercises the client the engine really uses: connection, routing, router, elicitation.
 
-(No tests here; tests/test_mcp_client_conformance.py runs the suite with it.)
+(No tests here; tests/mcp/test_mcp_client_conformance.py runs the suite with it.)
 """
 
 from __future__ import annotations

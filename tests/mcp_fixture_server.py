@@ -1,5 +1,5 @@
 """An MCP server written with the `mcp` SDK (MCPServer, once FastMCP), run as a subprocess by
-tests/test_mcp_client.py: progress, log messages, cancellation, images, isError, a crash
+tests/mcp/test_mcp_client.py: progress, log messages, cancellation, images, isError, a crash
 mid-call, list_changed, elicitation, and what environment it was given.
 
 (No tests here; run as `python tests/mcp_fixture_server.py`, stdio, or with `http PORT`.)

@@ -317,7 +317,7 @@ def as_sse(events: list[dict[str, Any]]) -> str:
     return "".join(f"id: {e['seq']}\nevent: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events)
 
 
-# ─── a project of sub-workflows (tests/test_web_timeline_constructs.py) ────────────────────
+# ─── a project of sub-workflows (tests/web/test_web_timeline_constructs.py) ────────────────────
 
 DIGEST_LINES = 12
 DIGEST_FAILING = (3, 11)  # one item shown one by one, one folded past the tenth

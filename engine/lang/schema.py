@@ -4,7 +4,7 @@ Two validators, one verdict. The Python `jsonschema` package is the reference: i
 schemas against the Draft 2020-12 meta-schema and writes the detailed, JSON-Pointer error
 messages users see. On the per-call path we ask `jsonschema-rs` (compiled once at link time,
 ~0.5 µs per call) for the verdict, and only when it says "invalid" do we ask `jsonschema` for
-the errors. `tests/test_schema_parity.py` proves both give the same verdicts.
+the errors. `tests/lang/test_schema_parity.py` proves both give the same verdicts.
 Formats are annotations in both (Draft 2020-12's default), so their verdicts agree.
 """
 
