@@ -432,7 +432,7 @@ def test_an_embedding_script_on_the_engine_api(served: tuple[Target, str, Path])
         engine = Engine.from_dir({str(attacked.root)!r}, store=True)
         for hostile in corpus(secrets, {"http://127.0.0.1:9/latest/meta-data/"!r}):
             if hostile.tool:
-                print(json.dumps(engine.call_tool_sync(hostile.tool, hostile.arguments).to_dict()))
+                print(json.dumps(engine.call_tool_sync(hostile.tool, hostile.arguments).as_shown().to_dict()))  # as doors send it
                 continue
             try:
                 print(repr(asyncio.run(engine.agent(output_schema=hostile.output_schema).run(hostile.prompt))))
