@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Collection, Literal, Proto
 from ..errors import LimitExceeded, StepFailure
 from ..logging import logger
 from ..providers.base import (
-    AnswerBudget,
     ChatMessage,
     ModelRequest,
     ModelResponse,
@@ -233,7 +232,7 @@ class _Loop:
         self.recent_calls: list[str] = []
         self.tool_specs: tuple[dict[str, Any], ...] = ()  # set as the loop runs (in its Run: a bug ends that)
         self.allowed: set[str] = set()
-        self.budget = AnswerBudget.of(self.project.settings.limits)  # what one model answer may hold
+        self.budget = self.project.answer_budget  # what one model answer may hold
 
     def end_of(self, run: "Run", answered: AgentResult | None) -> "RunEnd":
         """How the run ended: by this loop's own result (a cancelled loop's partial one too)."""

@@ -10,14 +10,13 @@ from __future__ import annotations
 import warnings
 from typing import TYPE_CHECKING, Any, Mapping, Protocol
 
-from ..providers.base import ModelRequest, ModelResponse, Provider, Usage
+from ..providers.base import AnswerBudget, ModelRequest, ModelResponse, Provider, Usage
 
 NO_USAGE = Usage()
 
 if TYPE_CHECKING:
     from ..safety.redaction import Redactor
     from ..spec.models import ModelSpec
-    from ..spec.settings import EngineSettings
     from .run import Run, ToolToApprove
 
 
@@ -33,7 +32,7 @@ class CallProject(Protocol):
     def redactor(self) -> "Redactor": ...
 
     @property
-    def settings(self) -> "EngineSettings": ...
+    def answer_budget(self) -> "AnswerBudget": ...
 
     def provider(self, model_name: str) -> "tuple[Provider, ModelSpec]": ...
 

@@ -17,7 +17,7 @@ from typing import Any, Iterable, Literal
 from ..errors import ConfigIssue, ErrorCode, StepFailure
 from ..lang.schema import CompiledSchema
 from ..lang.strict_schema import StrictSchema, openai_function
-from ..providers.base import Provider, ProviderError
+from ..providers.base import AnswerBudget, Provider, ProviderError
 from ..providers.registry import build_provider, provider_factory
 from ..safety.redaction import Redactor
 from ..spec.models import EngineSettings, ModelSpec
@@ -154,6 +154,7 @@ class Project:
     reference_secrets: frozenset[str] = frozenset()  # values read from `${env:…}`/`${file:…}` at load
     redactor: Redactor = field(init=False, repr=False)
     falls_back: bool = field(init=False, repr=False)  # some model has `fallback:` (its runs mark themselves)
+    answer_budget: AnswerBudget = field(init=False, repr=False)  # what one model answer may hold (`limits:`)
     _providers: dict[str, Provider] = field(default_factory=dict, repr=False)  # per model name, with fallbacks
     _own: dict[str, Provider] = field(default_factory=dict, repr=False)  # each model's own provider
     _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
@@ -162,6 +163,7 @@ class Project:
         self.redactor = redactor = Redactor(self.settings.redaction.sensitive_keys)
         self._mark_clean(redactor)
         self.falls_back = any(spec.fallback for spec in self.models.values())
+        self.answer_budget = AnswerBudget.of(self.settings.limits)
 
     def _mark_clean(self, redactor: Redactor) -> None:
         """Decide once which event payloads can skip redaction (see Redactor.schema_is_clean)."""

@@ -10,7 +10,7 @@ import jinja2
 
 from ..errors import ErrorCode, StepFailure
 from ..lang.templating import LazyTemplate
-from ..providers.base import AnswerBudget, ChatMessage, ModelRequest, ProviderError, clean_response
+from ..providers.base import ChatMessage, ModelRequest, ProviderError, clean_response
 from ..providers.pricing import priced_response
 from ..runtime.answers import AnswerSchema, problem_lines, refusal_details, repair_message, with_instruction
 from ..runtime.context import SkillContext
@@ -81,7 +81,7 @@ class PromptSkill(Skill):
                 output_strict=self.answer.strict if self.answer is not None else None,
                 temperature=self.temperature if self.temperature is not None else spec.temperature,
                 max_tokens=self.max_tokens or spec.max_tokens,
-                budget=AnswerBudget.of(ctx.call.project.settings.limits),
+                budget=ctx.call.project.answer_budget,
             )
             ctx.progress("model call started", stage="model_call", model=model_name, attempt=attempt)
             stream = _StreamProgress(ctx)
