@@ -41,9 +41,9 @@ class LimitSettings(_Spec):
     )
     max_schema_bytes: int = Field(
         default=64 * 1024, ge=1024,
-        description="Largest JSON Schema taken from outside (a caller's output_schema, an MCP server's inputSchema "
-        "or requestedSchema), in bytes of compact JSON; a larger one is refused (422). Its nesting (64 levels) and "
-        "its growth through $refs (100,000 nodes) are bounded too.",
+        description="Largest JSON Schema a caller sends (output_schema), in bytes of compact JSON; a larger one is "
+        "refused (422). Its nesting (64 levels) and its growth through $refs (100,000 nodes) are bounded too. An MCP "
+        "server's inputSchema or requestedSchema is held to the same budget at its default, 64 KiB.",
     )
     max_tool_args_bytes: int = Field(
         default=DEFAULT_MAX_TOOL_ARGS_BYTES, ge=1024,
